@@ -1,0 +1,1 @@
+"""Framework-neutral core of msprobe (never imports torch or mindspore at import time)."""

@@ -1,0 +1,36 @@
+"""Packaging for msprobe: `pip install -e ".[all,test]"` for development."""
+import os
+import re
+
+from setuptools import find_packages, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(HERE, "msprobe", "__init__.py"), encoding="utf-8") as handle:
+    VERSION = re.search(r'__version__ = "([^"]+)"', handle.read()).group(1)
+with open(os.path.join(HERE, "README.md"), encoding="utf-8") as handle:
+    LONG_DESCRIPTION = handle.read()
+
+BASE = ["numpy>=1.21", "pandas>=1.3", "openpyxl>=3.0", "pyyaml>=5.4", "tqdm>=4.60"]
+EXTRAS = {
+    "pytorch": ["torch>=2.0"],
+    "mindspore": ["mindspore>=2.4", "numpy<2"],
+    "test": ["pytest>=7", "pytest-timeout>=2"],
+}
+EXTRAS["all"] = sorted(set(EXTRAS["pytorch"] + EXTRAS["mindspore"]))
+
+setup(
+    name="msprobe",
+    version=VERSION,
+    description="Find where a deep-learning training run loses numerical accuracy (PyTorch and MindSpore).",
+    long_description=LONG_DESCRIPTION,
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.9",
+    packages=find_packages(include=["msprobe", "msprobe.*"]),
+    package_data={"msprobe": ["config.json", "**/*.yaml", "**/*.json", "**/*.html", "**/*.js", "**/*.css"]},
+    include_package_data=True,
+    install_requires=BASE,
+    extras_require=EXTRAS,
+    entry_points={"console_scripts": ["msprobe=msprobe.cli:console_main"]},
+    classifiers=["Programming Language :: Python :: 3", "License :: OSI Approved :: Apache Software License"],
+)
