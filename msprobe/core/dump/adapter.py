@@ -1,0 +1,91 @@
+"""The adapter interface a framework implements so that core/dump can describe its values.
+
+Core code never touches a framework tensor directly: it asks the adapter. An adapter is one
+object (usually a module-level singleton) with the methods below. Statistics are *deferred*:
+`tensor_stats` starts the computation and returns an opaque handle (for torch: a small tensor
+still on the device), and `resolve_stats` turns a whole batch of handles into Python numbers
+at once, so a step pays one device-to-host copy instead of one per tensor.
+
+Example (a toy adapter for numpy arrays)::
+
+    class NumpyAdapter(DumpAdapter):
+        framework = "numpy"
+        tensor_suffix = ".npy"
+        def is_tensor(self, value):
+            return isinstance(value, np.ndarray)
+        def tensor_header(self, array):
+            return {"type": "numpy.ndarray", "dtype": str(array.dtype), "shape": list(array.shape)}
+        def tensor_stats(self, array):
+            return [array.max(), array.min(), array.mean(), np.linalg.norm(array)] if array.size else None
+        def resolve_stats(self, handles):
+            return [[float(v) for v in h] for h in handles]
+        def crc32(self, array):
+            return f"{zlib.crc32(array.tobytes()):08x}"
+        def copy_for_save(self, array):
+            return array.copy()
+        def save_tensor(self, saved, path):
+            np.save(path, saved)
+"""
+
+__all__ = ["DumpAdapter", "STAT_KEYS"]
+
+STAT_KEYS = ("Max", "Min", "Mean", "Norm")
+
+
+class DumpAdapter:
+    """Base class of framework adapters; subclasses override every method that raises."""
+
+    #: value of the "framework" key of dump.json ("pytorch", "mindspore")
+    framework = "unknown"
+    #: suffix of tensor files in dump_tensor_data/ (".pt", ".npy")
+    tensor_suffix = ".bin"
+    #: whether tensor descriptors carry "requires_grad" (torch: yes, MindSpore: no)
+    has_requires_grad = False
+
+    def is_tensor(self, value):
+        """True for a framework tensor (parameters included)."""
+        raise NotImplementedError
+
+    def tensor_header(self, tensor):
+        """The descriptor keys that precede the statistics, in order:
+        {"type": ..., "dtype": ..., "shape": [...]}."""
+        raise NotImplementedError
+
+    def requires_grad(self, tensor):
+        """Value of the "requires_grad" key (only used when `has_requires_grad`)."""
+        return False
+
+    def tensor_identity(self, tensor):
+        """A hashable key that is equal for the same tensor with the same content within a step
+        (torch: (id, version counter)), or None to disable caching of statistics."""
+        return None
+
+    def tensor_stats(self, tensor):
+        """Start computing Max/Min/Mean/Norm; return a handle for `resolve_stats`, or None when
+        the tensor has no statistics (no elements, meta tensor)."""
+        raise NotImplementedError
+
+    def resolve_stats(self, handles):
+        """Turn handles into lists [Max, Min, Mean, Norm] of Python numbers/bools/None (same order)."""
+        raise NotImplementedError
+
+    def crc32(self, tensor):
+        """CRC-32 of the tensor's raw bytes as 8 lowercase hex digits (summary_mode "md5")."""
+        raise NotImplementedError
+
+    def copy_for_save(self, tensor):
+        """A snapshot of the tensor that later in-place ops cannot change (saved off-thread)."""
+        raise NotImplementedError
+
+    def save_tensor(self, saved, path):
+        """Write a snapshot made by `copy_for_save` to `path` (called on the writer thread)."""
+        raise NotImplementedError
+
+    def describe_other(self, value):
+        """Descriptor of a framework-specific non-tensor value (dtype, device, shape object,
+        process group, ...), or None when the value is not framework-specific."""
+        return None
+
+    def current_rank(self):
+        """The process rank when running distributed, else None (dump dir 'rank')."""
+        return None

@@ -1,0 +1,137 @@
+"""Record building: turn args/kwargs/outputs into the JSON descriptors of dump.json.
+
+A `RecordBuilder` walks nested tuples/lists/dicts and asks the adapter about tensors. Tensor
+statistics stay deferred (see adapter.py) until `resolve()` fills every pending descriptor with
+one batched call. In tensor mode it also queues the tensor files, and in md5 mode it adds the
+CRC-32. Descriptor key order follows the reference: type, dtype, shape, Max, Min, Mean, Norm,
+requires_grad, then md5 or data_name.
+"""
+import weakref
+
+from msprobe.core.dump.adapter import STAT_KEYS
+
+__all__ = ["RecordBuilder", "describe_plain"]
+
+_SCALARS = (bool, int, float, str)
+
+
+def describe_plain(value):
+    """Descriptor of a framework-neutral non-tensor value, or None if it is not one."""
+    if value is None:
+        return None
+    if isinstance(value, _SCALARS):
+        return {"type": type(value).__name__, "value": value}
+    if isinstance(value, slice):
+        return {"type": "slice", "value": [_plain_value(value.start), _plain_value(value.stop),
+                                           _plain_value(value.step)]}
+    if value is Ellipsis:
+        return {"type": "ellipsis", "value": "..."}
+    return None
+
+
+def _plain_value(value):
+    return value if value is None or isinstance(value, _SCALARS) else str(value)
+
+
+class RecordBuilder:
+    """Describes values for one dump; holds pending statistics until `resolve()`.
+
+    save_tensor(tensor, data_name): callback used in tensor mode (None otherwise).
+    """
+
+    def __init__(self, adapter, summary_mode="statistics", save_tensor=None):
+        self.adapter = adapter
+        self.want_md5 = summary_mode == "md5"
+        self.save_tensor = save_tensor
+        self._pending = []      # (descriptor, handle)
+        self._stats_cache = {}  # identity -> (weakref or None, handle)
+
+    # -- statistics -------------------------------------------------------------------------
+    def _stats_handle(self, tensor):
+        key = self.adapter.tensor_identity(tensor)
+        if key is not None:
+            hit = self._stats_cache.get(key)
+            if hit is not None and (hit[0] is None or hit[0]() is tensor):
+                return hit[1]
+        handle = self.adapter.tensor_stats(tensor)
+        if key is not None:
+            try:
+                ref = weakref.ref(tensor)
+            except TypeError:
+                ref = None
+            self._stats_cache[key] = (ref, handle)
+        return handle
+
+    def describe_tensor(self, tensor, data_name=None):
+        """Descriptor of one tensor; its statistics are filled by `resolve()`."""
+        adapter = self.adapter
+        desc = adapter.tensor_header(tensor)
+        handle = self._stats_handle(tensor)
+        for key in STAT_KEYS:
+            desc[key] = None
+        if adapter.has_requires_grad:
+            desc["requires_grad"] = adapter.requires_grad(tensor)
+        if handle is not None:
+            self._pending.append((desc, handle))
+        if self.want_md5:
+            desc["md5"] = adapter.crc32(tensor)
+        if data_name is not None and self.save_tensor is not None:
+            file_name = data_name + adapter.tensor_suffix
+            desc["data_name"] = file_name
+            self.save_tensor(tensor, file_name)
+        return desc
+
+    # -- structures -------------------------------------------------------------------------
+    def describe(self, value, data_name=None):
+        """Descriptor of any value; `data_name` is the file stem for tensors (tensor mode)."""
+        if self.adapter.is_tensor(value):
+            return self.describe_tensor(value, data_name)
+        if isinstance(value, (list, tuple)):
+            return [self.describe(item, _child(data_name, i)) for i, item in enumerate(value)]
+        if isinstance(value, dict):
+            return {str(k): self.describe(v, _child(data_name, k)) for k, v in value.items()}
+        plain = describe_plain(value)
+        if plain is not None or value is None:
+            return plain
+        other = self.adapter.describe_other(value)
+        if other is not None:
+            return other
+        return {"type": type(value).__name__, "value": str(value)[:200]}
+
+    def describe_args(self, args, stem):
+        """input_args: one descriptor per positional argument (files `{stem}.0`, `{stem}.1`...)."""
+        return [self.describe(arg, _child(stem, i)) for i, arg in enumerate(args)]
+
+    def describe_kwargs(self, kwargs, stem):
+        """input_kwargs: name -> descriptor (files `{stem}.{name}`)."""
+        return {str(k): self.describe(v, _child(stem, k)) for k, v in kwargs.items()}
+
+    def describe_output(self, output, stem):
+        """output: always a list, like the reference (a single tensor becomes [descriptor])."""
+        if isinstance(output, (list, tuple)):
+            return self.describe_args(output, stem)
+        return [self.describe(output, _child(stem, 0))]
+
+    # -- resolution -------------------------------------------------------------------------
+    def pending_count(self):
+        return len(self._pending)
+
+    def resolve(self, start=0):
+        """Fill the statistics of pending descriptors from index `start` on (all by default)."""
+        batch = self._pending[start:]
+        if not batch:
+            return
+        values = self.adapter.resolve_stats([handle for _, handle in batch])
+        for (desc, _), stats in zip(batch, values):
+            for key, value in zip(STAT_KEYS, stats):
+                desc[key] = value
+        del self._pending[start:]
+
+    def new_step(self):
+        """Forget cached statistics (a new step has new tensors)."""
+        self.resolve()
+        self._stats_cache.clear()
+
+
+def _child(stem, key):
+    return None if stem is None else f"{stem}.{key}"

@@ -1,0 +1,60 @@
+"""Cheap call-stack capture for stack.json: walk frames, format once per code location.
+
+Formatting a frame (reading the source line) is the expensive part, so formatted lines are
+cached by (code object, line number); a whole stack is cached by the tuple of its frames.
+Frames inside msprobe itself and inside the framework's hook machinery are skipped.
+"""
+import linecache
+import os
+import sys
+
+__all__ = ["StackCapture"]
+
+_MSPROBE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
+class StackCapture:
+    """capture() -> list of 'File {path}, line {n}, in {func}, \\n {source}' lines, innermost first.
+
+    skip_files: extra file-path substrings to leave out (e.g. torch/overrides.py).
+    """
+
+    def __init__(self, skip_files=(), max_depth=64):
+        self.skip_files = tuple(skip_files)
+        self.max_depth = max_depth
+        self._line_cache = {}
+        self._stack_cache = {}
+        self._skip_cache = {}
+
+    def _skipped(self, filename):
+        hit = self._skip_cache.get(filename)
+        if hit is None:
+            hit = filename.startswith(_MSPROBE_DIR) and os.sep + "examples" + os.sep not in filename
+            hit = hit or any(part in filename for part in self.skip_files)
+            self._skip_cache[filename] = hit
+        return hit
+
+    def _format(self, code, lineno):
+        key = (code, lineno)
+        line = self._line_cache.get(key)
+        if line is None:
+            source = linecache.getline(code.co_filename, lineno).strip()
+            line = f"File {code.co_filename}, line {lineno}, in {code.co_name}, \n {source}"
+            self._line_cache[key] = line
+        return line
+
+    def capture(self, depth=1):
+        """The formatted stack of the caller (frames above `depth`), as a list (shared; do not mutate)."""
+        frame = sys._getframe(depth)
+        frames = []
+        while frame is not None and len(frames) < self.max_depth:
+            code = frame.f_code
+            if not self._skipped(code.co_filename):
+                frames.append((code, frame.f_lineno))
+            frame = frame.f_back
+        key = tuple(frames)
+        stack = self._stack_cache.get(key)
+        if stack is None:
+            stack = [self._format(code, lineno) for code, lineno in frames]
+            self._stack_cache[key] = stack
+        return stack
