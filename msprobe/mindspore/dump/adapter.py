@@ -1,0 +1,124 @@
+"""MindSpore implementation of the core dump adapter: descriptors, statistics, CRC-32, .npy files.
+
+Statistics are computed with numpy on a host copy of the tensor, because several MindSpore
+reductions (mint.norm among them) have no CPU kernel and a host copy is needed anyway on CPU.
+bfloat16 has no numpy type, so such tensors are widened to float32 first.
+"""
+import zlib
+
+import numpy as np
+
+from msprobe.core.dump.adapter import DumpAdapter
+
+__all__ = ["MindSporeAdapter", "ADAPTER", "to_numpy", "array_statistics", "dtype_name"]
+
+
+def _mindspore():
+    import mindspore
+    return mindspore
+
+
+def dtype_name(tensor):
+    """'Float32', 'BFloat16', 'Int64', 'Bool' ... as MindSpore prints them."""
+    return str(tensor.dtype)
+
+
+def to_numpy(tensor):
+    """A numpy array with the tensor's values (bfloat16 widened to float32)."""
+    ms = _mindspore()
+    if tensor.dtype == ms.bfloat16:
+        tensor = tensor.astype(ms.float32)
+    return tensor.asnumpy()
+
+
+def array_statistics(array):
+    """[Max, Min, Mean, Norm] of a numpy array as Python numbers; None for an empty array.
+
+    Bool arrays give Max/Min as bools and no Mean/Norm; integer arrays give int Max/Min.
+    Float16 is widened so that the norm does not overflow.
+    """
+    if array.size == 0:
+        return None
+    flat = array.reshape(-1)
+    if flat.dtype == np.bool_:
+        return [bool(flat.any()), bool(flat.all()), None, None]
+    if flat.dtype.kind in "iu":
+        wide = flat.astype(np.float64)
+        return [int(flat.max()), int(flat.min()), float(wide.mean()), float(np.sqrt(np.dot(wide, wide)))]
+    if flat.dtype.kind == "c":
+        flat = np.abs(flat)
+    if flat.dtype.itemsize < 4:
+        flat = flat.astype(np.float32)
+    # linalg.norm on a 1-D array is one BLAS nrm2 call: no temporary, no overflow of x*x
+    return [float(flat.max()), float(flat.min()), float(flat.mean(dtype=np.float64)),
+            float(np.linalg.norm(flat))]
+
+
+class MindSporeAdapter(DumpAdapter):
+    """Describes mindspore.Tensor values for core/dump."""
+
+    framework = "mindspore"
+    tensor_suffix = ".npy"
+    has_requires_grad = False
+
+    def __init__(self):
+        self._tensor_type = _mindspore().Tensor
+
+    def is_tensor(self, value):
+        return isinstance(value, self._tensor_type)
+
+    def tensor_header(self, tensor):
+        return {"type": "mindspore.Tensor", "dtype": dtype_name(tensor), "shape": list(tensor.shape)}
+
+    def tensor_stats(self, tensor):
+        # computed now: on CPU a later host copy would cost the same, and the values may change
+        return array_statistics(to_numpy(tensor))
+
+    def resolve_stats(self, handles):
+        return [h if h is not None else [None] * 4 for h in handles]
+
+    def crc32(self, tensor):
+        return f"{zlib.crc32(np.ascontiguousarray(to_numpy(tensor)).tobytes()) & 0xffffffff:08x}"
+
+    def copy_for_save(self, tensor):
+        return np.array(to_numpy(tensor), copy=True)
+
+    def save_tensor(self, saved, path):
+        np.save(path, saved)
+
+    def describe_other(self, value):
+        ms = _mindspore()
+        if isinstance(value, ms.dtype.Type):
+            return {"type": "mindspore.dtype", "value": str(value)}
+        return None
+
+    def current_rank(self):
+        return current_rank()
+
+
+def current_rank():
+    """Rank from the distributed runtime when initialised, else from RANK_ID (set by msrun), else None."""
+    import os
+    try:
+        from mindspore.communication import get_rank
+        from mindspore.communication._comm_helper import _is_initialized
+        if _is_initialized():
+            return int(get_rank())
+    except Exception:  # noqa: BLE001 - any failure means "not distributed"
+        pass
+    for key in ("RANK_ID", "RANK"):
+        value = os.environ.get(key, "").strip()
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+_ADAPTER = None
+
+
+def ADAPTER():  # noqa: N802 - reads like the singleton it returns
+    """The process-wide adapter (created on first use, so importing this module stays cheap)."""
+    global _ADAPTER
+    if _ADAPTER is None:
+        _ADAPTER = MindSporeAdapter()
+    return _ADAPTER

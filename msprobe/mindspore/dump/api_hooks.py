@@ -1,0 +1,199 @@
+"""L1 hooks: mint / ops / Tensor / comm_func calls, primitives owned by cells, and @jit functions.
+
+All of them report to one `HookContext`, which holds the collector and a re-entrancy depth:
+a call made while another dumped call (or msprobe itself) is running is not recorded, so
+`Tensor.__add__` implemented with `ops.add`, or the statistics code, never appear as extra calls.
+"""
+from msprobe.mindspore.dump.api_registry import ApiPatcher
+from msprobe.mindspore.dump.grad_capture import GradGather, flush_pending, grad_enabled, is_float_tensor
+
+__all__ = ["HookContext", "PrimitivePatcher", "JitPatcher"]
+
+
+def _is_inplace(api):
+    return api.endswith("_") and not api.endswith("__") or api.startswith("__i") or api == "__setitem__"
+
+
+class HookContext:
+    """Shared state of the PyNative hooks of one debugger."""
+
+    def __init__(self, collector):
+        import mindspore
+        self.collector = collector
+        self.tensor_type = mindspore.Tensor
+        self.depth = 0
+        self.enabled = False      # between start() and stop()
+        self.pending = []         # open GradGathers
+        self.apis = ApiPatcher()
+
+    def recording(self):
+        return self.enabled and self.depth == 0 and self.collector.active
+
+    # -- generic call -----------------------------------------------------------------------
+    def run_call(self, key, original, args, kwargs, inplace=False, backward=True):
+        """Run `original(*args, **kwargs)` as the dumped call `key` ("Mint.add")."""
+        if not self.recording():
+            return original(*args, **kwargs)
+        collector = self.collector
+        self.depth += 1
+        try:
+            call = collector.begin_forward(key, args, kwargs)
+            gather = None
+            if call.dump and backward and not inplace and grad_enabled():
+                gather, args, kwargs = self._watch_inputs(call, args, kwargs)
+            output = original(*args, **kwargs)  # depth stays raised: inner calls are not recorded
+            collector.end_forward(call, output)
+            if gather is not None:
+                self._watch_outputs(gather, output)
+            return output
+        finally:
+            self.depth -= 1
+
+    def api_call(self, prefix, api, original, args, kwargs):
+        """Entry point of every wrapped API (see api_registry)."""
+        if not self.enabled or self.depth:
+            return original(*args, **kwargs)
+        return self.run_call(f"{prefix}.{api}", original, args, kwargs, inplace=_is_inplace(api))
+
+    def _commit_backward(self, call, grads_of_outputs, grads_of_inputs):
+        self.depth += 1
+        try:
+            self.collector.backward(call, grads_of_outputs, grads_of_inputs)
+        finally:
+            self.depth -= 1
+
+    def _watch_inputs(self, call, args, kwargs):
+        tensor_type = self.tensor_type
+        gather = GradGather(call, 0, len(args), self._commit_backward, self.pending)
+        new_args = list(args)
+        for i, arg in enumerate(args):
+            if is_float_tensor(arg, tensor_type):
+                new_args[i] = gather.watch_input(arg, i)
+        return gather, tuple(new_args), kwargs
+
+    def _watch_outputs(self, gather, output):
+        outputs = output if isinstance(output, (tuple, list)) else (output,)
+        gather.out_grads = [None] * len(outputs)
+        watched = 0
+        for i, out in enumerate(outputs):
+            if is_float_tensor(out, self.tensor_type):
+                gather.watch_output(out, i)
+                watched += 1
+        if not watched:  # no differentiable output (Shape, argmax...): no backward entry
+            gather.done = True
+            self.pending.remove(gather)
+
+    def flush(self):
+        """Commit backward entries whose hooks did not all fire (called before stop/step)."""
+        self.depth += 1
+        try:
+            flush_pending(self.pending)
+        finally:
+            self.depth -= 1
+
+    # -- install ----------------------------------------------------------------------------
+    def install_apis(self):
+        self.apis.install(self.api_call)
+
+    def remove_apis(self):
+        self.apis.remove()
+
+
+class PrimitivePatcher:
+    """Dumps primitives held by the cells of a model as `Primitive.{attr}.{Class}.N.forward`.
+
+    Python looks `__call__` up on the class, so the class method is wrapped; calls of primitives
+    that were not registered pass straight through after one dictionary lookup.
+    """
+
+    def __init__(self, context):
+        self.context = context
+        self.names = {}     # id(primitive) -> dump key
+        self.keep = []      # the primitives themselves, so their ids stay unique
+        self._saved = []    # (class, original __call__, owned)
+
+    def register_model(self, model):
+        from mindspore.ops import Primitive
+        classes = set()
+        for _, cell in model.cells_and_names():
+            prims = getattr(cell, "_primitives", None) or {}
+            for attr, prim in list(prims.items()):
+                # "_"-prefixed primitives are MindSpore's own machinery (e.g. _cell_backward_hook)
+                if isinstance(prim, Primitive) and not attr.startswith("_") and id(prim) not in self.names:
+                    self.names[id(prim)] = f"Primitive.{attr}.{type(prim).__name__}"
+                    self.keep.append(prim)
+                    classes.add(type(prim))
+        return classes
+
+    def install(self, model):
+        classes = self.register_model(model)
+        patched = {cls for cls, _, _ in self._saved}
+        for cls in classes - patched:
+            original = cls.__call__
+            self._saved.append((cls, original, "__call__" in vars(cls)))
+            cls.__call__ = self._wrapper(original)
+
+    def _wrapper(self, original):
+        names, context = self.names, self.context
+
+        def __call__(prim, *args, **kwargs):
+            key = names.get(id(prim))
+            if key is None or not context.enabled or context.depth:
+                return original(prim, *args, **kwargs)
+            return context.run_call(key, lambda *a, **k: original(prim, *a, **k), args, kwargs)
+        return __call__
+
+    def remove(self):
+        for cls, original, owned in reversed(self._saved):
+            if owned:
+                cls.__call__ = original
+            else:
+                del cls.__call__
+        self._saved = []
+        self.names.clear()
+        self.keep = []
+
+
+class JitPatcher:
+    """Records functions decorated with @mindspore.jit, called in PyNative, as `Jit.{fn}.N.forward`.
+
+    The API wrappers are taken off while the function compiles and runs: the graph compiler
+    parses the Python source of what it calls and must see the real MindSpore functions.
+    """
+
+    def __init__(self, context):
+        self.context = context
+        self._original = None
+
+    def install(self):
+        from mindspore.common import api as ms_api
+        executor = getattr(ms_api, "_JitExecutor", None) or getattr(ms_api, "_MindsporeFunctionExecutor", None)
+        if executor is None or self._original is not None:
+            return
+        self._executor = executor
+        self._original = executor.__call__
+        original, context = self._original, self.context
+
+        def __call__(jit_self, *args, **kwargs):
+            if not context.enabled or context.depth:
+                return original(jit_self, *args, **kwargs)
+            owner = getattr(jit_self, "obj", None)
+            # a jit Cell.construct is named by its class, like the reference ("Jit.AlexNet")
+            name = type(owner).__name__ if owner is not None else getattr(jit_self.fn, "__name__", "function")
+            user_args = args[1:] if getattr(jit_self, "obj", None) is not None else args
+
+            def run(*_a, **_k):
+                reinstall = context.apis.installed
+                context.remove_apis()
+                try:
+                    return original(jit_self, *args, **kwargs)
+                finally:
+                    if reinstall:
+                        context.install_apis()
+            return context.run_call(f"Jit.{name}", run, user_args, kwargs, backward=False)
+        executor.__call__ = __call__
+
+    def remove(self):
+        if self._original is not None:
+            self._executor.__call__ = self._original
+            self._original = None

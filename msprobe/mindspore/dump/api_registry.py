@@ -1,0 +1,120 @@
+"""Which MindSpore APIs L1 dump wraps, and the patching that installs and removes the wrappers.
+
+mint and mint.nn.functional are discovered from the installed MindSpore (every public function);
+mindspore.ops, mindspore.Tensor methods and communication.comm_func come from wrapped_apis.yaml,
+keeping only names the installed version has. `ApiPatcher.install(on_call)` replaces each API by a
+thin wrapper that calls `on_call(prefix, api, original, args, kwargs)`; `remove()` puts back
+exactly what was there (an attribute a class only inherited is deleted again, not shadowed).
+"""
+import functools
+import inspect
+import os
+
+from msprobe.core.log import logger
+from msprobe.core.paths import load_yaml
+
+__all__ = ["ApiPatcher", "api_targets", "PREFIXES"]
+
+_LIST_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrapped_apis.yaml")
+
+#: dump-name prefix of each wrapped namespace (06.data_dump_MindSpore.md, "npy文件名的前缀含义")
+PREFIXES = {"mint": "Mint", "mint.nn.functional": "MintFunctional", "ops": "Functional",
+            "Tensor": "Tensor", "communication.comm_func": "Distributed"}
+
+# Tensor methods our own hooks and statistics use, or that Python calls implicitly
+# (truth tests, printing, indexing by the framework); wrapping them would record noise or recurse.
+_TENSOR_SKIP = {"__bool__", "__len__", "__iter__", "__format__", "__index__", "__int__", "__float__",
+                "__repr__", "__str__", "__hash__", "__array__", "__getstate__", "__setstate__",
+                "__reduce__", "__reduce_ex__", "__deepcopy__", "__init__", "__new__", "__setattr__",
+                "__getattribute__", "asnumpy", "astype", "register_hook", "numpy", "item", "tolist",
+                "dtype", "shape", "size", "ndim", "data", "init_data", "is_contiguous", "contiguous"}
+# names in mint that are helpers, not numerical APIs
+_MINT_SKIP = {"absolute_import"}
+
+
+def _public_functions(module):
+    names = []
+    for name in dir(module):
+        if name.startswith("_") or name in _MINT_SKIP:
+            continue
+        value = getattr(module, name, None)
+        if callable(value) and not inspect.isclass(value) and not inspect.ismodule(value):
+            names.append(name)
+    return names
+
+
+def api_targets():
+    """[(owner object, attribute name, prefix, api name)] of every API to wrap, in a fixed order."""
+    import mindspore
+    from mindspore import mint, ops
+
+    listed = load_yaml(_LIST_FILE, what="wrapped API list") or {}
+    targets = []
+    for name in _public_functions(mint):
+        targets.append((mint, name, PREFIXES["mint"], name))
+    for name in _public_functions(mint.nn.functional):
+        targets.append((mint.nn.functional, name, PREFIXES["mint.nn.functional"], name))
+    for name in listed.get("ops", []):
+        if callable(getattr(ops, name, None)) and not inspect.isclass(getattr(ops, name)):
+            targets.append((ops, name, PREFIXES["ops"], name))
+    for name in listed.get("tensor", []):
+        if name not in _TENSOR_SKIP and callable(getattr(mindspore.Tensor, name, None)):
+            targets.append((mindspore.Tensor, name, PREFIXES["Tensor"], name))
+    try:
+        from mindspore.communication import comm_func
+    except ImportError:  # builds without distributed support
+        comm_func = None
+    if comm_func is not None:
+        for name in listed.get("communication.comm_func", []):
+            if callable(getattr(comm_func, name, None)):
+                targets.append((comm_func, name, PREFIXES["communication.comm_func"], name))
+    return targets
+
+
+def _make_wrapper(original, prefix, api, on_call):
+    def wrapper(*args, **kwargs):
+        return on_call(prefix, api, original, args, kwargs)
+    try:
+        functools.update_wrapper(wrapper, original)
+    except (AttributeError, TypeError):  # builtins without __dict__
+        wrapper.__name__ = api
+    wrapper.__msprobe_original__ = original
+    return wrapper
+
+
+class ApiPatcher:
+    """Installs and removes the L1 wrappers; idempotent in both directions."""
+
+    def __init__(self):
+        self._saved = []  # (owner, name, original, owned: whether it was in owner.__dict__)
+        self._targets = None
+
+    @property
+    def installed(self):
+        return bool(self._saved)
+
+    def api_count(self):
+        return len(self._targets or ())
+
+    def install(self, on_call):
+        if self._saved:
+            return
+        if self._targets is None:
+            self._targets = api_targets()
+        for owner, name, prefix, api in self._targets:
+            original = getattr(owner, name)
+            owned = name in vars(owner)
+            try:
+                setattr(owner, name, _make_wrapper(original, prefix, api, on_call))
+            except (AttributeError, TypeError) as exc:
+                logger.debug(f"msprobe: cannot wrap {prefix}.{api}: {exc}")
+                continue
+            self._saved.append((owner, name, original, owned))
+
+    def remove(self):
+        for owner, name, original, owned in reversed(self._saved):
+            if owned:
+                setattr(owner, name, original)
+            else:
+                delattr(owner, name)
+        self._saved = []
