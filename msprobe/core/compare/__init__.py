@@ -1,0 +1,22 @@
+"""Whole-network compare, framework-neutral: load dumps -> match rows -> metrics -> judge -> xlsx + advisor.
+
+Entry point for framework adapters (PyTorch here, MindSpore in msprobe.mindspore):
+
+    from msprobe.core.compare import CompareOptions, compare_dumps
+    compare_dumps(npu_path, bench_path, output_dir, CompareOptions(
+        stack_mode=False, auto_analyze=True, fuzzy_match=False,
+        data_mapping=None,   # {npu_row: bench_row} or YAML path
+        api_mapping=None,    # [{ms_api, pt_api, ms_args, pt_args, ms_outputs, pt_outputs}] or YAML path
+        cell_mapping=None,   # {"cell.Class": "module.Class"} or YAML path (also renames Cell. -> Module.)
+        layer_mapping=None,  # {LayerClass: {npu_child: bench_child}} or YAML path
+        entry_mapper=None))  # callable(entry_name) -> bench entry name, for cross-framework adapters
+
+npu_path/bench_path: two dump.json files, two step directories (rank*/ inside) or two dump roots
+(step*/rank*/). Directories are compared rank by rank in parallel, one report per rank.
+Tensor files are read through `msprobe.core.compare.tensor_io` (.npy natively, .pt via torch lazily;
+`register_loader(suffix, fn)` adds others). Modules: load, mapping, match, metrics, tensor_io, judge,
+result, xlsx, advisor, runner, merge_result.
+"""
+from msprobe.core.compare.runner import CompareOptions, CompareOutcome, compare_dumps, compare_pair
+
+__all__ = ["CompareOptions", "CompareOutcome", "compare_dumps", "compare_pair"]

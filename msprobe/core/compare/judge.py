@@ -1,0 +1,112 @@
+"""Verdicts on compared rows: 'Accuracy Reached or Not', statistics Result, red/yellow highlight rules.
+
+All rules are vectorised over rows; rules that compare an output with the inputs of the same call
+group rows by entry (inputs = input and parameters rows, outputs = output rows). A red row shows only
+its red reasons (as in the reference); yellow rules apply to the remaining output rows.
+"""
+import numpy as np
+
+__all__ = ["accuracy_verdicts", "statistics_results", "highlight", "as_numbers", "RED", "YELLOW", "NO_COLOR",
+           "RED_MESSAGES", "YELLOW_MESSAGES"]
+
+NO_COLOR, YELLOW, RED = 0, 1, 2
+RED_MESSAGES = {
+    "nan_inf": "The maximum or minimum of the NPU data is nan, inf or -inf",
+    "huge_abs": "The maximum absolute error exceeds 1e+10",
+    "thousandth": "The input/parameters's one thousandth err ratio exceeds 0.9, while the output's is below 0.6",
+    "relative": "The output's maximum relative error exceeds 0.5",
+}
+YELLOW_MESSAGES = {
+    "abs_growth": "The output's maximum absolute error exceeds 1 and is over 10 times the input/parameters's",
+    "thousandth": "The output's one thousandth err ratio decreases by more than 0.1 compared to the "
+                  "input/parameters's",
+    "relative": "The output's maximum relative error exceeds 0.1, while the input/parameters's is below 0.01",
+    "cosine": "The output's cosine decreases by more than 0.1 compared to the input/parameters's",
+}
+
+
+def as_numbers(values):
+    """Metric cells -> float array; text markers ('N/A', 'unsupported', ...) become NaN."""
+    return np.array([v if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan for v in values],
+                    dtype=np.float64)
+
+
+def accuracy_verdicts(cosine_cells, max_abs_cells):
+    """Tensor-mode 'Accuracy Reached or Not': Yes / No / None / Unmatched per the reference rules."""
+    cosine, max_abs = as_numbers(cosine_cells), as_numbers(max_abs_cells)
+    text_cos = np.array([c if isinstance(c, str) else "" for c in cosine_cells], dtype=object)
+    text_abs = np.array([c if isinstance(c, str) else "" for c in max_abs_cells], dtype=object)
+    verdict = np.full(len(cosine), "Yes", dtype=object)
+    numeric = ~np.isnan(cosine) & ~np.isnan(max_abs)
+    verdict[~numeric] = "None"
+    with np.errstate(invalid="ignore"):
+        bad = ((cosine < 0.99) & (max_abs > 0.001)) | (cosine < 0.9) | (max_abs > 1)
+        verdict[numeric & bad] = "No"
+        verdict[np.isnan(cosine) & (max_abs > 1)] = "No"
+    cosine_nan = np.array([isinstance(c, float) and c != c for c in cosine_cells], dtype=bool)
+    verdict[(text_cos == "N/A") | (text_abs == "N/A") | cosine_nan] = "No"
+    verdict[text_cos == "shape unmatched"] = "Unmatched"
+    return verdict
+
+
+def statistics_results(relative, matched):
+    """'Warning' where any of the four relative errors exceeds 0.5, '' otherwise, 'N/A' if unmatched."""
+    if len(relative) == 0:
+        return np.zeros(0, dtype=object)
+    warn = np.nan_to_num(relative, nan=0.0).max(axis=1) > 0.5
+    result = np.where(warn, "Warning", "").astype(object)
+    result[~matched] = "N/A"
+    return result
+
+
+def _group_reduce(reduce, fill, entry_ids, n_groups, values, mask):
+    out = np.full(n_groups, fill)
+    valid = mask & ~np.isnan(values)
+    reduce.at(out, entry_ids[valid], values[valid])
+    return out[entry_ids]
+
+
+def highlight(entry_ids, roles, nonfinite_npu, max_abs, output_relative, cosine=None, thousandth=None):
+    """Colour (0/1/2) and reason list per row.
+
+    entry_ids: int per row (rows of one call share an id); roles: role per row; nonfinite_npu: the
+    NPU max or min is nan/inf; max_abs: max abs error (tensor) or |Max diff| (statistics);
+    output_relative: |Max diff| / max(0.01, |Bench max|); cosine, thousandth: tensor metrics or None.
+    """
+    n = len(entry_ids)
+    color = np.zeros(n, dtype=np.int8)
+    reasons = [[] for _ in range(n)]
+    if n == 0:
+        return color, reasons
+    groups = int(entry_ids.max()) + 1
+    is_out = roles == "output"
+    is_in = (roles == "input") | (roles == "parameters")
+
+    def flag(mask, level, message):
+        if level == YELLOW:
+            mask = mask & (color < RED)
+        for i in np.flatnonzero(mask):
+            if message not in reasons[i]:
+                reasons[i].append(message)
+        color[mask] = np.maximum(color[mask], level)
+
+    with np.errstate(invalid="ignore"):
+        flag(nonfinite_npu, RED, RED_MESSAGES["nan_inf"])
+        flag(max_abs > 1e10, RED, RED_MESSAGES["huge_abs"])
+        if thousandth is not None:
+            in_th = _group_reduce(np.maximum, -np.inf, entry_ids, groups, thousandth, is_in)
+            flag(is_out & (in_th > 0.9) & (thousandth < 0.6), RED, RED_MESSAGES["thousandth"])
+        else:
+            flag(is_out & (output_relative > 0.5), RED, RED_MESSAGES["relative"])
+        big_in = _group_reduce(np.minimum, np.inf, entry_ids, groups, np.where(max_abs > 1, max_abs, np.nan), is_in)
+        flag(is_out & (max_abs > 1) & np.isfinite(big_in) & (max_abs > 10 * big_in), YELLOW,
+             YELLOW_MESSAGES["abs_growth"])
+        if thousandth is not None:
+            flag(is_out & (in_th - thousandth > 0.1), YELLOW, YELLOW_MESSAGES["thousandth"])
+        in_rel_max = _group_reduce(np.maximum, -np.inf, entry_ids, groups, output_relative, is_in)
+        flag(is_out & (output_relative > 0.1) & np.isfinite(in_rel_max) & (in_rel_max < 0.01), YELLOW,
+             YELLOW_MESSAGES["relative"])
+        if cosine is not None:
+            in_cos = _group_reduce(np.maximum, -np.inf, entry_ids, groups, cosine, is_in)
+            flag(is_out & np.isfinite(in_cos) & (in_cos - cosine > 0.1), YELLOW, YELLOW_MESSAGES["cosine"])
+    return color, reasons

@@ -1,0 +1,225 @@
+"""Load one dump.json (and its stack.json) into a flat, columnar table of compare rows.
+
+Each tensor (or scalar, or null) of a dump entry becomes one row named the way the reports name it:
+`{entry}.input.{i}`, `{entry}.input.{kwarg}`, `{entry}.parameters.{name}`, `{entry}.output.{i}`,
+`{Module}.{path}.{Class}.parameters_grad.{name}`; nested lists/dicts append `.{index}` / `.{key}`.
+
+Row columns (lists of equal length, documented keys):
+  name, entry, role ('input' | 'parameters' | 'output' | 'parameters_grad'), kind ('tensor' |
+  'scalar' | 'text' | 'none'), dtype, shape (display strings), shape_key (tuple or None),
+  max, min, mean, norm (floats, NaN when absent), value (display of a non-tensor), md5, data_name.
+"""
+import json
+import math
+import os
+import zlib
+
+from msprobe.core.errors import CompareError, ParseError
+from msprobe.core.paths import check_path
+
+__all__ = ["DumpTable", "load_dump", "load_stack", "detect_mode", "ROW_COLUMNS",
+           "MODE_TENSOR", "MODE_STATISTICS", "MODE_MD5"]
+
+MODE_TENSOR, MODE_STATISTICS, MODE_MD5 = "tensor", "statistics", "md5"
+ROW_COLUMNS = ("name", "entry", "role", "kind", "dtype", "shape", "shape_key", "max", "min", "mean",
+               "norm", "value", "md5", "data_name")
+_NAN = float("nan")
+_TENSOR_TYPES = ("torch.Tensor", "mindspore.Tensor", "numpy.ndarray", "torch.nn.parameter.Parameter",
+                 "mindspore.Parameter", "mindspore._c_expression.Tensor")
+# dump.json section -> row role and the word used in row names, in report order
+_SECTIONS = (("input_args", "input", "input"), ("input_kwargs", "input", "input"), ("input", "input", "input"),
+             ("parameters", "parameters", "parameters"), ("output", "output", "output"))
+
+
+class DumpTable:
+    """The rows of one dump.json plus its header fields (task, level, framework, dump_data_dir)."""
+
+    def __init__(self, path, header):
+        self.path = path
+        self.header = header
+        self.columns = {key: [] for key in ROW_COLUMNS}
+        self.entries = []  # entry names in dump order
+
+    def __len__(self):
+        return len(self.columns["name"])
+
+    @property
+    def data_dir(self):
+        """Directory holding the tensor files (dump_tensor_data next to dump.json)."""
+        local = os.path.join(os.path.dirname(self.path), "dump_tensor_data")
+        if os.path.isdir(local):
+            return local
+        recorded = self.header.get("dump_data_dir")
+        return recorded if recorded and os.path.isdir(recorded) else local
+
+
+def _is_leaf(node):
+    return node is None or (isinstance(node, dict) and "type" in node)
+
+
+def _add_row(table, name, entry, role, node):
+    cols = table.columns
+    cols["name"].append(name)
+    cols["entry"].append(entry)
+    cols["role"].append(role)
+    if node is None:
+        _append_plain(cols, "none", "None", "None", None, "None", "None", "-1")
+        return
+    kind_name = node.get("type")
+    if kind_name in _TENSOR_TYPES or "dtype" in node and "shape" in node:
+        shape = node.get("shape") or []
+        cols["kind"].append("tensor")
+        cols["dtype"].append(str(node.get("dtype")))
+        cols["shape"].append(str(list(shape)))
+        cols["shape_key"].append(tuple(shape))
+        for key, column in (("Max", "max"), ("Min", "min"), ("Mean", "mean"), ("Norm", "norm")):
+            cols[column].append(_to_float(node.get(key)))
+        cols["value"].append(None)
+        cols["md5"].append(str(node.get("md5", "None")))
+        cols["data_name"].append(str(node.get("data_name", "-1")))
+        return
+    value = node.get("value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        display = "None" if value is None else str(value)
+        _append_plain(cols, "text", f"<class '{kind_name}'>", "[]", (), display,
+                      node.get("md5") or _crc32_text("" if value is None else display),
+                      str(node.get("data_name", "-1")))
+        return
+    cols["kind"].append("scalar")
+    cols["dtype"].append(f"<class '{kind_name}'>")
+    cols["shape"].append("[]")
+    cols["shape_key"].append(())
+    for column in ("max", "min", "mean", "norm"):
+        cols[column].append(float(value))
+    cols["value"].append(value)
+    cols["md5"].append(str(node.get("md5") or _crc32_text(str(value))))
+    cols["data_name"].append(str(node.get("data_name", "-1")))
+
+
+def _crc32_text(text):
+    """CRC-32 of a non-tensor value's text, which is how md5 mode compares scalars and strings."""
+    return format(zlib.crc32(text.encode("utf-8")), "08x")
+
+
+def _append_plain(cols, kind, dtype, shape, shape_key, value, md5, data_name):
+    cols["kind"].append(kind)
+    cols["dtype"].append(dtype)
+    cols["shape"].append(shape)
+    cols["shape_key"].append(shape_key)
+    for column in ("max", "min", "mean", "norm"):
+        cols[column].append(_NAN)
+    cols["value"].append(value)
+    cols["md5"].append(str(md5))
+    cols["data_name"].append(data_name)
+
+
+def _to_float(value):
+    if value is None or isinstance(value, bool):
+        return _NAN if value is None else float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:  # "inf", "nan" and friends written as strings
+        return float(value)
+    except (TypeError, ValueError):
+        return _NAN
+
+
+def _walk(table, prefix, entry, role, node):
+    """Depth-first over nested lists/dicts, one row per leaf."""
+    if _is_leaf(node):
+        _add_row(table, prefix, entry, role, node)
+    elif isinstance(node, (list, tuple)):
+        for index, child in enumerate(node):
+            _walk(table, f"{prefix}.{index}", entry, role, child)
+    elif isinstance(node, dict):
+        for key, child in node.items():
+            _walk(table, f"{prefix}.{key}", entry, role, child)
+
+
+def _add_entry(table, entry, body):
+    if entry.endswith(".parameters_grad"):
+        for key, child in body.items():
+            # the reference writes each gradient as a one-element list but names it without the index
+            if isinstance(child, list) and len(child) == 1:
+                child = child[0]
+            _walk(table, f"{entry}.{key}", entry, "parameters_grad", child)
+        return
+    for section, role, word in _SECTIONS:
+        node = body.get(section)
+        if not node:
+            continue
+        if section == "input_kwargs":
+            for key, child in node.items():
+                _walk(table, f"{entry}.{word}.{key}", entry, role, child)
+        elif isinstance(node, dict) and not _is_leaf(node):
+            for key, child in node.items():
+                _walk(table, f"{entry}.{word}.{key}", entry, role, child)
+        elif isinstance(node, (list, tuple)):
+            for index, child in enumerate(node):
+                _walk(table, f"{entry}.{word}.{index}", entry, role, child)
+        else:
+            _walk(table, f"{entry}.{word}.0", entry, role, node)
+
+
+def _read_json(path, what):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"{what} '{path}' is not valid JSON (line {exc.lineno}, column {exc.colno}): "
+                         f"{exc.msg}. Is it truncated? Dump it again or fix the file.") from None
+    except UnicodeDecodeError:
+        raise ParseError(f"{what} '{path}' is not UTF-8 text.") from None
+
+
+def load_dump(path):
+    """Read a dump.json into a DumpTable; a corrupt file raises ParseError naming it."""
+    path = check_path(path, kind="file", what="dump file", allow_symlink=True)
+    raw = _read_json(path, "dump file")
+    if not isinstance(raw, dict) or not isinstance(raw.get("data"), dict):
+        raise ParseError(f"dump file '{path}' has no 'data' object; is it a msprobe dump.json?")
+    table = DumpTable(path, {key: raw.get(key) for key in ("task", "level", "framework", "dump_data_dir")})
+    for entry, body in raw["data"].items():
+        if not isinstance(body, dict):
+            raise ParseError(f"dump file '{path}': entry '{entry}' is not an object.")
+        table.entries.append(entry)
+        _add_entry(table, entry, body)
+    return table
+
+
+def load_stack(path):
+    """stack.json -> {entry name: stack text}. Accepts both `{name: [lines]}` and the grouped
+    `{"0": [[names...], [lines...]]}` layout."""
+    if not path or not os.path.isfile(path):
+        return {}
+    raw = _read_json(path, "stack file")
+    stacks = {}
+    if not isinstance(raw, dict):
+        raise ParseError(f"stack file '{path}' must hold a JSON object.")
+    for key, value in raw.items():
+        if (isinstance(value, list) and len(value) == 2 and isinstance(value[0], list)
+                and all(isinstance(v, str) for v in value[0]) and key.isdigit()):
+            for name in value[0]:
+                stacks[name] = str(value[1])
+        else:
+            stacks[key] = str(value)
+    return stacks
+
+
+def detect_mode(table):
+    """tensor / statistics / md5, from the dump header and the rows themselves."""
+    task = table.header.get("task")
+    if task == "tensor" or any(name != "-1" for name in table.columns["data_name"][:1000]):
+        return MODE_TENSOR
+    md5 = table.columns["md5"]
+    kinds = table.columns["kind"]
+    if any(kind == "tensor" and value != "None" for kind, value in zip(kinds[:1000], md5[:1000])):
+        return MODE_MD5
+    if task not in (None, "statistics", "overflow_check"):
+        raise CompareError(f"dump '{table.path}' was written by task '{task}', which compare cannot read; "
+                           "use a statistics or tensor dump.")
+    return MODE_STATISTICS
+
+
+def is_finite(value):
+    return isinstance(value, float) and math.isfinite(value)

@@ -1,0 +1,211 @@
+"""Compare entry point: one dump.json pair, or whole step*/rank* trees rank by rank (in parallel).
+
+    from msprobe.core.compare import CompareOptions, compare_dumps
+    outcomes = compare_dumps("npu/step0/rank0/dump.json", "gpu/step0/rank0/dump.json", "./out",
+                             CompareOptions(fuzzy_match=True))
+    outcomes[0].xlsx_path, outcomes[0].advisor_path, outcomes[0].result
+"""
+import os
+import re
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable, Optional
+
+import numpy as np
+
+from msprobe.core.compare.advisor import write_advisor
+from msprobe.core.compare.load import MODE_MD5, detect_mode, load_dump, load_stack
+from msprobe.core.compare.mapping import NameMapper, load_mapping_file
+from msprobe.core.compare.match import match_rows
+from msprobe.core.compare.result import build_result
+from msprobe.core.compare.xlsx import Sheet, write_xlsx
+from msprobe.core.errors import CompareError
+from msprobe.core.log import logger
+from msprobe.core.paths import check_path, make_dir
+
+__all__ = ["CompareOptions", "CompareOutcome", "compare_dumps", "compare_pair", "find_rank_pairs"]
+
+_RANK_DIR = re.compile(r"^rank(\d*)$")
+_STEP_DIR = re.compile(r"^step(\d+)$")
+
+
+@dataclass
+class CompareOptions:
+    """Everything that changes how a compare runs. Mapping fields take a dict/list or a YAML path."""
+    stack_mode: bool = False
+    stack_path: Optional[str] = None
+    auto_analyze: bool = True
+    fuzzy_match: bool = False
+    diff_only: bool = False  # keep only rows that fail or are highlighted
+    data_mapping: object = None
+    api_mapping: object = None
+    cell_mapping: object = None
+    layer_mapping: object = None
+    entry_mapper: Optional[Callable[[str], str]] = None  # framework adapter hook (e.g. MindSpore -> PyTorch)
+    processes: Optional[int] = None  # None: all cores
+    progress: bool = True
+    is_print_compare_log: bool = True
+    timestamp: Optional[str] = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class CompareOutcome:
+    xlsx_path: str
+    advisor_path: Optional[str]
+    result: object
+
+
+def _mapping(value, what):
+    if isinstance(value, str):
+        return load_mapping_file(check_path(value, kind="file", what=what), what)
+    return value
+
+
+def build_mapper(options):
+    return NameMapper(_mapping(options.data_mapping, "data_mapping file"),
+                      _mapping(options.api_mapping, "api_mapping file"),
+                      _mapping(options.cell_mapping, "cell_mapping file"),
+                      _mapping(options.layer_mapping, "layer_mapping file"), options.entry_mapper)
+
+
+def _stack_for(npu_json, options):
+    """(stacks, show column?): an explicit stack_path obeys -s; otherwise stack.json is auto-detected."""
+    if options.stack_path:
+        path = check_path(options.stack_path, kind="file", what="stack_path", allow_symlink=True)
+        return (load_stack(path), True) if options.stack_mode else ({}, False)
+    beside = os.path.join(os.path.dirname(npu_json), "stack.json")
+    if os.path.isfile(beside):
+        return load_stack(beside), True
+    return {}, False
+
+
+def _check_modes(npu, bench):
+    npu_mode, bench_mode = detect_mode(npu), detect_mode(bench)
+    if npu_mode != bench_mode:
+        raise CompareError(f"the NPU dump '{npu.path}' is in {npu_mode} mode but the bench dump '{bench.path}' "
+                           f"is in {bench_mode} mode; dump both sides with the same task and summary_mode.")
+    return npu_mode
+
+
+def _keep_diff_rows(result):
+    """Only rows that fail, warn, differ or are highlighted (diff_only)."""
+    keep = result.color > 0
+    for column, bad in (("Accuracy Reached or Not", ("No", "Unmatched")), ("Result", ("Warning", "Different", "N/A"))):
+        if column in result.columns:
+            keep |= np.isin(np.array(result.columns[column], dtype=object), bad)
+    index = np.flatnonzero(keep)
+    result.columns = {k: [v[i] for i in index] for k, v in result.columns.items()}
+    result.color = result.color[index]
+    return result
+
+
+def compare_pair(npu_json, bench_json, output_dir, options, name_tag=""):
+    """Compare one NPU dump.json with one bench dump.json; writes the xlsx (and advisor)."""
+    start = time.time()
+    npu, bench = load_dump(npu_json), load_dump(bench_json)
+    mode = _check_modes(npu, bench)
+    stacks, with_stack = _stack_for(npu.path, options)
+    bench_index, unmatched = match_rows(npu, bench, options.fuzzy_match, build_mapper(options))
+    result = build_result(mode, npu, bench, bench_index, unmatched, stacks, with_stack, options)
+    if options.diff_only:
+        result = _keep_diff_rows(result)
+    timestamp = options.timestamp or time.strftime("%Y%m%d%H%M%S")
+    xlsx_path = os.path.join(output_dir, f"compare_result{name_tag}_{timestamp}.xlsx")
+    write_xlsx(xlsx_path, [Sheet("Sheet", result.header, [result.columns[h] for h in result.header],
+                                 result.color)])
+    matched = int((bench_index >= 0).sum())
+    logger.info("compare (%s mode): %d NPU rows, %d matched, %d bench rows unmatched, %.2fs -> %s", mode,
+                len(npu), matched, len(unmatched), time.time() - start, xlsx_path)
+    advisor_path = None
+    if options.auto_analyze and mode != MODE_MD5:
+        advisor_path, text = write_advisor(result, os.path.join(output_dir, f"advisor{name_tag}_{timestamp}.txt"))
+        if options.is_print_compare_log:
+            logger.info("advisor:\n%s", text.rstrip())
+    return CompareOutcome(xlsx_path, advisor_path, result)
+
+
+def _dump_json_in(directory):
+    path = os.path.join(directory, "dump.json")
+    return path if os.path.isfile(path) else None
+
+
+def _rank_dirs(directory):
+    """{rank label: dir} for rank* subdirectories holding a dump.json."""
+    found = {}
+    for name in sorted(os.listdir(directory)):
+        match = _RANK_DIR.match(name)
+        full = os.path.join(directory, name)
+        if match and os.path.isdir(full) and _dump_json_in(full):
+            found[match.group(1)] = full
+    return found
+
+
+def find_rank_pairs(npu_dir, bench_dir):
+    """[(tag, npu dump.json, bench dump.json)] for a step dir (rank* inside) or a dump root (step*/rank*)."""
+    if _dump_json_in(npu_dir) and _dump_json_in(bench_dir):
+        return [("", _dump_json_in(npu_dir), _dump_json_in(bench_dir))]
+    steps = sorted((d for d in os.listdir(npu_dir) if _STEP_DIR.match(d)), key=lambda d: int(d[4:]))
+    layers = [(f"_{s}", os.path.join(npu_dir, s), os.path.join(bench_dir, s)) for s in steps] or [("", npu_dir, bench_dir)]
+    pairs = []
+    for step_tag, npu_step, bench_step in layers:
+        if not os.path.isdir(bench_step):
+            raise CompareError(f"bench_path has no '{os.path.basename(bench_step)}' to compare with '{npu_step}'.")
+        npu_ranks, bench_ranks = _rank_dirs(npu_step), _rank_dirs(bench_step)
+        if not npu_ranks:
+            raise CompareError(f"no rank*/dump.json found under '{npu_step}'; give a dump.json, a step directory "
+                               "or a dump root with step*/rank* directories.")
+        for label, npu_rank in npu_ranks.items():
+            bench_rank = bench_ranks.get(label)
+            if bench_rank is None and len(bench_ranks) == 1 and len(npu_ranks) == 1:
+                bench_rank = next(iter(bench_ranks.values()))
+            if bench_rank is None:
+                logger.warning("rank%s of '%s' has no counterpart in '%s'; skipped.", label, npu_step, bench_step)
+                continue
+            tag = f"{step_tag}_rank{label}-rank{label}" if len(npu_ranks) > 1 or label else step_tag
+            pairs.append((tag, os.path.join(npu_rank, "dump.json"), os.path.join(bench_rank, "dump.json")))
+    if not pairs:
+        raise CompareError(f"no rank of '{npu_dir}' has a matching rank in '{bench_dir}'.")
+    return pairs
+
+
+_PENDING_JOBS = []  # filled just before forking workers, so options with callables need no pickling
+
+
+def _run_one(index):
+    tag, npu_json, bench_json, output_dir, options = _PENDING_JOBS[index]
+    outcome = compare_pair(npu_json, bench_json, output_dir, options, tag)
+    outcome.result = None  # results stay in the worker; the files are the output
+    return outcome
+
+
+def compare_dumps(npu_path, bench_path, output_dir, options=None):
+    """Compare NPU and bench dumps (files or directories); returns a list of CompareOutcome."""
+    options = options or CompareOptions()
+    npu_path = check_path(npu_path, what="npu_path", allow_symlink=True)
+    bench_path = check_path(bench_path, what="bench_path", allow_symlink=True)
+    output_dir = make_dir(output_dir, what="output_path")
+    if os.path.isfile(npu_path) != os.path.isfile(bench_path):
+        raise CompareError("npu_path and bench_path must both be dump.json files or both be directories.")
+    if os.path.isfile(npu_path):
+        return [compare_pair(npu_path, bench_path, output_dir, options)]
+    pairs = find_rank_pairs(npu_path, bench_path)
+    options = replace(options, timestamp=options.timestamp or time.strftime("%Y%m%d%H%M%S"))
+    if options.stack_path:
+        logger.warning("stack_path is ignored when comparing directories; each rank's stack.json is used.")
+        options = replace(options, stack_path=None)
+    if len(pairs) == 1:
+        tag, npu_json, bench_json = pairs[0]
+        return [compare_pair(npu_json, bench_json, output_dir, options, tag)]
+    processes = min(len(pairs), options.processes or os.cpu_count() or 1)
+    if processes <= 1:
+        return [compare_pair(n, b, output_dir, options, t) for t, n, b in pairs]
+    import multiprocessing
+
+    worker_options = replace(options, processes=1, progress=False)
+    _PENDING_JOBS[:] = [(t, n, b, output_dir, worker_options) for t, n, b in pairs]
+    try:
+        with multiprocessing.get_context("fork").Pool(processes) as pool:
+            return pool.map(_run_one, range(len(pairs)))
+    finally:
+        _PENDING_JOBS.clear()

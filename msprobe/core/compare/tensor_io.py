@@ -1,0 +1,96 @@
+"""Read dumped tensor files (.pt, .npy) as numpy arrays and compute tensor-mode metrics for row pairs.
+
+Work is spread over processes (one tensor pair at a time, each file read once) because loading and
+reducing hundreds of MB of tensors is the whole cost of tensor mode.
+"""
+import os
+
+import numpy as np
+
+from msprobe.core.compare.metrics import NONE, TensorMetrics, tensor_metrics
+from msprobe.core.log import logger
+
+__all__ = ["load_tensor", "compare_tensor_files", "MSG_NO_BENCH", "msg_not_found"]
+
+MSG_NO_BENCH = "No bench data matched."
+_LOADERS = {}
+
+
+def msg_not_found(path):
+    return f"Dump file: {path} not found."
+
+
+def register_loader(suffix, loader):
+    """Let a framework adapter read its own tensor file type: loader(path) -> numpy array."""
+    _LOADERS[suffix] = loader
+
+
+def _load_pt(path):
+    import torch
+
+    tensor = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError(f"{path} does not hold a tensor")
+    tensor = tensor.detach()
+    if tensor.dtype in (torch.bfloat16, torch.float16):
+        tensor = tensor.float()
+    elif tensor.is_complex():
+        tensor = torch.view_as_real(tensor)
+    return tensor.numpy()
+
+
+def load_tensor(path):
+    """The tensor stored at `path` as a numpy array (bf16/fp16 widened to float32)."""
+    suffix = os.path.splitext(path)[1]
+    if suffix in _LOADERS:
+        return _LOADERS[suffix](path)
+    if suffix == ".pt":
+        return _load_pt(path)
+    array = np.load(path, allow_pickle=False)
+    return array.astype(np.float32) if array.dtype == np.float16 else array
+
+
+def _pair_metrics(task):
+    npu_path, bench_path = task
+    if not npu_path or not os.path.isfile(npu_path):
+        return TensorMetrics(NONE, NONE, NONE, NONE, NONE, msg_not_found(npu_path))
+    if not bench_path or not os.path.isfile(bench_path):
+        return TensorMetrics(NONE, NONE, NONE, NONE, NONE, MSG_NO_BENCH)
+    try:
+        npu = load_tensor(npu_path)
+    except Exception as exc:  # a broken file is a row, not a crash
+        logger.debug("cannot read %s: %s", npu_path, exc)
+        return TensorMetrics(NONE, NONE, NONE, NONE, NONE, msg_not_found(npu_path))
+    try:
+        bench = load_tensor(bench_path)
+    except Exception as exc:
+        logger.debug("cannot read %s: %s", bench_path, exc)
+        return TensorMetrics(NONE, NONE, NONE, NONE, NONE, MSG_NO_BENCH)
+    return tensor_metrics(npu, bench)
+
+
+def _init_worker():
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
+
+
+def compare_tensor_files(pairs, processes=None, progress=True):
+    """Metrics for each (npu_file, bench_file) pair, in order; processes=None uses all cores."""
+    from tqdm import tqdm
+
+    processes = processes or os.cpu_count() or 1
+    total_bytes = sum(os.path.getsize(p) for p, _ in pairs if p and os.path.isfile(p))
+    show = progress and len(pairs) > 50
+    if processes <= 1 or len(pairs) < 8 or total_bytes < 32 * 2 ** 20:
+        return [_pair_metrics(task) for task in tqdm(pairs, desc="compare tensors", disable=not show)]
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    chunk = max(1, len(pairs) // (processes * 16))
+    with context.Pool(processes, initializer=_init_worker) as pool:
+        iterator = pool.imap(_pair_metrics, pairs, chunksize=chunk)
+        return list(tqdm(iterator, total=len(pairs), desc="compare tensors", disable=not show))
