@@ -86,6 +86,13 @@ class RecordBuilder:
         """Descriptor of any value; `data_name` is the file stem for tensors (tensor mode)."""
         if self.adapter.is_tensor(value):
             return self.describe_tensor(value, data_name)
+        if value is None or isinstance(value, _SCALARS) or isinstance(value, slice):
+            return describe_plain(value)
+        kind = type(value)
+        if kind not in (list, tuple, dict):  # tuple subclasses such as torch.Size are described whole
+            other = self.adapter.describe_other(value)
+            if other is not None:
+                return other
         if isinstance(value, (list, tuple)):
             return [self.describe(item, _child(data_name, i)) for i, item in enumerate(value)]
         if isinstance(value, dict):
@@ -93,9 +100,6 @@ class RecordBuilder:
         plain = describe_plain(value)
         if plain is not None or value is None:
             return plain
-        other = self.adapter.describe_other(value)
-        if other is not None:
-            return other
         return {"type": type(value).__name__, "value": str(value)[:200]}
 
     def describe_args(self, args, stem):

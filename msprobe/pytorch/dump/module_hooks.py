@@ -1,0 +1,97 @@
+"""Module-level (L0 / mix) dump: forward pre/post hooks per submodule, parameter-grad hooks.
+
+Each submodule `path` of class `Cls` is recorded as "Module.{path}.{Cls}.forward.{n}" with its
+own parameters, its backward as "Module.{path}.{Cls}.backward.{n}" (through GradTracker, no
+full backward hooks: those wrap outputs in a custom Function and break in-place ops on them), and
+the gradients of its parameters as "Module.{path}.{Cls}.parameters_grad". Every hook is kept as
+a RemovableHandle and removed by `remove()`.
+"""
+import torch
+
+__all__ = ["ModuleHooks"]
+
+
+class ModuleHooks:
+    """Installs the hooks on `models` (a module or a list of modules)."""
+
+    def __init__(self, collector, tracker, pause, track_grads=True, only=None):
+        self.collector = collector
+        self.tracker = tracker
+        self.pause = pause
+        self.track_grads = track_grads
+        self.handles = []
+        self.calls = {}
+        self.only = only  # module_dump: the single module allowed to record
+
+    def install(self, models, root_name=None):
+        models = models if isinstance(models, (list, tuple)) else [models]
+        for model_index, model in enumerate(models):
+            for path, module in model.named_modules():
+                if root_name is not None:
+                    if module is not model:
+                        continue
+                    path = root_name
+                elif not path:
+                    continue  # the root model itself is not a dump entry (as in the reference)
+                if len(models) > 1 and root_name is None:
+                    path = f"{model_index}.{path}"
+                self._hook(module, f"Module.{path}.{type(module).__name__}")
+        return self
+
+    def _hook(self, module, key):
+        self.handles.append(module.register_forward_pre_hook(self._pre_hook(key), with_kwargs=True))
+        self.handles.append(module.register_forward_hook(self._post_hook(key), with_kwargs=True))
+        for name, param in module.named_parameters(recurse=False):
+            if param.requires_grad:
+                self.handles.append(param.register_post_accumulate_grad_hook(self._param_hook(key, name)))
+
+    def _pre_hook(self, key):
+        def pre_hook(module, args, kwargs):
+            collector = self.collector
+            if not collector.active or (self.only is not None and module is not self.only):
+                return None
+            with self.pause():
+                call = collector.begin_forward(key, args, kwargs, is_module=True)
+                pending = swapped = None
+                if call.dump and self.track_grads and torch.is_grad_enabled():
+                    args, kwargs, pending, swapped = self.tracker.alias_inputs(call, args, kwargs, False)
+            self.calls.setdefault(id(module), []).append((call, pending, swapped))
+            return (args, kwargs) if pending is not None else None
+        return pre_hook
+
+    def _post_hook(self, key):
+        def post_hook(module, args, kwargs, output):
+            stack = self.calls.get(id(module))
+            if not stack:
+                return None
+            call, pending, swapped = stack.pop()
+            if swapped:
+                output = _unalias(output, swapped)
+            with self.pause():
+                params = dict(module.named_parameters(recurse=False))
+                self.collector.end_forward(call, output, parameters=params)
+                if pending is not None:
+                    self.tracker.watch_outputs(pending, output)
+            return output if swapped else None
+        return post_hook
+
+    def _param_hook(self, key, name):
+        def on_grad(param):
+            if param.grad is not None and self.collector.active:
+                with self.pause():
+                    self.collector.parameters_grad(key, name, param.grad)
+        return on_grad
+
+    def remove(self):
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+        self.calls = {}
+
+
+def _unalias(output, swapped):
+    if isinstance(output, torch.Tensor):
+        return swapped.get(id(output), output)
+    if type(output) in (tuple, list):
+        return type(output)(swapped.get(id(o), o) for o in output)
+    return output
