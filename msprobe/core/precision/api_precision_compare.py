@@ -1,0 +1,113 @@
+"""api_precision_compare: NPU details CSV + GPU details CSV -> the new-standard result and details CSVs.
+
+Usage from code: `compare_details_csvs(npu_csv, gpu_csv, out_dir)` returns the two paths written:
+`api_precision_compare_result_{ts}.csv` and `api_precision_compare_details_{ts}.csv`.
+"""
+import csv
+import os
+import time
+
+from msprobe.core.errors import ParseError
+from msprobe.core.log import logger
+from msprobe.core.paths import check_path, make_dir
+from msprobe.core.precision.columns import (COMPARE_DETAIL_COLUMNS, COMPARE_RESULT_COLUMNS, DETAIL_KEYS,
+                                            format_value, normalise_title)
+from msprobe.core.precision.new_standard import judge_row
+from msprobe.core.precision.output_check import FLOAT_DTYPES, SKIP, aggregate_status
+from msprobe.core.precision.standards import BINARY, dtype_short_name, standard_of
+
+__all__ = ["read_details_csv", "compare_rows", "compare_details_csvs", "api_of_row"]
+
+_KEY_BY_TITLE = {normalise_title(title): key for key, title in DETAIL_KEYS}
+_TEXT_KEYS = ("name", "bench_dtype", "tested_dtype", "shape", "status", "message")
+
+
+def _to_number(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def read_details_csv(path):
+    """Rows of an accuracy_checking_details CSV as dicts of metric keys (numbers as floats, '' as None)."""
+    path = check_path(path, kind="file", what="details CSV")
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if not header:
+            raise ParseError(f"{path}: empty file; expected an accuracy_checking_details CSV.")
+        keys = [_KEY_BY_TITLE.get(normalise_title(title)) for title in header]
+        if "name" not in keys or "status" not in keys:
+            raise ParseError(f"{path}: no 'API name'/'Status' columns; is this an accuracy_checking_details CSV?")
+        rows = []
+        for cells in reader:
+            row = {}
+            for key, cell in zip(keys, cells):
+                if key:
+                    row[key] = cell if key in _TEXT_KEYS else _to_number(cell)
+            rows.append(row)
+    return rows
+
+
+def api_of_row(name):
+    """'Functional.linear.0.forward.output.1' -> ('Functional.linear.0', 'forward')."""
+    for direction in ("forward", "backward"):
+        marker = f".{direction}"
+        if marker in name:
+            return name.split(marker, 1)[0], direction
+    return name, "forward"
+
+
+def _compare_one(npu, gpu):
+    name = npu["name"]
+    dtype_name = dtype_short_name(npu.get("tested_dtype", ""))
+    if gpu is None:
+        return {"比对结果": SKIP, "Message": "no row of this name in the GPU details CSV"}
+    if npu.get("status") == SKIP or gpu.get("status") == SKIP:
+        return {"比对结果": SKIP, "Message": npu.get("message") or gpu.get("message") or "skipped by run_ut"}
+    standard = standard_of(name)
+    if dtype_name not in FLOAT_DTYPES:
+        standard, dtype_name = BINARY, "float32"  # integers and bools must match exactly
+    return judge_row(standard, npu, gpu, dtype_name)
+
+
+def compare_rows(npu_rows, gpu_rows):
+    """(details rows, result rows) as lists of cell lists, in the NPU CSV's order."""
+    gpu_by_name = {row["name"]: row for row in gpu_rows}
+    details, statuses, messages, order = [], {}, {}, []
+    for npu in npu_rows:
+        cells = _compare_one(npu, gpu_by_name.get(npu["name"]))
+        details.append([npu["name"]] + [format_value(cells.get(title)) for title in COMPARE_DETAIL_COLUMNS[1:]])
+        api, direction = api_of_row(npu["name"])
+        if api not in statuses:
+            order.append(api)
+            statuses[api], messages[api] = {"forward": [], "backward": []}, []
+        statuses[api][direction].append(cells["比对结果"])
+        if cells.get("Message"):
+            messages[api].append(f"{npu['name']}: {cells['Message']}")
+    results = [[api, aggregate_status(statuses[api]["forward"]), aggregate_status(statuses[api]["backward"]),
+                "; ".join(messages[api])] for api in order]
+    return details, results
+
+
+def _write_csv(path, header, rows):
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    os.chmod(path, 0o640)
+
+
+def compare_details_csvs(npu_csv, gpu_csv, out_dir="./"):
+    """Run the new precision standard over two details CSVs; return (result_path, details_path)."""
+    npu_rows, gpu_rows = read_details_csv(npu_csv), read_details_csv(gpu_csv)
+    out_dir = make_dir(out_dir, what="output directory")
+    details, results = compare_rows(npu_rows, gpu_rows)
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    result_path = os.path.join(out_dir, f"api_precision_compare_result_{stamp}.csv")
+    details_path = os.path.join(out_dir, f"api_precision_compare_details_{stamp}.csv")
+    _write_csv(result_path, COMPARE_RESULT_COLUMNS, results)
+    _write_csv(details_path, COMPARE_DETAIL_COLUMNS, details)
+    logger.info("api_precision_compare: %d APIs, %d rows -> %s", len(results), len(details), result_path)
+    return result_path, details_path

@@ -1,0 +1,114 @@
+"""Judge one API output against its benchmark: every details-CSV metric plus pass / warning / error.
+
+Rules (run_ut, "API 预检指标"): cosine <= 0.99 -> error; else max abs error < 0.001 -> pass; else for
+float16/bfloat16 the 双百 ratio must exceed 0.99 (error otherwise) and 双千 0.999 (warning otherwise);
+for float32/float64 双千 must exceed 0.999 (error) and 双万 0.9999 (warning). Integer and bool outputs
+must match exactly (binary error rate 0). A NaN/Inf pattern that differs is an error.
+MindSpore run_ut uses `judge_cosine_abs`: pass when cosine > 0.99 and max abs error < 0.0001.
+"""
+import numpy as np
+
+from msprobe.core.precision import metrics as m
+from msprobe.core.precision.standards import (ABSOLUTE_THRESHOLD, BINARY, ULP, absolute_thresholds,
+                                             dtype_short_name, standard_of)
+
+__all__ = ["PASS", "WARNING", "ERROR", "SKIP", "FLOAT_DTYPES", "check_output", "judge_run_ut",
+           "judge_cosine_abs", "aggregate_status"]
+
+PASS, WARNING, ERROR, SKIP = "pass", "warning", "error", "SKIP"
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+LOW_PRECISION = ("float16", "bfloat16")
+
+
+def judge_run_ut(cosine, max_abs, hundredth, thousandth, ten_thousandth, dtype_name):
+    """(status, message) of a float output from the run_ut metrics."""
+    if not np.isfinite(cosine) or cosine <= 0.99:
+        return ERROR, f"cosine similarity {cosine:.6g} <= 0.99"
+    if max_abs < 0.001:
+        return PASS, ""
+    if dtype_name in LOW_PRECISION:
+        checks = ((hundredth, 0.99, ERROR, "双百"), (thousandth, 0.999, WARNING, "双千"))
+    else:
+        checks = ((thousandth, 0.999, ERROR, "双千"), (ten_thousandth, 0.9999, WARNING, "双万"))
+    for ratio, limit, status, label in checks:
+        if not ratio > limit:
+            return status, f"{label} ratio {ratio:.6g} <= {limit}"
+    return PASS, ""
+
+
+def judge_cosine_abs(cosine, max_abs, cosine_limit=0.99, abs_limit=0.0001):
+    """MindSpore run_ut rule: (status, message)."""
+    if np.isfinite(cosine) and cosine > cosine_limit and max_abs < abs_limit:
+        return PASS, ""
+    return ERROR, f"cosine {cosine:.6g} (needs > {cosine_limit}), max abs err {max_abs:.6g} (needs < {abs_limit})"
+
+
+def aggregate_status(statuses):
+    """API-level status from its rows: any error -> error, else any warning -> warning, else pass;
+    all SKIP -> SKIP; no rows -> '' (no backward)."""
+    statuses = [s for s in statuses if s]
+    if not statuses:
+        return ""
+    if all(s == SKIP for s in statuses):
+        return SKIP
+    for status in (ERROR, WARNING):
+        if status in statuses:
+            return status
+    return PASS
+
+
+def _float_metrics(tested, bench, dtype_name):
+    limits = m.DTYPE_LIMITS[dtype_name]
+    rel_max, rel_mean = m.normal_relative_error_stats(tested, bench, limits["small_value"])
+    return {
+        "cosine": m.cosine_similarity(tested, bench),
+        "max_abs_err": m.max_abs_error(tested, bench),
+        "hundredth": m.ratio_within(tested, bench, 0.01),
+        "thousandth": m.ratio_within(tested, bench, 0.001),
+        "ten_thousandth": m.ratio_within(tested, bench, 0.0001),
+        "error_balance": m.error_balance(tested, bench, limits["small_value"]),
+        "rmse": m.rmse(tested, bench),
+        "small_value_err_ratio": m.small_value_error_rate(tested, bench, limits["small_value"],
+                                                         limits["small_atol"]),
+        "rel_err_max": rel_max,
+        "rel_err_mean": rel_mean,
+        "max_rel_err": m.max_relative_error(tested, bench),
+    }
+
+
+def check_output(api_name, tested, bench, tested_dtype, bench_in_tested_dtype=None):
+    """All metrics of one output plus 'status' and 'message'.
+
+    tested / bench: array-likes (bench in high precision); tested_dtype: e.g. 'torch.bfloat16';
+    bench_in_tested_dtype: the bench rounded to the tested dtype, used by the binary standard.
+    Keys absent from the result are not applicable to this output.
+    """
+    dtype_name = dtype_short_name(tested_dtype)
+    tested, bench = np.asarray(tested), np.asarray(bench)
+    if tested.shape != bench.shape:
+        return {"status": ERROR, "message": f"shape {list(tested.shape)} differs from bench {list(bench.shape)}"}
+    if tested.size == 0:
+        return {"status": PASS, "message": "empty output"}
+    if dtype_name not in FLOAT_DTYPES:
+        rate = m.binary_error_rate(tested, bench)
+        return {"binary_err_rate": rate, "status": PASS if rate == 0 else ERROR,
+                "message": "" if rate == 0 else f"{rate:.6g} of the values differ"}
+    row = _float_metrics(tested, bench, dtype_name)
+    row["inf_nan_err_rate"] = m.inf_nan_error_rate(tested, bench)
+    standard = standard_of(api_name)
+    thresholds = absolute_thresholds(dtype_name)
+    if standard == ABSOLUTE_THRESHOLD and thresholds:
+        _, row["rel_err_rate"], row["abs_err_rate"] = m.absolute_threshold_rates(tested, bench, **thresholds)
+    if standard == ULP:
+        row["ulp_max"], row["ulp_mean"], row["ulp_ratio"] = m.ulp_summary(tested, bench, dtype_name)
+    if standard == BINARY:
+        rounded = bench if bench_in_tested_dtype is None else np.asarray(bench_in_tested_dtype)
+        row["binary_err_rate"] = m.binary_error_rate(tested, rounded)
+    if row["inf_nan_err_rate"] > 0:
+        row["status"], row["message"] = ERROR, f"NaN/Inf differ in {row['inf_nan_err_rate']:.6g} of the values"
+    elif not np.isfinite(row["cosine"]):  # nothing finite on either side, and the NaN/Inf agree
+        row["status"], row["message"] = PASS, "no finite values; NaN/Inf match"
+    else:
+        row["status"], row["message"] = judge_run_ut(row["cosine"], row["max_abs_err"], row["hundredth"],
+                                                     row["thousandth"], row["ten_thousandth"], dtype_name)
+    return row

@@ -1,0 +1,152 @@
+"""Rebuild the arguments of a recorded PyTorch API call, once for the device and once for the benchmark.
+
+Tensors come from the dump (tensor task, `data_name` files) or are drawn from the recorded statistics
+(statistics task, seeded by the API name). The device copy keeps the recorded dtype; the bench copy
+holds the same values upcast (bfloat16/float16 -> float32, float32 -> float64) on the CPU.
+"""
+import os
+
+import numpy as np
+import torch
+
+from msprobe.core.errors import UnsupportedError
+from msprobe.core.run_ut.random_data import random_values, rng_for
+
+__all__ = ["TENSOR_TYPES", "BENCH_DTYPE", "torch_dtype", "CallArgs", "build_call_args", "build_grads",
+           "bench_copy", "flatten_tensors"]
+
+TENSOR_TYPES = ("torch.Tensor", "torch.nn.parameter.Parameter", "torch.nn.Parameter")
+BENCH_DTYPE = {torch.bfloat16: torch.float32, torch.float16: torch.float32, torch.float32: torch.float64}
+
+
+def torch_dtype(name):
+    """'torch.bfloat16' -> torch.bfloat16."""
+    value = getattr(torch, str(name).rsplit(".", 1)[-1], None)
+    if not isinstance(value, torch.dtype):
+        raise UnsupportedError(f"unknown tensor dtype {name!r}")
+    return value
+
+
+def _load_tensor(record, tensor_dir):
+    path = os.path.join(tensor_dir, record["data_name"])
+    if not os.path.isfile(path):
+        raise UnsupportedError(f"tensor file {record['data_name']} is missing from {tensor_dir}")
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _make_tensor(record, rng, tensor_dir, device):
+    dtype = torch_dtype(record.get("dtype", "torch.float32"))
+    if tensor_dir and record.get("data_name"):
+        tensor = _load_tensor(record, tensor_dir).to(dtype)
+    else:
+        if dtype.is_complex:
+            raise UnsupportedError(f"complex input ({dtype}) cannot be generated from statistics")
+        tensor = torch.from_numpy(np.ascontiguousarray(random_values(record, rng))).to(dtype)
+    return tensor.to(device)
+
+
+def _scalar(node, device):
+    kind, value = node.get("type"), node.get("value")
+    if kind in ("int", "float", "bool", "str"):
+        return value
+    if kind == "slice":
+        return slice(*value)
+    if kind in ("ellipsis", "Ellipsis"):
+        return Ellipsis
+    if kind in ("NoneType", None) and "value" in node:
+        return value
+    if kind == "torch.dtype":
+        return torch_dtype(value)
+    if kind == "torch.Size":
+        return torch.Size(value)
+    if kind == "torch.device":
+        return torch.device(device)
+    if kind == "torch.memory_format":
+        return getattr(torch, node.get("format") or str(value).rsplit(".", 1)[-1])
+    if kind == "torch.layout":
+        return getattr(torch, str(value).rsplit(".", 1)[-1])
+    raise UnsupportedError(f"argument of type {kind!r} cannot be rebuilt")
+
+
+class CallArgs:
+    """args/kwargs of one call plus the leaf tensors that receive gradients (in argument order)."""
+
+    def __init__(self, args, kwargs, leaves):
+        self.args, self.kwargs, self.leaves = args, kwargs, leaves
+
+
+def build_call_args(record, name, tensor_dir, device, with_grad):
+    """Device CallArgs of a forward record; float tensors require grad when `with_grad`."""
+    rng = rng_for(f"{name}.forward")
+    leaves = []
+
+    def build(node):
+        if isinstance(node, list):
+            return [build(item) for item in node]
+        if isinstance(node, dict) and node.get("type") in TENSOR_TYPES:
+            tensor = _make_tensor(node, rng, tensor_dir, device)
+            if with_grad and tensor.is_floating_point() and node.get("requires_grad", True) is not False:
+                tensor.requires_grad_(True)
+                leaves.append(tensor)
+            return tensor
+        if isinstance(node, dict) and "type" not in node:
+            return {key: build(value) for key, value in node.items()}
+        return None if node is None else _scalar(node, device)
+
+    args = build(record.get("input_args") or [])
+    kwargs = {key: build(value) for key, value in (record.get("input_kwargs") or {}).items()}
+    return CallArgs(args, kwargs, leaves)
+
+
+def bench_copy(call):
+    """CallArgs with every tensor copied to the CPU and upcast; leaves map to new leaves."""
+    leaves = []
+    index = {id(leaf): i for i, leaf in enumerate(call.leaves)}
+    mapped = [None] * len(call.leaves)
+
+    def copy(node):
+        if isinstance(node, torch.Tensor):
+            out = node.detach().to("cpu").to(BENCH_DTYPE.get(node.dtype, node.dtype), copy=True)
+            if id(node) in index:
+                out.requires_grad_(True)
+                mapped[index[id(node)]] = out
+            return out
+        if isinstance(node, list):
+            return [copy(item) for item in node]
+        if isinstance(node, dict):
+            return {key: copy(value) for key, value in node.items()}
+        if isinstance(node, torch.device):
+            return torch.device("cpu")
+        return node
+
+    args, kwargs = copy(call.args), copy(call.kwargs)
+    leaves = [leaf for leaf in mapped if leaf is not None]
+    return CallArgs(args, kwargs, leaves)
+
+
+def build_grads(backward_record, name, outputs, tensor_dir):
+    """Gradients for the forward outputs (device dtype/device), None where no gradient is recorded."""
+    rng = rng_for(f"{name}.backward")
+    records = list((backward_record or {}).get("input") or [])
+    grads = []
+    for position, output in enumerate(outputs):
+        record = records[position] if position < len(records) else None
+        if not isinstance(output, torch.Tensor) or not isinstance(record, dict) \
+                or record.get("type") not in TENSOR_TYPES:
+            grads.append(None)
+            continue
+        grad = _make_tensor(record, rng, tensor_dir, output.device)
+        grads.append(grad.to(output.dtype).reshape(output.shape) if grad.numel() == output.numel() else None)
+    return grads
+
+
+def flatten_tensors(value):
+    """Outputs flattened in order: tensors and Python numbers; None entries are dropped."""
+    if isinstance(value, (list, tuple)):
+        items = []
+        for item in value:
+            items.extend(flatten_tensors(item))
+        return items
+    if value is None:
+        return []
+    return [value]
