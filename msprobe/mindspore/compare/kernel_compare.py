@@ -1,0 +1,156 @@
+"""Compare two MindSpore L2 kernel dumps (native layout) rank by rank and step by step.
+
+Each iteration directory `rank_{r}/{net}/{graph}/{step}` is turned into a dump.json-shaped table
+(entry = `{OpType}.{OpName}`, input/output slots as rows; statistics from statistic.csv or the .npy
+files, data_name = the .npy file) and handed to core compare, so the report has the same columns,
+metrics and highlighting as every other compare: `compare_result_{rank}_{step}_{timestamp}.xlsx`.
+"""
+import csv
+import os
+import re
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import replace
+
+from msprobe.core.errors import CompareError
+from msprobe.core.log import logger
+from msprobe.core.paths import atomic_write_json, check_path, make_dir
+from msprobe.mindspore.dump.graph_dump import STAT_FILE, parse_kernel_file_name
+
+__all__ = ["is_kernel_dump", "compare_kernel_dumps", "kernel_dump_json"]
+
+_RANK = re.compile(r"^rank_(\d+)$")
+
+
+def is_kernel_dump(path):
+    """True for a native kernel dump root (it has rank_{N} directories)."""
+    return os.path.isdir(path) and any(_RANK.match(d) for d in os.listdir(path))
+
+
+def _iterations(root):
+    """{(rank, step): [iteration dirs]} of a kernel dump root (graphs of one step are merged)."""
+    found = defaultdict(list)
+    for rank_dir in sorted(os.listdir(root)):
+        match = _RANK.match(rank_dir)
+        if not match:
+            continue
+        rank_path = os.path.join(root, rank_dir)
+        for net in sorted(os.listdir(rank_path)):
+            net_path = os.path.join(rank_path, net)
+            if net == "execution_order" or not os.path.isdir(net_path):
+                continue
+            for graph in sorted(os.listdir(net_path)):
+                graph_path = os.path.join(net_path, graph)
+                if not os.path.isdir(graph_path):
+                    continue
+                for step in sorted(os.listdir(graph_path)):
+                    if step.isdigit() and os.path.isdir(os.path.join(graph_path, step)):
+                        found[(int(match.group(1)), int(step))].append(os.path.join(graph_path, step))
+    return found
+
+
+def _number(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _descriptors_from_csv(path):
+    """[(op_type, op_name, io, slot, descriptor)] from a statistic.csv."""
+    rows = []
+    with open(path, newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            shape = [int(v) for v in row["Shape"].strip("()").split(",") if v.strip()]
+            desc = {"type": "mindspore.Tensor", "dtype": row["Data Type"], "shape": shape,
+                    "Max": _number(row["Max Value"]), "Min": _number(row["Min Value"]),
+                    "Mean": _number(row["Avg Value"]), "Norm": _number(row["L2Norm Value"])}
+            if row.get("MD5"):
+                desc["md5"] = row["MD5"]
+            rows.append((row["Op Type"], row["Op Name"], row["IO"], int(row["Slot"]), int(row["Timestamp"]), desc))
+    return rows
+
+
+def _descriptors_from_npy(directory, with_stats):
+    from msprobe.mindspore.dump.graph_dump import file_statistics
+    rows = []
+    for name in os.listdir(directory):
+        meta = parse_kernel_file_name(name)
+        if meta is None:
+            continue
+        path = os.path.join(directory, name)
+        desc = {"type": "mindspore.Tensor", "dtype": meta["dtype"]}
+        if with_stats:
+            array, stats = file_statistics(path)
+            desc["shape"] = list(array.shape)
+            desc.update(zip(("Max", "Min", "Mean", "Norm"), stats))
+        desc["data_name"] = path
+        rows.append((meta["op_type"], meta["op_name"], meta["io"], int(meta["slot"]), int(meta["timestamp"]), desc))
+    return rows
+
+
+def kernel_dump_json(directories):
+    """A dump.json dict for the kernels of one rank/step (one or more graph iteration dirs)."""
+    rows = []
+    for directory in directories:
+        stat_file = os.path.join(directory, STAT_FILE)
+        if os.path.isfile(stat_file):
+            rows.extend(_descriptors_from_csv(stat_file))
+        else:
+            rows.extend(_descriptors_from_npy(directory, with_stats=True))
+    has_files = any("data_name" in r[5] for r in rows)
+    order = {}
+    slots = defaultdict(lambda: {"input": {}, "output": {}})
+    for op_type, op_name, io, slot, stamp, desc in rows:
+        entry = f"{op_type}.{op_name}"
+        order[entry] = min(order.get(entry, stamp), stamp)
+        slots[entry][io][slot] = desc
+    data = {}
+    for entry in sorted(order, key=order.get):  # execution order
+        body = {}
+        for io, key in (("input", "input_args"), ("output", "output")):
+            found = slots[entry][io]
+            if found:
+                body[key] = [found.get(i) for i in range(max(found) + 1)]
+        data[f"{entry}.forward"] = body
+    return {"task": "tensor" if has_files else "statistics", "level": "L2", "framework": "mindspore",
+            "dump_data_dir": None, "data": data}
+
+
+def _selected(keys, wanted, what):
+    if not wanted:
+        return keys
+    chosen = [k for k in keys if k in wanted]
+    if not chosen:
+        raise CompareError(f"no {what} of {sorted(wanted)} found in the kernel dumps.")
+    return chosen
+
+
+def compare_kernel_dumps(npu_root, bench_root, output_dir, options, rank_ids=(), step_ids=()):
+    """One compare_result_{rank}_{step}_{timestamp}.xlsx per rank/step both dumps have."""
+    from msprobe.core.compare import compare_pair
+
+    npu_root = check_path(npu_root, kind="dir", what="npu_path")
+    bench_root = check_path(bench_root, kind="dir", what="bench_path")
+    output_dir = make_dir(output_dir, what="output_path")
+    npu_iters, bench_iters = _iterations(npu_root), _iterations(bench_root)
+    keys = sorted(set(npu_iters) & set(bench_iters))
+    if not keys:
+        raise CompareError(f"the kernel dumps '{npu_root}' and '{bench_root}' have no rank_N/<net>/<graph>/<step> "
+                           "directory in common; are both MindSpore L2 dumps of the same network?")
+    keys = [k for k in _selected(keys, set(rank_ids), "rank_id") if not step_ids or k[1] in set(step_ids)]
+    if not keys:
+        raise CompareError(f"no step of {sorted(step_ids)} found in the kernel dumps.")
+    options = replace(options, timestamp=options.timestamp or time.strftime("%Y%m%d%H%M%S"), fuzzy_match=False)
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="msprobe_kernel_") as tmp:
+        for rank, step in keys:
+            paths = []
+            for side, iters in (("npu", npu_iters), ("bench", bench_iters)):
+                path = os.path.join(tmp, f"{side}_{rank}_{step}", "dump.json")
+                atomic_write_json(path, kernel_dump_json(iters[(rank, step)]))
+                paths.append(path)
+            logger.info(f"kernel compare: rank {rank}, step {step}")
+            outcomes.append(compare_pair(paths[0], paths[1], output_dir, options, name_tag=f"_{rank}_{step}"))
+    return outcomes
