@@ -204,7 +204,9 @@ def build_result(mode, npu, bench, bench_index, unmatched_bench, stacks, with_st
         metric_cols, messages = _tensor_metric_cells(npu, bench, npu_pos, bench_pos, options)
         for name, cells in zip(TENSOR_METRICS, metric_cols):
             cols[name] = cells
-        cols["Accuracy Reached or Not"] = list(judge.accuracy_verdicts(cols["Cosine"], cols["MaxAbsErr"]))
+        verdicts = judge.accuracy_verdicts(cols["Cosine"], cols["MaxAbsErr"])
+        verdicts[~matched] = "None"  # nothing was compared: not a suspect
+        cols["Accuracy Reached or Not"] = list(verdicts)
         color, reasons = judge.highlight(entry_ids, roles, nonfinite, np.abs(judge.as_numbers(cols["MaxAbsErr"])),
                                          output_relative, judge.as_numbers(cols["Cosine"]),
                                          judge.as_numbers(cols["One Thousandth Err Ratio"]))

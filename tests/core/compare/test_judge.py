@@ -1,0 +1,74 @@
+"""Accuracy verdicts and highlight rules, table-driven."""
+import numpy as np
+import pytest
+
+from msprobe.core.compare import judge
+
+
+@pytest.mark.parametrize("cosine, max_abs, expected", [
+    (1.0, 0.0, "Yes"),
+    (0.995, 0.0009, "Yes"),
+    (0.98, 0.002, "No"),      # cosine < 0.99 and abs > 0.001
+    (0.98, 0.0005, "Yes"),
+    (0.85, 0.0, "No"),        # cosine < 0.9
+    (0.999, 1.5, "No"),       # abs > 1
+    ("N/A", "N/A", "No"),     # nan/inf positions differ
+    (float("nan"), 0.1, "No"),
+    ("unsupported", 0.04, "None"),
+    ("None", "None", "None"),
+    ("shape unmatched", "shape unmatched", "Unmatched"),
+])
+def test_accuracy_verdicts(cosine, max_abs, expected):
+    assert judge.accuracy_verdicts([cosine], [max_abs])[0] == expected
+
+
+def _rows(roles):
+    return np.zeros(len(roles), dtype=np.int64), np.array(roles, dtype=object)
+
+
+def test_red_when_inputs_agree_and_output_does_not():
+    ids, roles = _rows(["input", "parameters", "output"])
+    color, reasons = judge.highlight(ids, roles, np.zeros(3, bool), np.array([0.0, 0.0, 0.5]), np.zeros(3),
+                                     cosine=np.array([1.0, 1.0, 0.5]), thousandth=np.array([1.0, 0.95, 0.2]))
+    assert color.tolist() == [0, 0, judge.RED]
+    assert reasons[2] == [judge.RED_MESSAGES["thousandth"]]  # red rows carry only red reasons
+
+
+def test_yellow_cosine_drop():
+    ids, roles = _rows(["input", "output"])
+    color, reasons = judge.highlight(ids, roles, np.zeros(2, bool), np.array([0.1, 0.1]), np.zeros(2),
+                                     cosine=np.array([0.9, 0.75]), thousandth=np.array([0.3, 0.3]))
+    assert color.tolist() == [0, judge.YELLOW]
+    assert reasons[1] == [judge.YELLOW_MESSAGES["cosine"]]
+
+
+def test_yellow_abs_error_growth_and_relative_rules():
+    ids, roles = _rows(["input", "output"])
+    color, reasons = judge.highlight(ids, roles, np.zeros(2, bool), np.array([2.0, 30.0]), np.array([0.005, 0.2]))
+    assert color.tolist() == [0, judge.YELLOW]
+    assert set(reasons[1]) == {judge.YELLOW_MESSAGES["abs_growth"], judge.YELLOW_MESSAGES["relative"]}
+
+
+def test_statistics_red_on_output_relative_and_nan():
+    ids = np.array([0, 0, 1])
+    roles = np.array(["input", "output", "output"], dtype=object)
+    nonfinite = np.array([True, False, False])
+    color, reasons = judge.highlight(ids, roles, nonfinite, np.array([0.0, 0.0, 2e10]), np.array([0.0, 0.6, 0.0]))
+    assert color.tolist() == [judge.RED, judge.RED, judge.RED]
+    assert reasons[0] == [judge.RED_MESSAGES["nan_inf"]]
+    assert reasons[1] == [judge.RED_MESSAGES["relative"]]
+    assert reasons[2] == [judge.RED_MESSAGES["huge_abs"]]
+
+
+def test_rules_do_not_cross_entries():
+    ids = np.array([0, 1])
+    roles = np.array(["input", "output"], dtype=object)
+    color, _ = judge.highlight(ids, roles, np.zeros(2, bool), np.zeros(2), np.zeros(2),
+                               cosine=np.array([1.0, 0.5]), thousandth=np.array([1.0, 0.0]))
+    assert color.tolist() == [0, 0]
+
+
+def test_statistics_results():
+    relative = np.array([[0.1, 0.2, 0.6, 0.0], [0.1, 0.1, 0.1, 0.1], [np.nan] * 4])
+    result = judge.statistics_results(relative, np.array([True, True, False]))
+    assert result.tolist() == ["Warning", "", "N/A"]
