@@ -4,6 +4,7 @@
     mapper("Mint.add.0.forward")            -> "Torch.add.0.forward"
     mapper("MintFunctional.relu.1.backward") -> "Functional.relu.1.backward"
     mapper("Functional.dense.0.forward")     -> "Functional.linear.0.forward"   (ms_to_pt_api.yaml)
+    mapper("Primitive.dense.Dense.2.forward") -> "Functional.linear.2.forward"  (mint.nn.Linear)
     mapper("Cell.fc.Dense.forward.0")        -> "Module.fc.Dense.forward.0"
 
 User mapping files (-am yaml, -cm yaml, -lm yaml, -dm yaml) are applied by core compare's NameMapper;
@@ -20,6 +21,9 @@ _DEFAULTS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ms_to
 _API_ENTRY = re.compile(r"^(?P<api>[^.]+\.[^.]+?)\.(?P<tail>\d+\.(?:forward|backward))$")
 # prefix renames that hold for every API of a namespace
 _PREFIX_RULES = {"Mint": "Torch", "MintFunctional": "Functional"}
+# primitives that mint.nn / nn cells call, keyed by "Primitive.{attribute}.{Class}"
+_PRIMITIVE_RULES = {"Primitive.dense.Dense": "Functional.linear", "Primitive.matmul.MatMul": "Torch.matmul"}
+_PRIMITIVE_ENTRY = re.compile(r"^(?P<key>Primitive\.[^.]+\.[^.]+)\.(?P<tail>\d+\.(?:forward|backward))$")
 _DEFAULTS = None
 
 
@@ -57,8 +61,11 @@ def ms_to_pt_entry_mapper(api_defaults=True, cells_to_modules=False):
             result = "Module." + entry[len("Cell."):]
         elif api_defaults:
             match = _API_ENTRY.match(entry)
+            primitive = _PRIMITIVE_ENTRY.match(entry) if match is None else None
             if match:
                 result = f"{map_api(match.group('api'))}.{match.group('tail')}"
+            elif primitive and primitive.group("key") in _PRIMITIVE_RULES:
+                result = f"{_PRIMITIVE_RULES[primitive.group('key')]}.{primitive.group('tail')}"
         cache[entry] = result
         return result
     return mapper
