@@ -55,3 +55,14 @@ def compare_distributed(npu_dump_dir, bench_dump_dir, output_path, **kwargs):
     """Compare every rank of two step directories (or dump roots); stack.json is picked up per rank."""
     kwargs.pop("stack_mode", None)
     return compare_dumps(npu_dump_dir, bench_dump_dir, output_path, options_from({}, **kwargs))
+
+
+class _CallableModule(type(__import__("sys"))):
+    """Once this submodule is imported, `msprobe.pytorch.compare` names the module, not the function;
+    making the module callable keeps `from msprobe.pytorch import compare; compare(...)` working."""
+
+    def __call__(self, *args, **kwargs):
+        return compare(*args, **kwargs)
+
+
+__import__("sys").modules[__name__].__class__ = _CallableModule

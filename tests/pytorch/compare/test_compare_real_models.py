@@ -1,0 +1,127 @@
+"""Compare dumps of real models: identical runs, bf16 vs fp32, other seeds, a broken layer, bad files."""
+import json
+import os
+import shutil
+
+import numpy as np
+import openpyxl
+import pytest
+
+from msprobe.core.compare import CompareOptions, compare_dumps
+from msprobe.core.compare.judge import RED, RED_MESSAGES
+from msprobe.core.errors import ParseError
+
+
+def _compare(dumps, npu, bench, out, **options):
+    options.setdefault("timestamp", "1")
+    options.setdefault("progress", False)
+    outcome = compare_dumps(os.path.join(dumps[npu], "dump.json"), os.path.join(dumps[bench], "dump.json"),
+                            str(out), CompareOptions(**options))
+    return outcome[0]
+
+
+def _column(result, name):
+    return result.columns[name]
+
+
+def test_identical_runs_pass_everywhere(dumps, tmp_path):
+    result = _compare(dumps, "stat_fp32", "stat_fp32_again", tmp_path).result
+    assert set(_column(result, "Result")) == {None}
+    assert result.color.max() == 0
+    assert "NPU_Stack_Info" in result.header  # stack.json beside dump.json is picked up
+    assert "N/A" not in _column(result, "Bench Name")
+
+
+def test_bf16_run_matches_fp32_run(dumps, tmp_path):
+    outcome = _compare(dumps, "stat_bf16", "stat_fp32", tmp_path)
+    result = outcome.result
+    assert "N/A" not in _column(result, "Bench Name"), "every bf16 row must find its fp32 row"
+    dtypes = set(zip(_column(result, "NPU Dtype"), _column(result, "Bench Dtype")))
+    assert ("torch.bfloat16", "torch.float32") in dtypes
+    messages = [m or "" for m in _column(result, "Err_message")]
+    assert not any("Dtype" in m or "No bench data" in m for m in messages)
+    diffs = [d for d in _column(result, "Max diff") if isinstance(d, float)]
+    assert 0 < max(abs(d) for d in diffs) < 0.05  # bf16 rounding, not garbage
+
+
+def test_bf16_tensor_run_matches_fp32_tensor_run(tmp_path):
+    from models import dump_mlp
+
+    npu = dump_mlp(str(tmp_path / "bf16"), task="tensor", dtype="bf16")
+    bench = dump_mlp(str(tmp_path / "fp32"), task="tensor")
+    result = compare_dumps(os.path.join(npu, "dump.json"), os.path.join(bench, "dump.json"), str(tmp_path / "o"),
+                           CompareOptions(progress=False))[0].result
+    cosine = [c for c, name in zip(_column(result, "Cosine"), _column(result, "NPU Name"))
+              if isinstance(c, float) and ".forward." in name]
+    assert len(cosine) > 20 and min(cosine) > 0.99
+
+
+def test_different_seeds_diverge_and_advisor_names_a_row(dumps, tmp_path):
+    outcome = _compare(dumps, "tensor_seed2", "tensor_fp32", tmp_path)
+    verdicts = _column(outcome.result, "Accuracy Reached or Not")
+    assert verdicts.count("No") > 10
+    first_no = verdicts.index("No")
+    with open(outcome.advisor_path) as handle:
+        text = handle.read()
+    assert f"Line: {first_no}\nSuspect Nodes: {_column(outcome.result, 'NPU Name')[first_no]}" in text
+
+
+@pytest.mark.parametrize("npu, bench", [("tensor_broken", "tensor_fp32"), ("stat_broken", "stat_fp32")])
+def test_broken_layer_is_first_highlighted_row(dumps, tmp_path, npu, bench):
+    outcome = _compare(dumps, npu, bench, tmp_path)
+    _, _, _ = outcome.xlsx_path, None, None
+    result = outcome.result
+    first = int(np.flatnonzero(result.color)[0])
+    assert _column(result, "NPU Name")[first] == "Module.act.GELU.forward.0.output.0"
+    assert result.color[first] == RED
+    sheet = openpyxl.load_workbook(outcome.xlsx_path).worksheets[0]
+    filled = [row[0].value for row in sheet.iter_rows(min_row=2) if row[0].fill.fill_type]
+    assert filled[0] == "Module.act.GELU.forward.0.output.0"
+    # the extra ops of the broken layer exist only on the NPU side: reported, not dropped
+    assert any(name.startswith("Tensor.mul.") for name in _column(result, "NPU Name"))
+
+
+def test_nan_in_npu_data_is_red(dumps, tmp_path):
+    result = _compare(dumps, "stat_nan", "stat_fp32", tmp_path).result
+    first = int(np.flatnonzero(result.color)[0])
+    assert RED_MESSAGES["nan_inf"] in _column(result, "Err_message")[first]
+    assert _column(result, "NPU Name")[first] == "Functional.linear.0.forward.input.0"
+
+
+def test_md5_mode(dumps, tmp_path):
+    result = _compare(dumps, "md5_fp32", "md5_seed2", tmp_path).result
+    assert result.header[6:9] == ["NPU MD5", "BENCH MD5", "Result"]
+    results = _column(result, "Result")
+    assert "Different" in results and "pass" in results
+    same = _compare(dumps, "md5_fp32", "md5_fp32", tmp_path / "same").result
+    assert set(_column(same, "Result")) == {"pass"}
+
+
+def test_missing_tensor_file_and_shape_mismatch_are_rows(dumps, tmp_path):
+    npu = shutil.copytree(dumps["tensor_broken"], str(tmp_path / "npu"))
+    data = os.path.join(npu, "dump_tensor_data")
+    os.remove(os.path.join(data, "Functional.linear.0.forward.input.0.pt"))
+    with open(os.path.join(npu, "dump.json")) as handle:
+        dump = json.load(handle)
+    dump["dump_data_dir"] = data
+    with open(os.path.join(npu, "dump.json"), "w") as handle:
+        json.dump(dump, handle)
+    import torch
+
+    torch.save(torch.zeros(3, 3), os.path.join(data, "Functional.linear.0.forward.input.1.pt"))
+    result = compare_dumps(os.path.join(npu, "dump.json"), os.path.join(dumps["tensor_fp32"], "dump.json"),
+                           str(tmp_path / "out"), CompareOptions(progress=False))[0].result
+    names, messages = _column(result, "NPU Name"), _column(result, "Err_message")
+    missing = names.index("Functional.linear.0.forward.input.0")
+    assert "Dump file:" in messages[missing] and "not found" in messages[missing]
+    mismatch = names.index("Functional.linear.0.forward.input.1")
+    assert "Shape of NPU and bench Tensor do not match" in messages[mismatch]
+    assert _column(result, "Accuracy Reached or Not")[mismatch] == "Unmatched"
+
+
+def test_corrupt_dump_json_names_the_file(dumps, tmp_path):
+    bad = tmp_path / "dump.json"
+    with open(os.path.join(dumps["stat_fp32"], "dump.json")) as handle:
+        bad.write_text(handle.read()[:-40])
+    with pytest.raises(ParseError, match="dump.json"):
+        compare_dumps(str(bad), os.path.join(dumps["stat_fp32"], "dump.json"), str(tmp_path / "o"))
