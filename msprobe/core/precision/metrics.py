@@ -9,7 +9,7 @@ compared in float64) and returns plain Python floats. Conventions shared by all 
 """
 import numpy as np
 
-__all__ = ["as_float64", "finite_pair", "cosine_similarity", "max_abs_error", "relative_errors",
+__all__ = ["as_float64", "finite_pair", "FinitePair", "cosine_similarity", "max_abs_error", "relative_errors",
            "max_relative_error", "ratio_within", "inf_nan_error_rate", "binary_error_rate",
            "small_value_error_rate", "rmse", "normal_relative_error_stats", "error_balance",
            "ulp_errors", "ulp_summary", "absolute_threshold_rates", "DTYPE_LIMITS"]
@@ -29,19 +29,37 @@ def as_float64(values):
     return np.asarray(values, dtype=np.float64).reshape(-1)
 
 
-def finite_pair(tested, bench):
+class FinitePair:
+    """The finite positions of one (tested, bench) pair with |diff| and |bench| computed once; every
+    metric accepts it in place of the two arrays, so judging an output scans the data a few times only."""
+
+    def __init__(self, tested, bench):
+        tested, bench = as_float64(tested), as_float64(bench)
+        keep = np.isfinite(tested) & np.isfinite(bench)
+        self.all_finite = bool(keep.all())
+        self.tested, self.bench = (tested, bench) if self.all_finite else (tested[keep], bench[keep])
+        self.diff = np.abs(self.tested - self.bench)
+        self.abs_bench = np.abs(self.bench)
+        self.size = self.tested.size
+
+
+def _prepared(tested, bench=None):
+    return tested if isinstance(tested, FinitePair) else FinitePair(tested, bench)
+
+
+def finite_pair(tested, bench=None):
     """(tested, bench) restricted to the positions where both are finite."""
-    tested, bench = as_float64(tested), as_float64(bench)
-    keep = np.isfinite(tested) & np.isfinite(bench)
-    return tested[keep], bench[keep]
+    pair = _prepared(tested, bench)
+    return pair.tested, pair.bench
 
 
-def cosine_similarity(tested, bench):
+def cosine_similarity(tested, bench=None):
     """Cosine of the angle between the two flattened outputs; 1.0 when they are identical (zeros too)."""
-    tested, bench = finite_pair(tested, bench)
+    pair = _prepared(tested, bench)
+    tested, bench = pair.tested, pair.bench
     if tested.size == 0:
         return float("nan")
-    if np.array_equal(tested, bench):
+    if not pair.diff.any():
         return 1.0
     norm = np.linalg.norm(tested) * np.linalg.norm(bench)
     if norm == 0:
@@ -49,33 +67,36 @@ def cosine_similarity(tested, bench):
     return float(np.clip(np.dot(tested, bench) / norm, -1.0, 1.0))
 
 
-def max_abs_error(tested, bench):
+def max_abs_error(tested, bench=None):
     """Largest |tested - bench| over finite positions (0.0 when empty)."""
-    tested, bench = finite_pair(tested, bench)
-    return float(np.max(np.abs(tested - bench))) if tested.size else 0.0
+    pair = _prepared(tested, bench)
+    return float(pair.diff.max()) if pair.size else 0.0
 
 
-def relative_errors(tested, bench, floor=0.0):
+def relative_errors(tested, bench=None, floor=0.0):
     """Element-wise |tested - bench| / max(|bench|, floor); exact matches are 0, x/0 is inf."""
-    tested, bench = finite_pair(tested, bench)
-    diff = np.abs(tested - bench)
-    denom = np.maximum(np.abs(bench), floor)
+    pair = _prepared(tested, bench)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(diff == 0, 0.0, diff / denom)
+        rel = pair.diff / (np.maximum(pair.abs_bench, floor) if floor else pair.abs_bench)
+    if not floor:
+        rel[pair.diff == 0] = 0.0
     return rel
 
 
-def max_relative_error(tested, bench):
+def max_relative_error(tested, bench=None, rel=None):
     """Largest relative error, bench values below float32 eps taken as eps (0.0 when empty)."""
-    rel = relative_errors(tested, bench, floor=np.finfo(np.float32).eps)
+    if rel is None:
+        rel = relative_errors(tested, bench, floor=np.finfo(np.float32).eps)
     return float(rel.max()) if rel.size else 0.0
 
 
-def ratio_within(tested, bench, tolerance):
+def ratio_within(tested, bench, tolerance, rel=None):
     """Share of elements whose relative error is <= tolerance: 0.01 -> 双百, 0.001 -> 双千, 0.0001 -> 双万.
 
-    Bench values below float32 eps are taken as eps so that near-zero outputs do not explode."""
-    rel = relative_errors(tested, bench, floor=np.finfo(np.float32).eps)
+    Bench values below float32 eps are taken as eps so that near-zero outputs do not explode;
+    `rel` may pass those relative errors when already computed."""
+    if rel is None:
+        rel = relative_errors(tested, bench, floor=np.finfo(np.float32).eps)
     return float(np.count_nonzero(rel <= tolerance) / rel.size) if rel.size else 1.0
 
 
@@ -100,49 +121,49 @@ def binary_error_rate(tested, bench):
 
 def small_value_error_rate(tested, bench, small_value, small_atol):
     """Among elements with |bench| < small_value, the share whose abs error exceeds small_atol."""
-    tested, bench = finite_pair(tested, bench)
-    small = np.abs(bench) < small_value
+    pair = _prepared(tested, bench)
+    small = pair.abs_bench < small_value
     count = np.count_nonzero(small)
     if count == 0:
         return 0.0
-    return float(np.count_nonzero(np.abs(tested[small] - bench[small]) > small_atol) / count)
+    return float(np.count_nonzero(pair.diff[small] > small_atol) / count)
 
 
-def rmse(tested, bench):
+def rmse(tested, bench=None):
     """Root mean squared error over finite elements (0.0 when empty)."""
-    tested, bench = finite_pair(tested, bench)
-    return float(np.sqrt(np.mean((tested - bench) ** 2))) if tested.size else 0.0
+    pair = _prepared(tested, bench)
+    return float(np.sqrt(np.dot(pair.diff, pair.diff) / pair.size)) if pair.size else 0.0
 
 
 def normal_relative_error_stats(tested, bench, small_value):
     """(max, mean) relative error over elements with |bench| >= small_value; (0, 0) when none."""
-    tested, bench = finite_pair(tested, bench)
-    normal = np.abs(bench) >= small_value
+    pair = _prepared(tested, bench)
+    normal = pair.abs_bench >= small_value
     if not np.any(normal):
         return 0.0, 0.0
-    rel = np.abs(tested[normal] - bench[normal]) / np.abs(bench[normal])
+    rel = pair.diff[normal] / pair.abs_bench[normal]
     return float(rel.max()), float(rel.mean())
 
 
 def error_balance(tested, bench, small_value):
     """|mean signed relative error|: near 0 when errors go both ways, large when biased one way."""
-    tested, bench = finite_pair(tested, bench)
-    if tested.size == 0:
+    pair = _prepared(tested, bench)
+    if pair.size == 0:
         return 0.0
-    signed = (tested - bench) / np.maximum(np.abs(bench), small_value)
+    signed = (pair.tested - pair.bench) / np.maximum(pair.abs_bench, small_value)
     return float(abs(signed.mean()))
 
 
 def ulp_errors(tested, bench, dtype_name):
     """|tested - bench| in units in the last place of `dtype_name` at the bench value."""
     limits = DTYPE_LIMITS[dtype_name]
-    tested, bench = finite_pair(tested, bench)
-    magnitude = np.abs(bench)
+    pair = _prepared(tested, bench)
+    magnitude = pair.abs_bench
     with np.errstate(divide="ignore"):
         exponent = np.floor(np.log2(np.where(magnitude > 0, magnitude, 1.0)))
     exponent = np.where(magnitude > 0, np.maximum(exponent, limits["min_exp"]), limits["min_exp"])
     ulp = np.exp2(exponent - limits["mantissa"])
-    return np.abs(tested - bench) / ulp
+    return pair.diff / ulp
 
 
 def ulp_summary(tested, bench, dtype_name):
@@ -156,13 +177,13 @@ def ulp_summary(tested, bench, dtype_name):
 
 def absolute_threshold_rates(tested, bench, rtol, small_value, small_value_atol):
     """(inf/nan error rate, relative error rate on normal values, absolute error rate on small values)."""
-    inf_nan = inf_nan_error_rate(tested, bench)
-    tested_f, bench_f = finite_pair(tested, bench)
-    small = np.abs(bench_f) < small_value
-    diff = np.abs(tested_f - bench_f)
+    inf_nan = inf_nan_error_rate(tested, bench) if not isinstance(tested, FinitePair) else None
+    pair = _prepared(tested, bench)
+    small = pair.abs_bench < small_value
+    diff = pair.diff
     normal_count, small_count = np.count_nonzero(~small), np.count_nonzero(small)
     rel_rate = 0.0
     if normal_count:
-        rel_rate = np.count_nonzero(diff[~small] / np.abs(bench_f[~small]) > rtol) / normal_count
+        rel_rate = np.count_nonzero(diff[~small] > rtol * pair.abs_bench[~small]) / normal_count
     abs_rate = np.count_nonzero(diff[small] > small_value_atol) / small_count if small_count else 0.0
     return inf_nan, float(rel_rate), float(abs_rate)

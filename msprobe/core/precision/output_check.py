@@ -57,22 +57,22 @@ def aggregate_status(statuses):
     return PASS
 
 
-def _float_metrics(tested, bench, dtype_name):
+def _float_metrics(pair, dtype_name):
     limits = m.DTYPE_LIMITS[dtype_name]
-    rel_max, rel_mean = m.normal_relative_error_stats(tested, bench, limits["small_value"])
+    rel_max, rel_mean = m.normal_relative_error_stats(pair, None, limits["small_value"])
+    rel = m.relative_errors(pair, floor=np.finfo(np.float32).eps)
     return {
-        "cosine": m.cosine_similarity(tested, bench),
-        "max_abs_err": m.max_abs_error(tested, bench),
-        "hundredth": m.ratio_within(tested, bench, 0.01),
-        "thousandth": m.ratio_within(tested, bench, 0.001),
-        "ten_thousandth": m.ratio_within(tested, bench, 0.0001),
-        "error_balance": m.error_balance(tested, bench, limits["small_value"]),
-        "rmse": m.rmse(tested, bench),
-        "small_value_err_ratio": m.small_value_error_rate(tested, bench, limits["small_value"],
-                                                         limits["small_atol"]),
+        "cosine": m.cosine_similarity(pair),
+        "max_abs_err": m.max_abs_error(pair),
+        "hundredth": m.ratio_within(None, None, 0.01, rel=rel),
+        "thousandth": m.ratio_within(None, None, 0.001, rel=rel),
+        "ten_thousandth": m.ratio_within(None, None, 0.0001, rel=rel),
+        "error_balance": m.error_balance(pair, None, limits["small_value"]),
+        "rmse": m.rmse(pair),
+        "small_value_err_ratio": m.small_value_error_rate(pair, None, limits["small_value"], limits["small_atol"]),
         "rel_err_max": rel_max,
         "rel_err_mean": rel_mean,
-        "max_rel_err": m.max_relative_error(tested, bench),
+        "max_rel_err": m.max_relative_error(None, None, rel=rel),
     }
 
 
@@ -93,14 +93,15 @@ def check_output(api_name, tested, bench, tested_dtype, bench_in_tested_dtype=No
         rate = m.binary_error_rate(tested, bench)
         return {"binary_err_rate": rate, "status": PASS if rate == 0 else ERROR,
                 "message": "" if rate == 0 else f"{rate:.6g} of the values differ"}
-    row = _float_metrics(tested, bench, dtype_name)
-    row["inf_nan_err_rate"] = m.inf_nan_error_rate(tested, bench)
+    pair = m.FinitePair(tested, bench)
+    row = _float_metrics(pair, dtype_name)
+    row["inf_nan_err_rate"] = 0.0 if pair.all_finite else m.inf_nan_error_rate(tested, bench)
     standard = standard_of(api_name)
     thresholds = absolute_thresholds(dtype_name)
     if standard == ABSOLUTE_THRESHOLD and thresholds:
-        _, row["rel_err_rate"], row["abs_err_rate"] = m.absolute_threshold_rates(tested, bench, **thresholds)
+        _, row["rel_err_rate"], row["abs_err_rate"] = m.absolute_threshold_rates(pair, None, **thresholds)
     if standard == ULP:
-        row["ulp_max"], row["ulp_mean"], row["ulp_ratio"] = m.ulp_summary(tested, bench, dtype_name)
+        row["ulp_max"], row["ulp_mean"], row["ulp_ratio"] = m.ulp_summary(pair, None, dtype_name)
     if standard == BINARY:
         rounded = bench if bench_in_tested_dtype is None else np.asarray(bench_in_tested_dtype)
         row["binary_err_rate"] = m.binary_error_rate(tested, rounded)

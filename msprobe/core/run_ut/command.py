@@ -70,6 +70,9 @@ def execute_run_ut(args, factory, layout, settings, multi=False):
         root = error_root if getattr(args, "config_path", "") else args.out_path
         settings["error_data_dir"] = os.path.join(os.path.abspath(root), f"ut_error_data{time.strftime('%Y%m%d%H%M%S')}")
     settings["tensor_dir"] = info.tensor_dir
+    # one thread per process: reductions then split the same way in run_ut and in every multi_run_ut
+    # worker, so both give identical numbers (and threads do not fight over shared cores)
+    settings["threads"] = 1
     writer = ResultWriter(args.out_path, layout, resume_csv=args.result_csv_path or None)
     workers = _worker_count(args, multi)
     logger.info("run_ut: %d APIs (%s data) from %s, %d worker(s)", len(kept) + len(skipped),
