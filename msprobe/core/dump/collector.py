@@ -14,6 +14,7 @@ overflow_check) and hands finished steps to the writer. It never imports a frame
 """
 import math
 import os
+import weakref
 
 from msprobe.core.dump.filters import CallFilter
 from msprobe.core.dump.record import RecordBuilder
@@ -248,11 +249,14 @@ class DumpCollector:
             return
         key = self.adapter.tensor_identity(tensor)
         first = self._saved_files.get(key) if key is not None else None
-        if first is not None:
-            self.writer.link_tensor(self.current_step, self.rank, first, file_name)
+        if first is not None and first[0]() is tensor:  # same live tensor, same version: link
+            self.writer.link_tensor(self.current_step, self.rank, first[1], file_name)
             return
         if key is not None:
-            self._saved_files[key] = file_name
+            try:
+                self._saved_files[key] = (weakref.ref(tensor), file_name)
+            except TypeError:
+                pass
         self.writer.save_tensor(self.current_step, self.rank, self.adapter.copy_for_save(tensor), file_name)
 
     def _split_buffered(self, prefix):

@@ -18,24 +18,26 @@ _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def tensor_statistics(tensor):
-    """A small tensor [Max, Min, Mean, Norm] ([any, all] for bool), or None without statistics."""
+    """A tuple of 0-d tensors (Max, Min, Mean, Norm) — (any, all) for bool — or None without
+    statistics. Nothing is stacked or copied to the host here; `resolve_stats` does that in bulk."""
     data = tensor.detach()
     if data.is_meta or data.numel() == 0:
         return None
     if data.dtype == torch.bool:
-        return torch.stack((data.any(), data.all()))
+        return (data.any(), data.all())
     if data.is_complex():
         data = data.abs()
     if data.dim() == 0:
-        return data.reshape(1).repeat(4)
+        value = data.clone()  # later in-place ops must not change the recorded value
+        return (value, value, value, value)
     if not data.is_floating_point():
         data = data.float()
     if data.dtype in _LOW_PRECISION:
         low, high = torch.aminmax(data)
-        return torch.stack((high.float(), low.float(), data.mean(dtype=torch.float32),
-                            torch.linalg.vector_norm(data, dtype=torch.float32)))
+        return (high.float(), low.float(), data.mean(dtype=torch.float32),
+                torch.linalg.vector_norm(data, dtype=torch.float32))
     low, high = torch.aminmax(data)
-    return torch.stack((high, low, data.mean(), torch.linalg.vector_norm(data)))
+    return (high, low, data.mean(), torch.linalg.vector_norm(data))
 
 
 class TorchAdapter(DumpAdapter):
@@ -66,13 +68,14 @@ class TorchAdapter(DumpAdapter):
     def resolve_stats(self, handles):
         groups = {}
         for position, handle in enumerate(handles):
-            groups.setdefault((handle.dtype, handle.device), []).append(position)
+            first = handle[0]
+            groups.setdefault((first.dtype, first.device), []).append(position)
         results = [None] * len(handles)
         for positions in groups.values():
-            flat = torch.cat([handles[p] for p in positions]).tolist()
+            flat = torch.stack([value for p in positions for value in handles[p]]).tolist()
             offset = 0
             for p in positions:
-                size = handles[p].numel()
+                size = len(handles[p])
                 values = flat[offset:offset + size]
                 offset += size
                 results[p] = values if size == 4 else values + [None, None]
