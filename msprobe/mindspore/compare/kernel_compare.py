@@ -51,6 +51,8 @@ def _iterations(root):
 
 
 def _number(text):
+    if text in ("True", "False"):  # statistics of Bool tensors
+        return text == "True"
     try:
         return float(text)
     except (TypeError, ValueError):

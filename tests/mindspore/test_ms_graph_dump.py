@@ -1,0 +1,107 @@
+"""L2 kernel dump of static graphs (GRAPH_MODE and @jit) through MindSpore's native dump, and the
+kernel compare of two such dumps. Each run is a subprocess: graph mode and the native dump
+configuration are process-wide."""
+import csv
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ms_graph_script.py")
+
+
+def _run_graph(tmp_path, name, config, seed=0, steps=1, jit=False):
+    directory = tmp_path / name
+    directory.mkdir()
+    config = dict(config, dump_path=str(directory / "dump"), level="L2")
+    (directory / "config.json").write_text(json.dumps(config))
+    cmd = [sys.executable, SCRIPT, str(directory / "config.json"), str(seed), str(steps)] + (["jit"] if jit else [])
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return str(directory / "dump"), result
+
+
+def _weights_and_input(result):
+    x = np.random.RandomState(0).randn(2, 4).astype(np.float32)
+    return x, np.array(result["weight"], np.float32)
+
+
+def test_graph_mode_statistics_are_computed_on_cpu(tmp_path):
+    dump, result = _run_graph(tmp_path, "stats", {"task": "statistics"}, steps=2)
+    iteration = os.path.join(dump, "rank_0", "Net", "0", "0")
+    assert not glob.glob(os.path.join(iteration, "*.npy"))  # statistics mode keeps no tensors
+    with open(os.path.join(iteration, "statistic.csv")) as handle:
+        rows = list(csv.DictReader(handle))
+    relu_out = [r for r in rows if r["Op Type"] == "ReLU" and r["IO"] == "output"][0]
+    expected = np.array(result["output"], np.float32) / 2  # the net returns relu(...) * 2
+    assert float(relu_out["Max Value"]) == pytest.approx(expected.max(), rel=1e-5)
+    assert float(relu_out["L2Norm Value"]) == pytest.approx(np.linalg.norm(expected), rel=1e-5)
+    assert relu_out["Shape"] == "(2,3)" and relu_out["Data Type"] == "Float32"
+    x, weight = _weights_and_input(result)
+    matmul_in = [r for r in rows if r["Op Type"] == "MatMul" and r["IO"] == "input" and r["Slot"] == "1"][0]
+    assert float(matmul_in["Max Value"]) == pytest.approx(weight.max(), rel=1e-6)
+    assert os.path.isfile(os.path.join(dump, "rank_0", "Net", "0", "1", "statistic.csv"))  # second step
+
+
+def test_graph_mode_tensor_list_regex_and_output_only(tmp_path):
+    dump, result = _run_graph(tmp_path, "tensor", {"task": "tensor", "tensor": {
+        "list": ["name-regex(.*ReLU.*)"], "data_mode": ["output"]}})
+    files = glob.glob(os.path.join(dump, "rank_0", "Net", "0", "0", "*.npy"))
+    assert [os.path.basename(f).split(".")[0] for f in files] == ["ReLU"]
+    assert ".output.0." in files[0]
+    np.testing.assert_allclose(np.load(files[0]), np.array(result["output"]) / 2, rtol=1e-6)
+
+
+def test_jit_function_in_pynative_is_dumped_at_l2(tmp_path):
+    dump, _ = _run_graph(tmp_path, "jit", {"task": "tensor"}, steps=2, jit=True)
+    assert glob.glob(os.path.join(dump, "rank_0", "*", "*", "1", "ReLU.*.output.0.*.npy"))
+
+
+def test_kernel_compare_one_report_per_rank_and_step(tmp_path):
+    import pandas as pd
+    from msprobe.cli import main
+    same_a, _ = _run_graph(tmp_path, "a", {"task": "tensor"}, seed=1, steps=2)
+    same_b, _ = _run_graph(tmp_path, "b", {"task": "tensor"}, seed=1, steps=2)
+    other, _ = _run_graph(tmp_path, "c", {"task": "tensor"}, seed=2, steps=2)
+    for bench, out in ((same_b, "same"), (other, "other")):
+        compare_json = tmp_path / f"{out}.json"
+        compare_json.write_text(json.dumps({"npu_path": same_a, "bench_path": bench, "rank_id": [], "step_id": [1]}))
+        assert main(["-f", "mindspore", "compare", "-i", str(compare_json), "-o", str(tmp_path / out)]) == 0
+    reports = os.listdir(tmp_path / "same")
+    assert len([r for r in reports if r.startswith("compare_result_0_1_")]) == 1
+    assert not [r for r in reports if r.startswith("compare_result_0_0_")]  # step_id filter
+    same = pd.read_excel(glob.glob(str(tmp_path / "same" / "compare_result_0_1_*.xlsx"))[0])
+    judged = same[same["Accuracy Reached or Not"].notna()]  # scalars and bools get no verdict
+    assert len(judged) >= 8 and (judged["Accuracy Reached or Not"] == "Yes").all()
+    assert "ReLU.Default_ReLU-op0.forward.output.0" in set(same["NPU Name"])
+    other = pd.read_excel(glob.glob(str(tmp_path / "other" / "compare_result_0_1_*.xlsx"))[0])
+    weight_row = other[other["NPU Name"] == "MatMul.Default_fc-Dense_MatMul-op0.forward.input.1"].iloc[0]
+    assert weight_row["Accuracy Reached or Not"] == "No"  # different initial weights are found
+
+
+def test_kernel_compare_of_statistics_dumps(tmp_path):
+    import pandas as pd
+    from msprobe.cli import main
+    a, _ = _run_graph(tmp_path, "a", {"task": "statistics"}, seed=1)
+    b, _ = _run_graph(tmp_path, "b", {"task": "statistics"}, seed=1)
+    compare_json = tmp_path / "c.json"
+    compare_json.write_text(json.dumps({"npu_path": a, "bench_path": b}))
+    assert main(["-f", "mindspore", "compare", "-i", str(compare_json), "-o", str(tmp_path / "out")]) == 0
+    report = pd.read_excel(glob.glob(str(tmp_path / "out" / "compare_result_0_0_*.xlsx"))[0])
+    assert "Max diff" in report.columns and len(report) >= 10
+    assert (report["Max diff"].astype(float) == 0).all()
+
+
+def test_overflow_check_at_l2_is_refused_with_advice(tmp_path):
+    directory = tmp_path / "ov"
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps({"task": "overflow_check", "level": "L2",
+                                                        "dump_path": str(directory / "dump")}))
+    done = subprocess.run([sys.executable, SCRIPT, str(directory / "config.json"), "0", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "overflow_check with level L2" in done.stderr
