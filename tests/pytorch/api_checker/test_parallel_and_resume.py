@@ -1,0 +1,148 @@
+"""multi_run_ut gives run_ut's files; a run killed with SIGKILL resumes to the same files;
+api_precision_compare judges two runs' details."""
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import file_text, read_rows, report_paths, run_cli
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch):
+    monkeypatch.setenv("MSPROBE_NO_PROGRESS", "1")
+
+
+def test_multi_run_ut_matches_run_ut(bf16_statistics_dump, long_dump, tmp_path):
+    for dump in (bf16_statistics_dump, long_dump):
+        single, multi = tmp_path / f"single_{len(str(dump))}", tmp_path / f"multi_{len(str(dump))}"
+        assert run_cli("run_ut", "-api_info", dump, "-o", str(single)) == 0
+        assert run_cli("multi_run_ut", "-api_info", dump, "-o", str(multi), "-n", "2") == 0
+        for one, two in zip(report_paths(single), report_paths(multi)):
+            assert file_text(one) == file_text(two)
+
+
+def _data_rows(path):
+    with open(path, encoding="utf-8") as handle:
+        return max(0, handle.read().count("\n") - 1)
+
+
+def test_resume_after_sigkill_gives_the_uninterrupted_files(long_dump, tmp_path):
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    assert run_cli("run_ut", "-api_info", long_dump, "-o", str(full)) == 0
+    full_result, full_details = report_paths(full)
+    total = len(read_rows(full_result))
+    assert total > 300
+
+    env = dict(os.environ, MSPROBE_NO_PROGRESS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "msprobe.cli", "-f", "pytorch", "run_ut", "-api_info",
+                             long_dump, "-o", str(killed)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    rows_at_kill = 0
+    while time.time() < deadline and proc.poll() is None:
+        paths = [p for p in (killed.glob("accuracy_checking_result_*.csv") if killed.exists() else [])]
+        if paths and _data_rows(paths[0]) >= 20:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.005)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "run_ut finished before it could be killed"
+    result, details = report_paths(killed)
+    rows_at_kill = len(read_rows(result))
+    assert 20 <= rows_at_kill < total
+
+    assert run_cli("run_ut", "-api_info", long_dump, "-csv_path", result) == 0
+    assert report_paths(killed) == (result, details)        # the same files, continued
+    assert file_text(result) == file_text(full_result)
+    assert file_text(details) == file_text(full_details)
+    names = [row["API name"] for row in read_rows(result)]
+    assert len(names) == len(set(names)) == total
+
+
+def test_resume_drops_a_half_written_line_and_orphan_details(long_dump, tmp_path):
+    full = tmp_path / "full"
+    assert run_cli("run_ut", "-api_info", long_dump, "-o", str(full)) == 0
+    full_result, full_details = report_paths(full)
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    result, details = cut / os.path.basename(full_result), cut / os.path.basename(full_details)
+    result_lines = file_text(full_result).splitlines(keepends=True)
+    detail_lines = file_text(full_details).splitlines(keepends=True)
+    result.write_text("".join(result_lines[:11]) + result_lines[11][:7])       # 10 APIs + a torn line
+    detail_lines_kept = [line for line in detail_lines[:60]]                   # details run ahead
+    details.write_text("".join(detail_lines_kept) + "Torch.matmul.99.forw")
+    assert run_cli("run_ut", "-api_info", long_dump, "-csv_path", str(result)) == 0
+    assert file_text(result) == file_text(full_result)
+    assert file_text(details) == file_text(full_details)
+
+
+def test_a_dead_worker_is_an_error(long_dump, tmp_path, monkeypatch):
+    original = F.gelu  # noqa: F841 keep flake quiet; the fault is in torch.tanh below
+
+    def crash(*args, **kwargs):
+        os._exit(3)   # the worker process dies without a Python exception
+    monkeypatch.setattr(torch, "tanh", crash)
+    assert run_cli("multi_run_ut", "-api_info", long_dump, "-o", str(tmp_path), "-n", "2") == 1
+
+
+def _write_details(path, rows):
+    from msprobe.core.precision.columns import DETAIL_COLUMNS
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(DETAIL_COLUMNS)
+        writer.writerows(rows)
+
+
+def test_api_precision_compare_flags_the_api_that_got_worse(bf16_statistics_dump, tmp_path, monkeypatch):
+    gpu_out, npu_out, cmp_out = tmp_path / "gpu", tmp_path / "npu", tmp_path / "cmp"
+    assert run_cli("run_ut", "-api_info", bf16_statistics_dump, "-o", str(gpu_out)) == 0
+    exact = F.gelu
+
+    def gelu(input, *args, **kwargs):   # the "NPU" gelu loses precision in bfloat16
+        out = exact(input, *args, **kwargs)
+        return torch.round(out * 32) / 32 if input.dtype == torch.bfloat16 else out
+    monkeypatch.setattr(F, "gelu", gelu)
+    assert run_cli("run_ut", "-api_info", bf16_statistics_dump, "-o", str(npu_out)) == 0
+    assert run_cli("api_precision_compare", "-npu", report_paths(npu_out)[1], "-gpu", report_paths(gpu_out)[1],
+                   "-o", str(cmp_out)) == 0
+    result_path = next(cmp_out.glob("api_precision_compare_result_*.csv"))
+    details_path = next(cmp_out.glob("api_precision_compare_details_*.csv"))
+    results = {row["API name"]: row for row in read_rows(result_path)}
+    assert results["Functional.gelu.0"]["Forward Test Success"] == "error"
+    assert results["Functional.gelu.0"]["Backward Test Success"] == "error"
+    for api in ("Functional.linear.0", "Functional.layer_norm.0", "Functional.softmax.0", "Tensor.mean.0"):
+        assert results[api]["Forward Test Success"] == "pass", results[api]
+    details = {row["API name"]: row for row in read_rows(details_path)}
+    gelu_row = details["Functional.gelu.0.forward.output.0"]
+    assert gelu_row["比对算法"] == "标杆比对法" and gelu_row["比对结果"] == "error"
+    assert float(gelu_row["均方根误差比值"]) > 2
+    assert details["Functional.linear.0.forward.output.0"]["比对算法"] == "ULP误差比对法"
+    assert details["Tensor.pow.0.forward.output.0"]["比对算法"] == "标杆比对法"
+
+
+def test_api_precision_compare_rules_on_handmade_rows(tmp_path):
+    npu, gpu = tmp_path / "npu.csv", tmp_path / "gpu.csv"
+    blank = [""] * 17
+    # name, bench dtype, device dtype, shape, then metrics; rows differ in the abs-threshold rates
+    def row(name, dtype, rel_rate, status="pass"):
+        cells = [name, "torch.float32", dtype, "[4]"] + blank + [status, ""]
+        cells[15], cells[16], cells[17] = "0.0", str(rel_rate), "0.0"
+        return cells
+    _write_details(npu, [row("Tensor.add.0.forward.output.0", "torch.float16", 0.02),
+                         row("Tensor.mul.0.forward.output.0", "torch.float64", 0.0),
+                         row("Tensor.sub.0.forward.output.0", "torch.float16", 0.0, status="SKIP")])
+    _write_details(gpu, [row("Tensor.add.0.forward.output.0", "torch.float16", 0.0),
+                         row("Tensor.mul.0.forward.output.0", "torch.float64", 0.0)])
+    assert run_cli("api_precision_compare", "-npu", str(npu), "-gpu", str(gpu), "-o", str(tmp_path / "o")) == 0
+    results = {r["API name"]: r for r in read_rows(next((tmp_path / "o").glob("*_result_*.csv")))}
+    assert results["Tensor.add.0"]["Forward Test Success"] == "error"
+    assert "相对误差错误率" in results["Tensor.add.0"]["Message"]
+    assert results["Tensor.mul.0"]["Forward Test Success"] == "SKIP"     # float64: not judged
+    assert results["Tensor.sub.0"]["Forward Test Success"] == "SKIP"
