@@ -5,7 +5,7 @@ import random
 import numpy as np
 import torch
 
-__all__ = ["seed_all"]
+__all__ = ["seed_all", "restore_dropout"]
 
 _DROPOUT_APIS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
 _original_dropouts = {}
@@ -54,3 +54,12 @@ def _remove_dropout():
         no_dropout.__name__ = original.__name__
         no_dropout.__doc__ = original.__doc__
         setattr(F, name, no_dropout)
+
+
+def restore_dropout():
+    """Undo rm_dropout: put the original functional dropouts back."""
+    import torch.nn.functional as F
+
+    for name, original in _original_dropouts.items():
+        setattr(F, name, original)
+    _original_dropouts.clear()

@@ -60,8 +60,9 @@ def _has_overflow(desc):
         return any(_has_overflow(d) for d in desc)
     if isinstance(desc, dict):
         if "Max" in desc:
-            return any(isinstance(desc[k], float) and not math.isfinite(desc[k])
-                       for k in ("Max", "Min", "Mean", "Norm"))
+            # Max/Min only: an inf/nan element always shows there, while Norm of large finite
+            # values can overflow float32 on its own
+            return any(isinstance(desc[k], float) and not math.isfinite(desc[k]) for k in ("Max", "Min"))
         return any(_has_overflow(d) for d in desc.values())
     return False
 
@@ -169,6 +170,15 @@ class DumpCollector:
             grad_name = f"{call.key}.{PARAMS_GRAD}"
             if grad_name not in self.data:
                 self.data[grad_name] = {str(k): None for k in parameters}
+
+    def tensors_changed(self, values):
+        """Tensors (or lists of them) written in place without a version bump (e.g. by collectives)."""
+        for value in values:
+            if isinstance(value, (list, tuple)):
+                self.tensors_changed(value)
+            elif self.adapter.is_tensor(value):
+                self.records.forget(value)
+                self._saved_files.pop(self.adapter.tensor_identity(value), None)
 
     # -- backward ---------------------------------------------------------------------------
     def backward(self, call, grads_of_outputs, grads_of_inputs):

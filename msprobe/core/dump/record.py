@@ -62,6 +62,12 @@ class RecordBuilder:
             self._stats_cache[key] = (ref, handle)
         return handle
 
+    def forget(self, tensor):
+        """Drop cached statistics of a tensor changed behind the version counter (collectives)."""
+        key = self.adapter.tensor_identity(tensor)
+        if key is not None:
+            self._stats_cache.pop(key, None)
+
     def describe_tensor(self, tensor, data_name=None):
         """Descriptor of one tensor; its statistics are filled by `resolve()`."""
         adapter = self.adapter

@@ -21,6 +21,7 @@ class DistributedHooks:
         self.collector = collector
         self.pause = pause
         self.saved = []
+        self.depth = 0  # collectives call each other through the patched names: record the outer one
 
     def install(self):
         import torch.distributed as dist
@@ -46,11 +47,17 @@ class DistributedHooks:
         @functools.wraps(original)
         def collective(*args, **kwargs):
             collector = self.collector
-            if not collector.active:
+            if not collector.active or self.depth:
                 return original(*args, **kwargs)
+            self.depth += 1
+            try:
+                with self.pause():
+                    call = collector.begin_forward(key, args, kwargs)
+                    result = original(*args, **kwargs)
+            finally:
+                self.depth -= 1
             with self.pause():
-                call = collector.begin_forward(key, args, kwargs)
-                result = original(*args, **kwargs)
+                collector.tensors_changed(args)
                 output = result
                 if result is None or not isinstance(result, torch.Tensor):
                     first = next((a for a in args if isinstance(a, (torch.Tensor, list))), None)
