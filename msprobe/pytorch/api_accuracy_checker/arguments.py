@@ -75,9 +75,10 @@ class CallArgs:
         self.args, self.kwargs, self.leaves = args, kwargs, leaves
 
 
-def build_call_args(record, name, tensor_dir, device, with_grad):
-    """Device CallArgs of a forward record; float tensors require grad when `with_grad`."""
-    rng = rng_for(f"{name}.forward")
+def build_call_args(record, name, tensor_dir, device, with_grad, seed=None):
+    """Device CallArgs of a forward record; float tensors require grad when `with_grad`.
+    Random data is seeded from the API name, or from `seed` when given (op_generate scripts)."""
+    rng = rng_for(f"{name}.forward") if seed is None else np.random.default_rng(seed)
     leaves = []
 
     def build(node):
@@ -124,9 +125,9 @@ def bench_copy(call):
     return CallArgs(args, kwargs, leaves)
 
 
-def build_grads(backward_record, name, outputs, tensor_dir):
+def build_grads(backward_record, name, outputs, tensor_dir, seed=None):
     """Gradients for the forward outputs (device dtype/device), None where no gradient is recorded."""
-    rng = rng_for(f"{name}.backward")
+    rng = rng_for(f"{name}.backward") if seed is None else np.random.default_rng(seed + 1)
     records = list((backward_record or {}).get("input") or [])
     grads = []
     for position, output in enumerate(outputs):

@@ -75,10 +75,10 @@ def _compare(row_prefix, device_values, bench_values):
     return rows
 
 
-def _backward(case, device_call, bench_call, device_out, bench_out, tensor_dir):
+def _backward(case, device_call, bench_call, device_out, bench_out, tensor_dir, seed=None):
     """Rows of the input gradients, or (SKIP reason) when no gradient can be computed."""
     outputs_d, outputs_b = flatten_tensors(device_out), flatten_tensors(bench_out)
-    grads = build_grads(case.backward, case.name, outputs_d, tensor_dir)
+    grads = build_grads(case.backward, case.name, outputs_d, tensor_dir, seed)
     pairs = [(o, g) for o, g in zip(outputs_d, grads)
              if g is not None and isinstance(o, torch.Tensor) and o.requires_grad]
     if not pairs or not device_call.leaves:
@@ -104,13 +104,14 @@ def _save_error_data(folder, case, device_call, device_out, bench_out):
                 os.chmod(path, 0o640)
 
 
-def run_case(case, settings):
-    """Outcome dict of one ApiCase (see msprobe.core.run_ut.report.ResultWriter.write)."""
+def run_case(case, settings, function=None, seed=None):
+    """Outcome dict of one ApiCase (see msprobe.core.run_ut.report.ResultWriter.write).
+    `function` replaces the resolved API (op_generate scripts); `seed` replaces the name-based seed."""
     device, tensor_dir = settings.get("device", "cpu"), settings.get("tensor_dir")
     with_grad = case.backward is not None
-    function = resolve_api(case.prefix, case.api)
+    function = function or resolve_api(case.prefix, case.api)
     inplace = is_inplace(case.api)
-    device_call = build_call_args(case.forward, case.name, tensor_dir, device, with_grad)
+    device_call = build_call_args(case.forward, case.name, tensor_dir, device, with_grad, seed)
     bench_call = bench_copy(device_call)
     torch.default_generator.manual_seed(0)  # CPU generator only: seeding CUDA costs more than most ops
     device_out = _call(function, device_call, inplace)
@@ -119,7 +120,7 @@ def run_case(case, settings):
     forward_rows = _compare(f"{case.name}.forward.output", flatten_tensors(device_out), flatten_tensors(bench_out))
     backward_rows, backward_status, message = [], "", ""
     if with_grad:
-        backward_rows, reason = _backward(case, device_call, bench_call, device_out, bench_out, tensor_dir)
+        backward_rows, reason = _backward(case, device_call, bench_call, device_out, bench_out, tensor_dir, seed)
         if backward_rows is None:
             backward_rows, backward_status, message = [], SKIP, f"backward: {reason}"
         else:
