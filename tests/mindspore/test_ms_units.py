@@ -1,0 +1,94 @@
+"""Pure functions of the MindSpore adapter: statistics, descriptors, CRC, kernel file names,
+iteration syntax and the MindSpore -> PyTorch name mapping."""
+import math
+import zlib
+
+import numpy as np
+import pytest
+
+from msprobe.mindspore.compare.ms_to_pt import map_api, ms_to_pt_entry_mapper
+from msprobe.mindspore.dump.adapter import array_statistics
+from msprobe.mindspore.dump.graph_dump import _io_mode, _iteration_text, parse_kernel_file_name
+
+
+@pytest.mark.parametrize("array, expected", [
+    (np.array([1.0, -2.0, 3.0], np.float32), [3.0, -2.0, 2.0 / 3, math.sqrt(14)]),
+    (np.zeros((2, 2), np.float32), [0.0, 0.0, 0.0, 0.0]),
+    (np.array([[1, 5], [-3, 0]], np.int64), [5, -3, 0.75, math.sqrt(35)]),
+    (np.array([True, False]), [True, False, None, None]),
+    (np.array([60000.0, 60000.0], np.float16), [60000.0, 60000.0, 60000.0, 60000.0 * math.sqrt(2)]),
+])
+def test_array_statistics_table(array, expected):
+    got = array_statistics(array)
+    for value, want in zip(got, expected):
+        if want is None:
+            assert value is None
+        else:
+            assert value == pytest.approx(want, rel=1e-6)
+    assert type(got[0]) is type(expected[0])
+
+
+def test_array_statistics_empty_nan_and_inf():
+    assert array_statistics(np.zeros((0, 3), np.float32)) is None
+    stats = array_statistics(np.array([1.0, np.nan], np.float32))
+    assert all(math.isnan(v) for v in stats)
+    stats = array_statistics(np.array([1.0, np.inf, -np.inf], np.float32))
+    assert stats[0] == math.inf and stats[1] == -math.inf and math.isnan(stats[2]) and stats[3] == math.inf
+
+
+def test_adapter_describes_bfloat16_and_md5(ms):
+    from mindspore import Tensor
+    from msprobe.mindspore.dump.adapter import ADAPTER
+    adapter = ADAPTER()
+    values = np.array([[1.5, -2.0], [0.25, 4.0]], np.float32)
+    bf16 = Tensor(values).astype(ms.bfloat16)
+    assert adapter.tensor_header(bf16) == {"type": "mindspore.Tensor", "dtype": "BFloat16", "shape": [2, 2]}
+    assert adapter.resolve_stats([adapter.tensor_stats(bf16)])[0][:2] == [4.0, -2.0]  # exact in bf16
+    assert adapter.crc32(Tensor(values)) == f"{zlib.crc32(values.tobytes()):08x}"
+    assert adapter.describe_other(ms.float16) == {"type": "mindspore.dtype", "value": "Float16"}
+    assert adapter.is_tensor(ms.Parameter(Tensor(values), name="p")) and not adapter.is_tensor(values)
+
+
+def test_kernel_file_name_parsing():
+    meta = parse_kernel_file_name("MatMul.Default_fc-Dense_MatMul-op0.0.0.1795338326103014.input.1."
+                                  "DefaultFormat.Float32.npy")
+    assert meta == {"op_type": "MatMul", "op_name": "Default_fc-Dense_MatMul-op0", "task_id": "0",
+                    "stream_id": "0", "timestamp": "1795338326103014", "io": "input", "slot": "1",
+                    "format": "DefaultFormat", "dtype": "Float32"}
+    dotted = parse_kernel_file_name("Cast.a.b.c.1.2.3.output.0.ND.BF16.npy")
+    assert dotted["op_name"] == "a.b.c" and dotted["io"] == "output"
+    assert parse_kernel_file_name("statistic.csv") is None
+    assert parse_kernel_file_name("mapping.csv") is None
+
+
+def test_iteration_syntax_and_io_mode():
+    from msprobe.core.errors import ConfigError
+    assert _iteration_text([]) == "all"
+    assert _iteration_text([0, 2, 3, 4, 7]) == "0|2-4|7"
+    assert _io_mode(["all"]) == 0 and _io_mode(["input"]) == 1 and _io_mode(["output"]) == 2
+    with pytest.raises(ConfigError, match="L2 kernel dump"):
+        _io_mode(["forward"])
+
+
+@pytest.mark.parametrize("entry, expected", [
+    ("Mint.add.0.forward", "Torch.add.0.forward"),
+    ("MintFunctional.gelu.3.backward", "Functional.gelu.3.backward"),
+    ("Functional.dense.0.forward", "Functional.linear.0.forward"),
+    ("Functional.abs.1.forward", "Torch.abs.1.forward"),
+    ("Tensor.__add__.2.forward", "Tensor.__add__.2.forward"),
+    ("Primitive.dense.Dense.4.backward", "Functional.linear.4.backward"),
+    ("Primitive.add.Add.0.forward", "Primitive.add.Add.0.forward"),
+    ("Cell.fc.Dense.forward.0", "Module.fc.Dense.forward.0"),
+    ("Cell.fc.Dense.parameters_grad", "Module.fc.Dense.parameters_grad"),
+])
+def test_ms_to_pt_entry_mapper(entry, expected):
+    assert ms_to_pt_entry_mapper(api_defaults=True, cells_to_modules=True)(entry) == expected
+
+
+def test_mapper_options():
+    assert ms_to_pt_entry_mapper(False, False) is None
+    api_only = ms_to_pt_entry_mapper(api_defaults=True, cells_to_modules=False)
+    assert api_only("Cell.fc.Dense.forward.0") == "Cell.fc.Dense.forward.0"
+    cells_only = ms_to_pt_entry_mapper(api_defaults=False, cells_to_modules=True)
+    assert cells_only("Mint.add.0.forward") == "Mint.add.0.forward"
+    assert map_api("Jit.fn") == "Jit.fn"
