@@ -15,6 +15,8 @@ another model after the debugger is fine, and a filtered-out step costs nothing.
 """
 import contextlib
 
+import torch
+
 from msprobe.core.config import DUMP_TASKS, load_config
 from msprobe.core.dump import DumpCollector, StackCapture
 from msprobe.core.errors import ConfigError, UnsupportedError
@@ -62,11 +64,14 @@ class _HookSession:
 
     @contextlib.contextmanager
     def paused(self):
+        """Our own tensor work inside hooks: not recorded, and not even routed through the mode
+        (every `tensor.shape` would otherwise be a Python __torch_function__ call)."""
         mode = self.api_mode
         if mode is not None:
             mode.paused_depth += 1
         try:
-            yield
+            with torch._C.DisableTorchFunction():
+                yield
         finally:
             if mode is not None:
                 mode.paused_depth -= 1

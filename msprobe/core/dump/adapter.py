@@ -56,8 +56,9 @@ class DumpAdapter:
         return False
 
     def tensor_identity(self, tensor):
-        """A hashable key that is equal for the same tensor with the same content within a step
-        (torch: (id, version counter)), or None to disable caching of statistics."""
+        """A hashable key that is equal for tensors with the same content while the tensor it was
+        first computed for is alive (torch: data pointer, dtype, shape, strides, version counter),
+        or None to disable caching of statistics."""
         return None
 
     def tensor_stats(self, tensor):

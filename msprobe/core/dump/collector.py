@@ -259,7 +259,7 @@ class DumpCollector:
             return
         key = self.adapter.tensor_identity(tensor)
         first = self._saved_files.get(key) if key is not None else None
-        if first is not None and first[0]() is tensor:  # same live tensor, same version: link
+        if first is not None and first[0]() is not None:  # same content, first tensor alive: link
             self.writer.link_tensor(self.current_step, self.rank, first[1], file_name)
             return
         if key is not None:

@@ -51,7 +51,8 @@ class RecordBuilder:
         key = self.adapter.tensor_identity(tensor)
         if key is not None:
             hit = self._stats_cache.get(key)
-            if hit is not None and (hit[0] is None or hit[0]() is tensor):
+            # the first tensor must still be alive: then its memory cannot have been reused
+            if hit is not None and hit[0] is not None and hit[0]() is not None:
                 return hit[1]
         handle = self.adapter.tensor_stats(tensor)
         if key is not None:

@@ -15,6 +15,7 @@ from msprobe.core.dump.adapter import DumpAdapter
 __all__ = ["TorchAdapter", "tensor_statistics"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+_DTYPE_NAMES = {}
 
 
 def tensor_statistics(tensor):
@@ -51,15 +52,22 @@ class TorchAdapter(DumpAdapter):
         return isinstance(value, torch.Tensor)
 
     def tensor_header(self, tensor):
-        return {"type": "torch.Tensor", "dtype": str(tensor.dtype), "shape": list(tensor.shape)}
+        dtype = tensor.dtype
+        name = _DTYPE_NAMES.get(dtype)
+        if name is None:
+            name = _DTYPE_NAMES[dtype] = str(dtype)
+        return {"type": "torch.Tensor", "dtype": name, "shape": list(tensor.shape)}
 
     def requires_grad(self, tensor):
         return bool(tensor.requires_grad)
 
     def tensor_identity(self, tensor):
+        # memory + layout + version: a gradient and its view-of-the-same-memory twin (what the
+        # next op's hook receives) share statistics without recomputing them
         try:
-            return (id(tensor), tensor._version)
-        except RuntimeError:  # inference tensors have no version counter
+            return (tensor.data_ptr(), tensor.dtype, tuple(tensor.shape), tensor.stride(), tensor._version,
+                    tensor.device)
+        except RuntimeError:  # inference tensors have no version counter; meta/sparse have no data_ptr
             return None
 
     def tensor_stats(self, tensor):
