@@ -113,3 +113,23 @@ def test_non_dump_task_is_rejected(ms, tmp_path):
     path, _ = write_config(tmp_path, task="run_ut")
     with pytest.raises(ConfigError, match="not a dump task"):
         PrecisionDebugger(config_path=path)
+
+
+def test_seed_all_makes_initialisation_reproducible(ms, monkeypatch):
+    from mindspore import Tensor, mint, nn, ops
+    from msprobe.mindspore import seed_all
+    # seed_all disables dropout for the whole process; register the originals so they come back
+    for owner, name in ((ops, "dropout"), (ops, "dropout2d"), (ops, "dropout3d"), (mint.nn.functional, "dropout"),
+                        (nn.Dropout, "construct"), (mint.nn.Dropout, "construct")):
+        monkeypatch.setattr(owner, name, getattr(owner, name))
+    seed_all(seed=7, rm_dropout=True)
+    first = nn.Dense(4, 3).weight.asnumpy()
+    seed_all(seed=7, rm_dropout=True)
+    second = nn.Dense(4, 3).weight.asnumpy()
+    np.testing.assert_array_equal(first, second)
+    x = Tensor(fixed_input((2, 4)))
+    dropout = nn.Dropout(p=0.5)
+    dropout.set_train(True)
+    np.testing.assert_array_equal(dropout(x).asnumpy(), x.asnumpy())  # dropout disabled
+    with pytest.raises(Exception, match="seed must be an integer"):
+        seed_all(seed=-1)
