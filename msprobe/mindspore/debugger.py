@@ -35,6 +35,10 @@ class PrecisionDebugger:
             raise ConfigError(f"task '{self.config.task}' is not a dump task; PrecisionDebugger supports "
                               f"{', '.join(_DUMP_TASKS)} (run_ut has its own command: msprobe -f mindspore run_ut).")
         make_dir(self.config.dump_path, what="dump_path")
+        previous = PrecisionDebugger._instance
+        if previous is not None:  # one active debugger: two sets of wrappers would undo each other
+            logger.warning("msprobe: a new PrecisionDebugger replaces the previous one, which is closed.")
+            previous.close()
         self._graph = None
         self._context = None
         if self.config.level == "L2" or _graph_mode():
@@ -122,8 +126,7 @@ class PrecisionDebugger:
         self.collector.next_step()
         self._cells.new_step()
         if self.collector.all_steps_done():
-            self._uninstall_all()
-            self.collector.close()
+            self.close()
 
     def save(self, variable, name, save_backward=True):
         """Dump an arbitrary value (tensor, nested list/dict) as `{name}.{i}.debug` in debug.json."""
@@ -138,6 +141,8 @@ class PrecisionDebugger:
 
     def close(self):
         """Remove every hook and wait for files to be written (also done after the last step)."""
+        if PrecisionDebugger._instance is self:
+            PrecisionDebugger._instance = None
         if self._graph is not None:
             self._graph.close()
             return

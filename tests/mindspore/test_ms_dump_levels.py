@@ -167,3 +167,39 @@ def test_save_writes_debug_json(ms, tmp_path):
     with open(os.path.join(dump_path, "step0", "rank", "debug.json")) as handle:
         debug = json.load(handle)
     assert debug["data"]["activation.0.debug"]["Max"] == pytest.approx(float(x.max()))
+
+
+@pytest.mark.parametrize("level", ["L0", "L1", "mix"])
+@pytest.mark.parametrize("task, summary_mode", [("statistics", "statistics"), ("statistics", "md5"),
+                                                ("tensor", "statistics"), ("overflow_check", None)])
+def test_every_level_and_task_on_a_real_model(ms, tmp_path, level, task, summary_mode):
+    """Level x task matrix on the same small network: the right entry kinds and the right payload."""
+    from ms_models import Net, train_steps
+    section = {"summary_mode": summary_mode} if summary_mode else {}
+    debugger, dump_path = _debugger(tmp_path, task=task, level=level, **{task: section})
+    net = Net()
+    if task == "overflow_check":  # a head weight of inf makes every later output inf
+        net.head.weight.set_data(ms.Tensor(np.full((1, 4), np.inf, np.float32)))
+    train_steps(debugger, net, fixed_input())
+    debugger.close()
+    dump, _, construct = load_dump(dump_path)
+    names = list(dump["data"])
+    cells = [n for n in names if n.startswith("Cell.")]
+    apis = [n for n in names if not n.startswith("Cell.")]
+    if task == "overflow_check":
+        first = dump["data"][names[0]]
+        assert names[0] in ("Cell.head.Dense.forward.0", "Primitive.matmul.MatMul.1.forward")
+        assert not np.isfinite(first["output"][0]["Max"]) or not np.isfinite(first["output"][0]["Min"])
+        assert len(names) == 1  # overflow_nums defaults to 1
+        return
+    assert bool(cells) == (level in ("L0", "mix")) and bool(apis) == (level in ("L1", "mix"))
+    assert bool(construct) == (level != "L1")
+    descriptor = dump["data"][names[0]]["input_args"][0]
+    assert descriptor["type"] == "mindspore.Tensor" and descriptor["dtype"] == "Float32"
+    if summary_mode == "md5":
+        assert len(descriptor["md5"]) == 8
+    if task == "tensor":
+        path = os.path.join(dump_path, "step0", "rank", "dump_tensor_data", descriptor["data_name"])
+        assert np.linalg.norm(np.load(path)) == pytest.approx(descriptor["Norm"], rel=1e-5)
+    else:
+        assert not os.path.exists(os.path.join(dump_path, "step0", "rank", "dump_tensor_data"))
