@@ -92,3 +92,13 @@ def test_mapper_options():
     cells_only = ms_to_pt_entry_mapper(api_defaults=False, cells_to_modules=True)
     assert cells_only("Mint.add.0.forward") == "Mint.add.0.forward"
     assert map_api("Jit.fn") == "Jit.fn"
+
+
+def test_compare_command_imports_neither_framework():
+    """MindSpore-only machines have no torch; compare must not need MindSpore's slow import either."""
+    import subprocess
+    import sys
+    code = ("import sys, msprobe.mindspore, msprobe.mindspore.commands.compare, "
+            "msprobe.mindspore.compare.kernel_compare; print('torch' in sys.modules, 'mindspore' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["False", "False"], done.stderr
