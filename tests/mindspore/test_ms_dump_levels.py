@@ -203,3 +203,22 @@ def test_every_level_and_task_on_a_real_model(ms, tmp_path, level, task, summary
         assert np.linalg.norm(np.load(path)) == pytest.approx(descriptor["Norm"], rel=1e-5)
     else:
         assert not os.path.exists(os.path.join(dump_path, "step0", "rank", "dump_tensor_data"))
+
+
+def test_tensor_operators_indexing_and_in_place_writes(ms, tmp_path):
+    from mindspore import Tensor
+    debugger, dump_path = _debugger(tmp_path, task="statistics", level="L1")
+    x = Tensor(fixed_input((3, 2)))
+    debugger.start()
+    head = x[0:2]
+    reciprocal = 2.0 / head
+    head[0] = 5.0                      # in-place write: still applied, recorded forward only
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    assert float(head.asnumpy()[0, 0]) == 5.0
+    np.testing.assert_allclose(reciprocal.asnumpy(), 2.0 / fixed_input((3, 2))[0:2], rtol=1e-6)
+    data = load_dump(dump_path)[0]["data"]
+    assert data["Tensor.__getitem__.0.forward"]["input_args"][1] == {"type": "slice", "value": [0, 2, None]}
+    assert data["Tensor.__rtruediv__.0.forward"]["output"][0]["shape"] == [2, 2]
+    assert "Tensor.__setitem__.0.forward" in data
