@@ -222,3 +222,21 @@ def test_tensor_operators_indexing_and_in_place_writes(ms, tmp_path):
     assert data["Tensor.__getitem__.0.forward"]["input_args"][1] == {"type": "slice", "value": [0, 2, None]}
     assert data["Tensor.__rtruediv__.0.forward"]["output"][0]["shape"] == [2, 2]
     assert "Tensor.__setitem__.0.forward" in data
+
+
+def test_jit_function_backward_under_grad(ms, tmp_path):
+    from mindspore import Tensor, mint
+
+    @ms.jit
+    def inner(a, b):
+        return mint.tanh(mint.matmul(a, b))
+    debugger, dump_path = _debugger(tmp_path, task="statistics", level="L1")
+    x, w = fixed_input((3, 4), 4), fixed_input((4, 5), 5)
+    debugger.start()
+    grads = ms.grad(lambda a, b: mint.mean(inner(a, b) * 2), grad_position=(0, 1))(Tensor(x), Tensor(w))
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    back = load_dump(dump_path)[0]["data"]["Jit.inner.0.backward"]
+    assert back["input"][0]["shape"] == [3, 5]
+    assert back["output"][1]["Norm"] == pytest.approx(np.linalg.norm(grads[1].asnumpy()), rel=1e-5)

@@ -155,7 +155,8 @@ class PrimitivePatcher:
 
 
 class JitPatcher:
-    """Records functions decorated with @mindspore.jit, called in PyNative, as `Jit.{fn}.N.forward`.
+    """Records functions decorated with @mindspore.jit, called in PyNative, as `Jit.{fn}.N.forward`
+    (and `.backward` under a gradient transform, like any API call).
 
     The API wrappers are taken off while the function compiles and runs: the graph compiler
     parses the Python source of what it calls and must see the real MindSpore functions.
@@ -180,17 +181,18 @@ class JitPatcher:
             owner = getattr(jit_self, "obj", None)
             # a jit Cell.construct is named by its class, like the reference ("Jit.AlexNet")
             name = type(owner).__name__ if owner is not None else getattr(jit_self.fn, "__name__", "function")
-            user_args = args[1:] if getattr(jit_self, "obj", None) is not None else args
+            bound = args[:1] if owner is not None else ()  # the Cell of a jit construct
+            user_args = args[len(bound):]
 
-            def run(*_a, **_k):
+            def run(*call_args, **call_kwargs):
                 reinstall = context.apis.installed
                 context.remove_apis()
                 try:
-                    return original(jit_self, *args, **kwargs)
+                    return original(jit_self, *bound, *call_args, **call_kwargs)
                 finally:
                     if reinstall:
                         context.install_apis()
-            return context.run_call(f"Jit.{name}", run, user_args, kwargs, backward=False)
+            return context.run_call(f"Jit.{name}", run, user_args, kwargs)
         executor.__call__ = __call__
 
     def remove(self):
