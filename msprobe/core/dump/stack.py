@@ -25,6 +25,7 @@ class StackCapture:
         self._line_cache = {}
         self._stack_cache = {}
         self._skip_cache = {}
+        self._codes = []
 
     def _skipped(self, filename):
         hit = self._skip_cache.get(filename)
@@ -46,15 +47,22 @@ class StackCapture:
     def capture(self, depth=1):
         """The formatted stack of the caller (frames above `depth`), as a list (shared; do not mutate)."""
         frame = sys._getframe(depth)
-        frames = []
-        while frame is not None and len(frames) < self.max_depth:
-            code = frame.f_code
-            if not self._skipped(code.co_filename):
-                frames.append((code, frame.f_lineno))
+        key = []
+        append = key.append
+        while frame is not None:  # the hot loop: ints only (hashing code objects is slow), no filtering
+            append(id(frame.f_code))
+            append(frame.f_lineno)
             frame = frame.f_back
-        key = tuple(frames)
+        key = tuple(key)
         stack = self._stack_cache.get(key)
         if stack is None:
-            stack = [self._format(code, lineno) for code, lineno in frames]
+            stack = []
+            frame = sys._getframe(depth)
+            while frame is not None and len(stack) < self.max_depth:
+                code = frame.f_code
+                if not self._skipped(code.co_filename):
+                    stack.append(self._format(code, frame.f_lineno))
+                frame = frame.f_back
             self._stack_cache[key] = stack
+            self._codes.append(sys._getframe(depth).f_code)  # keep ids in keys from being reused
         return stack

@@ -14,6 +14,8 @@ from msprobe.pytorch.dump.api_names import api_table, is_inplace_api
 
 __all__ = ["ApiDumpMode"]
 
+_NoSubclassDispatch = torch._C.DisableTorchFunctionSubclass
+
 
 class ApiDumpMode(TorchFunctionMode):
     """Reports each recorded API call to the collector; with `track_grads` also its backward."""
@@ -43,17 +45,20 @@ class ApiDumpMode(TorchFunctionMode):
         if key is None or self.paused_depth or not self.collector.active:
             return func(*args, **kwargs)
         collector = self.collector
-        call = collector.begin_forward(key, args, kwargs)
-        pending = aliases = None
-        if call.dump and self.track_grads and torch.is_grad_enabled():
-            args, kwargs, pending, aliases = self.tracker.alias_inputs(
-                call, args, kwargs, is_inplace_api(key, kwargs))
+        # our bookkeeping must not pay for nn.Parameter's Python __torch_function__ on every .shape
+        with _NoSubclassDispatch():
+            call = collector.begin_forward(key, args, kwargs)
+            pending = aliases = None
+            if call.dump and self.track_grads and torch.is_grad_enabled():
+                args, kwargs, pending, aliases = self.tracker.alias_inputs(
+                    call, args, kwargs, is_inplace_api(key, kwargs))
         output = func(*args, **kwargs)
-        if aliases:
-            output = _unalias(output, aliases)
-        collector.end_forward(call, output)
-        if pending is not None:
-            self.tracker.watch_outputs(pending, output)
+        with _NoSubclassDispatch():
+            if aliases:
+                output = _unalias(output, aliases)
+            collector.end_forward(call, output)
+            if pending is not None:
+                self.tracker.watch_outputs(pending, output)
         return output
 
 
