@@ -6,6 +6,8 @@ Text markers used in metric cells (as in the reference reports):
   'None'             data missing or empty
   'shape unmatched'  shapes differ
 """
+from typing import NamedTuple
+
 import numpy as np
 
 __all__ = ["TensorMetrics", "tensor_metrics", "statistics_diffs", "UNSUPPORTED", "NA", "NONE",
@@ -22,12 +24,14 @@ _FLOAT_KINDS = {"f"}
 _DECIMALS = 12
 
 
-class TensorMetrics(tuple):
-    """(cosine, max_abs_err, max_relative_err, one_thousandth_ratio, five_thousandths_ratio, message)."""
-    __slots__ = ()
-
-    def __new__(cls, cosine, max_abs, max_rel, one, five, message=""):
-        return super().__new__(cls, (cosine, max_abs, max_rel, one, five, message))
+class TensorMetrics(NamedTuple):
+    """Tensor-mode metrics of one pair (a plain named tuple, so it crosses process boundaries)."""
+    cosine: object
+    max_abs: object
+    max_rel: object
+    one_thousandth: object
+    five_thousandths: object
+    message: str = ""
 
 
 def _round(value):
@@ -42,7 +46,7 @@ def _work_dtype(npu, bench):
 
 
 def _nonfinite_mismatch(npu, bench):
-    """None when NaN/Inf sit at the same places with the same values, else True; also the finite mask."""
+    """(mismatch?, finite mask or None): NaN/Inf must sit at the same places with the same values."""
     bad_npu, bad_bench = ~np.isfinite(npu), ~np.isfinite(bench)
     if not bad_npu.any() and not bad_bench.any():
         return False, None
@@ -53,9 +57,10 @@ def _nonfinite_mismatch(npu, bench):
 
 
 def _cosine(npu, bench):
-    n64, b64 = npu.astype(np.float64, copy=False), bench.astype(np.float64, copy=False)
-    dot = float(np.dot(n64, b64))
-    norm_n, norm_b = float(np.sqrt(np.dot(n64, n64))), float(np.sqrt(np.dot(b64, b64)))
+    # float64 accumulation without materialising float64 copies of large tensors
+    dot = float(np.einsum("i,i->", npu, bench, dtype=np.float64))
+    norm_n = float(np.sqrt(np.einsum("i,i->", npu, npu, dtype=np.float64)))
+    norm_b = float(np.sqrt(np.einsum("i,i->", bench, bench, dtype=np.float64)))
     if norm_n == 0.0 and norm_b == 0.0:
         return 1.0
     if norm_n == 0.0 or norm_b == 0.0:
@@ -63,11 +68,25 @@ def _cosine(npu, bench):
     return _round(min(max(dot / (norm_n * norm_b), -1.0), 1.0))
 
 
+def _finite_metrics(npu, bench, eps):
+    """(max_abs, max_rel, one, five) of finite flat arrays, with two temporary buffers."""
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf inputs are handled by the caller
+        abs_err = np.subtract(npu, bench)
+        np.abs(abs_err, out=abs_err)
+        relative = np.abs(bench)
+        np.maximum(relative, eps, out=relative)  # zeros (and denormals) divide by the dtype's epsilon
+        np.divide(abs_err, relative, out=relative)
+        count = relative.size
+        one = np.count_nonzero(relative < 0.001) / count
+        five = np.count_nonzero(relative < 0.005) / count
+        return float(abs_err.max()), float(relative.max()), one, five
+
+
 def tensor_metrics(npu, bench):
     """Metrics of two numpy arrays of the same shape, following the reference's definitions.
 
-    Relative error divides by |bench|, with exact zeros replaced by the dtype's epsilon; the error
-    ratios count elements whose relative error is below 0.001 / 0.005.
+    Relative error divides by |bench| (values below the dtype's epsilon, zeros included, count as
+    epsilon); the error ratios count elements whose relative error is below 0.001 / 0.005.
     """
     if npu.shape != bench.shape:
         return TensorMetrics(SHAPE_UNMATCHED, SHAPE_UNMATCHED, SHAPE_UNMATCHED, SHAPE_UNMATCHED,
@@ -76,26 +95,22 @@ def tensor_metrics(npu, bench):
         return TensorMetrics(NONE, NONE, NONE, NONE, NONE, MSG_EMPTY)
     work = _work_dtype(npu, bench)
     zero_dim = npu.ndim == 0
-    npu = np.asarray(npu, dtype=work).reshape(-1)
-    bench = np.asarray(bench, dtype=work).reshape(-1)
-    mismatch, finite = _nonfinite_mismatch(npu, bench)
-    if mismatch:
-        return TensorMetrics(NA, NA, NA, NA, NA, MSG_NAN_POSITION)
-    if finite is not None:
-        npu, bench = npu[finite], bench[finite]
+    npu = np.ascontiguousarray(npu, dtype=work).reshape(-1)
+    bench = np.ascontiguousarray(bench, dtype=work).reshape(-1)
+    eps = np.finfo(work).eps
+    max_abs, max_rel, one, five = _finite_metrics(npu, bench, eps)
+    if not (np.isfinite(max_abs) and np.isfinite(max_rel)):  # NaN/Inf somewhere: the slow, careful path
+        mismatch, finite = _nonfinite_mismatch(npu, bench)
+        if mismatch:
+            return TensorMetrics(NA, NA, NA, NA, NA, MSG_NAN_POSITION)
+        if finite is not None:
+            npu, bench = npu[finite], bench[finite]
         if npu.size == 0:
             return TensorMetrics(NA, NA, NA, NA, NA, MSG_NAN_POSITION)
-    abs_err = np.abs(npu - bench)
-    denominator = np.abs(bench)
-    denominator[denominator == 0] = np.finfo(work).eps
-    rel_err = abs_err / denominator
-    max_abs, max_rel = _round(abs_err.max()), _round(rel_err.max())
+        max_abs, max_rel, one, five = _finite_metrics(npu, bench, eps)
     if zero_dim:
-        return TensorMetrics(UNSUPPORTED, max_abs, max_rel, UNSUPPORTED, UNSUPPORTED, MSG_ZERO_DIM)
-    count = rel_err.size
-    one = float(np.count_nonzero(rel_err < 0.001)) / count
-    five = float(np.count_nonzero(rel_err < 0.005)) / count
-    return TensorMetrics(_cosine(npu, bench), max_abs, max_rel, _round(one), _round(five), "")
+        return TensorMetrics(UNSUPPORTED, _round(max_abs), _round(max_rel), UNSUPPORTED, UNSUPPORTED, MSG_ZERO_DIM)
+    return TensorMetrics(_cosine(npu, bench), _round(max_abs), _round(max_rel), _round(one), _round(five), "")
 
 
 def statistics_diffs(npu_stats, bench_stats):
