@@ -33,11 +33,14 @@ def _ms_dump(ms, directory, net, task="tensor", level="mix", summary_mode="stati
     return os.path.join(dump_path, "step0", "rank", "dump.json")
 
 
-def _pt_dump(directory, net, task="tensor", level="mix"):
+def _pt_dump(directory, net, task="tensor", level="mix", summary_mode="statistics"):
     import torch
     from msprobe.pytorch import PrecisionDebugger
     os.makedirs(directory, exist_ok=True)
-    path, dump_path = write_config(directory, task=task, level=level)
+    config = {"task": task, "level": level}
+    if summary_mode != "statistics":
+        config[task] = {"summary_mode": summary_mode}
+    path, dump_path = write_config(directory, **config)
     debugger = PrecisionDebugger(config_path=path)
     debugger.start(net)
     loss = torch.mean(torch.square(net(torch.tensor(fixed_input((5, 4), 3)))))
@@ -228,3 +231,15 @@ def test_ms_vs_pytorch_data_mapping_pairs_single_rows(ms, tmp_path):
     matched = report[report["NPU Name"].notna() & report["Bench Name"].notna()]
     assert list(matched["NPU Name"]) == ["Mint.tanh.0.forward.output.0"]
     assert abs(_numeric(matched["Max diff"]).iloc[0]) < 1e-5
+
+
+def test_ms_vs_pytorch_md5_same_bytes_pass(ms, tmp_path):
+    from ms_models import FunctionalMlp, mlp_weights
+    weights = mlp_weights()
+    ms_json = _ms_dump(ms, tmp_path / "ms", FunctionalMlp(weights), task="statistics", summary_mode="md5")
+    pt_json = _pt_dump(tmp_path / "pt", _torch_mlp(weights), task="statistics", summary_mode="md5")
+    report = _compare(tmp_path, ms_json, pt_json, "-am").set_index("NPU Name")
+    assert "NPU MD5" in report.columns
+    for row in ("MintFunctional.linear.0.forward.input.0", "MintFunctional.linear.0.forward.input.1",
+                "MintFunctional.linear.1.forward.input.2"):
+        assert report.loc[row, "Result"] == "pass"  # identical inputs and weights: identical bytes

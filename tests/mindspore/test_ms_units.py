@@ -45,6 +45,9 @@ def test_adapter_describes_bfloat16_and_md5(ms):
     assert adapter.tensor_header(bf16) == {"type": "mindspore.Tensor", "dtype": "BFloat16", "shape": [2, 2]}
     assert adapter.resolve_stats([adapter.tensor_stats(bf16)])[0][:2] == [4.0, -2.0]  # exact in bf16
     assert adapter.crc32(Tensor(values)) == f"{zlib.crc32(values.tobytes()):08x}"
+    import torch
+    torch_bf16 = torch.tensor(values).bfloat16().view(torch.uint8).numpy()
+    assert adapter.crc32(bf16) == f"{zlib.crc32(torch_bf16.tobytes()):08x}"  # same bits, same CRC
     assert adapter.describe_other(ms.float16) == {"type": "mindspore.dtype", "value": "Float16"}
     assert adapter.is_tensor(ms.Parameter(Tensor(values), name="p")) and not adapter.is_tensor(values)
 

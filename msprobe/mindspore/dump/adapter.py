@@ -80,7 +80,10 @@ class MindSporeAdapter(DumpAdapter):
         return [h if h is not None else [None] * 4 for h in handles]
 
     def crc32(self, tensor):
-        return f"{zlib.crc32(np.ascontiguousarray(to_numpy(tensor)).tobytes()) & 0xffffffff:08x}"
+        """CRC-32 of the raw bytes; bfloat16 is read bit for bit as int16 (as torch does for its bf16)."""
+        ms = _mindspore()
+        raw = tensor.view(ms.int16).asnumpy() if tensor.dtype == ms.bfloat16 else tensor.asnumpy()
+        return f"{zlib.crc32(np.ascontiguousarray(raw).tobytes()) & 0xffffffff:08x}"
 
     def copy_for_save(self, tensor):
         return np.array(to_numpy(tensor), copy=True)
