@@ -50,11 +50,11 @@ class PrecisionDebugger:
     # -- setup ------------------------------------------------------------------------------
     def _init_pynative(self):
         from msprobe.core.dump import DumpCollector
-        from msprobe.mindspore.dump.adapter import ADAPTER
+        from msprobe.mindspore.dump.adapter import get_adapter
         from msprobe.mindspore.dump.api_hooks import HookContext, JitPatcher, PrimitivePatcher
         from msprobe.mindspore.dump.cell_hooks import CellHooks
 
-        self.collector = DumpCollector(self.config, ADAPTER())
+        self.collector = DumpCollector(self.config, get_adapter())
         self._context = HookContext(self.collector)
         self._cells = CellHooks(self._context)
         self._primitives = PrimitivePatcher(self._context)

@@ -38,8 +38,8 @@ def test_array_statistics_empty_nan_and_inf():
 
 def test_adapter_describes_bfloat16_and_md5(ms):
     from mindspore import Tensor
-    from msprobe.mindspore.dump.adapter import ADAPTER
-    adapter = ADAPTER()
+    from msprobe.mindspore.dump.adapter import get_adapter
+    adapter = get_adapter()
     values = np.array([[1.5, -2.0], [0.25, 4.0]], np.float32)
     bf16 = Tensor(values).astype(ms.bfloat16)
     assert adapter.tensor_header(bf16) == {"type": "mindspore.Tensor", "dtype": "BFloat16", "shape": [2, 2]}

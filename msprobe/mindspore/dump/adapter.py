@@ -4,13 +4,14 @@ Statistics are computed with numpy on a host copy of the tensor, because several
 reductions (mint.norm among them) have no CPU kernel and a host copy is needed anyway on CPU.
 bfloat16 has no numpy type, so such tensors are widened to float32 first.
 """
+import os
 import zlib
 
 import numpy as np
 
 from msprobe.core.dump.adapter import DumpAdapter
 
-__all__ = ["MindSporeAdapter", "ADAPTER", "to_numpy", "array_statistics", "dtype_name"]
+__all__ = ["MindSporeAdapter", "get_adapter", "current_rank", "to_numpy", "array_statistics", "dtype_name"]
 
 
 def _mindspore():
@@ -103,7 +104,6 @@ class MindSporeAdapter(DumpAdapter):
 
 def current_rank():
     """Rank from the distributed runtime when initialised, else from RANK_ID (set by msrun), else None."""
-    import os
     try:
         from mindspore.communication import get_rank
         from mindspore.communication._comm_helper import _is_initialized
@@ -121,7 +121,7 @@ def current_rank():
 _ADAPTER = None
 
 
-def ADAPTER():  # noqa: N802 - reads like the singleton it returns
+def get_adapter():
     """The process-wide adapter (created on first use, so importing this module stays cheap)."""
     global _ADAPTER
     if _ADAPTER is None:
