@@ -7,6 +7,8 @@ mode, the first red row, else the first 'Warning' row. Written as `advisor_{time
     Suspect Nodes: <NPU Name>
     Expert Advice: <numbered hints>
 """
+import numpy as np
+
 from msprobe.core.paths import atomic_write_text
 
 __all__ = ["find_suspect", "advice_for", "write_advisor"]
@@ -53,9 +55,9 @@ def find_suspect(result):
             if verdict == "No":
                 return index, names[index]
         return None
-    for index, color in enumerate(result.color):
-        if color == 2:
-            return index, names[index]
+    red = np.flatnonzero(np.asarray(result.color) == 2)
+    if len(red):
+        return int(red[0]), names[int(red[0])]
     for index, value in enumerate(result.columns.get("Result", [])):
         if value == "Warning":
             return index, names[index]

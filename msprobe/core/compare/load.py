@@ -24,6 +24,7 @@ MODE_TENSOR, MODE_STATISTICS, MODE_MD5 = "tensor", "statistics", "md5"
 ROW_COLUMNS = ("name", "entry", "role", "kind", "dtype", "shape", "shape_key", "max", "min", "mean",
                "norm", "value", "md5", "data_name")
 _NAN = float("nan")
+_SHAPE_TEXT, _SHAPES, _DTYPES = {}, {}, {}
 _TENSOR_TYPES = ("torch.Tensor", "mindspore.Tensor", "numpy.ndarray", "torch.nn.parameter.Parameter",
                  "mindspore.Parameter", "mindspore._c_expression.Tensor")
 # dump.json section -> row role and the word used in row names, in report order
@@ -57,43 +58,32 @@ def _is_leaf(node):
     return node is None or (isinstance(node, dict) and "type" in node)
 
 
-def _add_row(table, name, entry, role, node):
-    cols = table.columns
-    cols["name"].append(name)
-    cols["entry"].append(entry)
-    cols["role"].append(role)
+def _row_of(name, entry, role, node):
+    """One row tuple in ROW_COLUMNS order."""
     if node is None:
-        _append_plain(cols, "none", "None", "None", None, "None", "None", "-1")
-        return
+        return (name, entry, role, "none", "None", "None", None, _NAN, _NAN, _NAN, _NAN, "None", "None", "-1")
     kind_name = node.get("type")
     if kind_name in _TENSOR_TYPES or "dtype" in node and "shape" in node:
-        shape = node.get("shape") or []
-        cols["kind"].append("tensor")
-        cols["dtype"].append(str(node.get("dtype")))
-        cols["shape"].append(str(list(shape)))
-        cols["shape_key"].append(tuple(shape))
-        for key, column in (("Max", "max"), ("Min", "min"), ("Mean", "mean"), ("Norm", "norm")):
-            cols[column].append(_to_float(node.get(key)))
-        cols["value"].append(None)
-        cols["md5"].append(str(node.get("md5", "None")))
-        cols["data_name"].append(str(node.get("data_name", "-1")))
-        return
+        shape = tuple(node.get("shape") or ())
+        get = node.get
+        shape_text = _SHAPE_TEXT.get(shape)
+        if shape_text is None:  # shared strings and tuples keep 100k-row tables small
+            shape_text = _SHAPE_TEXT.setdefault(shape, str(list(shape)))
+        shape = _SHAPES.setdefault(shape, shape)
+        dtype = str(get("dtype"))
+        return (name, entry, role, "tensor", _DTYPES.setdefault(dtype, dtype), shape_text, shape, _to_float(get("Max")),
+                _to_float(get("Min")), _to_float(get("Mean")), _to_float(get("Norm")), None,
+                str(get("md5", "None")), str(get("data_name", "-1")))
     value = node.get("value")
+    data_name = str(node.get("data_name", "-1"))
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         display = "None" if value is None else str(value)
-        _append_plain(cols, "text", f"<class '{kind_name}'>", "[]", (), display,
-                      node.get("md5") or _crc32_text("" if value is None else display),
-                      str(node.get("data_name", "-1")))
-        return
-    cols["kind"].append("scalar")
-    cols["dtype"].append(f"<class '{kind_name}'>")
-    cols["shape"].append("[]")
-    cols["shape_key"].append(())
-    for column in ("max", "min", "mean", "norm"):
-        cols[column].append(float(value))
-    cols["value"].append(value)
-    cols["md5"].append(str(node.get("md5") or _crc32_text(str(value))))
-    cols["data_name"].append(str(node.get("data_name", "-1")))
+        md5 = node.get("md5") or _crc32_text("" if value is None else display)
+        return (name, entry, role, "text", f"<class '{kind_name}'>", "[]", (), _NAN, _NAN, _NAN, _NAN, display,
+                str(md5), data_name)
+    number = float(value)
+    return (name, entry, role, "scalar", f"<class '{kind_name}'>", "[]", (), number, number, number, number, value,
+            str(node.get("md5") or _crc32_text(str(value))), data_name)
 
 
 def _crc32_text(text):
@@ -101,19 +91,9 @@ def _crc32_text(text):
     return format(zlib.crc32(text.encode("utf-8")), "08x")
 
 
-def _append_plain(cols, kind, dtype, shape, shape_key, value, md5, data_name):
-    cols["kind"].append(kind)
-    cols["dtype"].append(dtype)
-    cols["shape"].append(shape)
-    cols["shape_key"].append(shape_key)
-    for column in ("max", "min", "mean", "norm"):
-        cols[column].append(_NAN)
-    cols["value"].append(value)
-    cols["md5"].append(str(md5))
-    cols["data_name"].append(data_name)
-
-
 def _to_float(value):
+    if type(value) is float:
+        return value
     if value is None or isinstance(value, bool):
         return _NAN if value is None else float(value)
     if isinstance(value, (int, float)):
@@ -124,25 +104,25 @@ def _to_float(value):
         return _NAN
 
 
-def _walk(table, prefix, entry, role, node):
+def _walk(rows, prefix, entry, role, node):
     """Depth-first over nested lists/dicts, one row per leaf."""
-    if _is_leaf(node):
-        _add_row(table, prefix, entry, role, node)
+    if node is None or (type(node) is dict and "type" in node):
+        rows.append(_row_of(prefix, entry, role, node))
     elif isinstance(node, (list, tuple)):
         for index, child in enumerate(node):
-            _walk(table, f"{prefix}.{index}", entry, role, child)
+            _walk(rows, f"{prefix}.{index}", entry, role, child)
     elif isinstance(node, dict):
         for key, child in node.items():
-            _walk(table, f"{prefix}.{key}", entry, role, child)
+            _walk(rows, f"{prefix}.{key}", entry, role, child)
 
 
-def _add_entry(table, entry, body):
+def _add_entry(rows, entry, body):
     if entry.endswith(".parameters_grad"):
         for key, child in body.items():
             # the reference writes each gradient as a one-element list but names it without the index
             if isinstance(child, list) and len(child) == 1:
                 child = child[0]
-            _walk(table, f"{entry}.{key}", entry, "parameters_grad", child)
+            _walk(rows, f"{entry}.{key}", entry, "parameters_grad", child)
         return
     for section, role, word in _SECTIONS:
         node = body.get(section)
@@ -150,15 +130,15 @@ def _add_entry(table, entry, body):
             continue
         if section == "input_kwargs":
             for key, child in node.items():
-                _walk(table, f"{entry}.{word}.{key}", entry, role, child)
+                _walk(rows, f"{entry}.{word}.{key}", entry, role, child)
         elif isinstance(node, dict) and not _is_leaf(node):
             for key, child in node.items():
-                _walk(table, f"{entry}.{word}.{key}", entry, role, child)
+                _walk(rows, f"{entry}.{word}.{key}", entry, role, child)
         elif isinstance(node, (list, tuple)):
             for index, child in enumerate(node):
-                _walk(table, f"{entry}.{word}.{index}", entry, role, child)
+                _walk(rows, f"{entry}.{word}.{index}", entry, role, child)
         else:
-            _walk(table, f"{entry}.{word}.0", entry, role, node)
+            _walk(rows, f"{entry}.{word}.0", entry, role, node)
 
 
 def _read_json(path, what):
@@ -179,11 +159,14 @@ def load_dump(path):
     if not isinstance(raw, dict) or not isinstance(raw.get("data"), dict):
         raise ParseError(f"dump file '{path}' has no 'data' object; is it a msprobe dump.json?")
     table = DumpTable(path, {key: raw.get(key) for key in ("task", "level", "framework", "dump_data_dir")})
+    rows = []
     for entry, body in raw["data"].items():
         if not isinstance(body, dict):
             raise ParseError(f"dump file '{path}': entry '{entry}' is not an object.")
         table.entries.append(entry)
-        _add_entry(table, entry, body)
+        _add_entry(rows, entry, body)
+    if rows:
+        table.columns = {key: list(values) for key, values in zip(ROW_COLUMNS, zip(*rows))}
     return table
 
 

@@ -67,32 +67,42 @@ def _number_cell(value):
     return value
 
 
-def _summary_cells(table, positions):
-    """NPU or bench max/min/mean/l2norm cells for the given row positions."""
-    cols = table.columns
-    kinds, values = cols["kind"], cols["value"]
-    out = []
-    for stat in ("max", "min", "mean", "norm"):
-        stats = cols[stat]
-        cells = []
-        for i in positions:
-            if i < 0:
-                cells.append(NA)
-            elif kinds[i] == "tensor":
-                cells.append(_number_cell(stats[i]))
-            elif kinds[i] == "scalar":
-                cells.append(values[i])
-            else:
-                cells.append(values[i])
-        out.append(cells)
-    return out
+def _row_kinds(table, positions):
+    """Kind of each row's data ('missing' where the side has no row)."""
+    pos = np.asarray(positions, dtype=np.int64)
+    if len(table) == 0:
+        return np.full(len(pos), "missing", dtype=object)
+    kinds = np.asarray(table.columns["kind"], dtype=object)[np.clip(pos, 0, None)]
+    kinds[pos < 0] = "missing"
+    return kinds
+
+
+def _float_cells(values, kinds, special_cell):
+    """values.tolist() with non-finite floats as text and non-tensor rows from special_cell(i)."""
+    cells = values.tolist()
+    for i in np.flatnonzero((kinds == "tensor") & ~np.isfinite(values)):
+        cells[i] = str(cells[i])
+    for i in np.flatnonzero(kinds != "tensor"):
+        cells[i] = special_cell(i)
+    return cells
+
+
+def _summary_cells(table, positions, stats):
+    """Max/min/mean/l2norm cells of one side: floats for tensors, the value for scalars and text."""
+    kinds = _row_kinds(table, positions)
+    values = table.columns["value"]
+
+    def special(i):
+        return NA if positions[i] < 0 else values[positions[i]]
+
+    return [_float_cells(stats[:, k], kinds, special) for k in range(4)]
 
 
 def _stat_array(table, positions):
     cols = table.columns
-    array = np.array([cols[s] for s in ("max", "min", "mean", "norm")], dtype=np.float64).T.reshape(-1, 4)
-    if len(array) == 0:
+    if len(table) == 0:
         return np.full((len(positions), 4), np.nan)
+    array = np.array([cols[s] for s in ("max", "min", "mean", "norm")], dtype=np.float64).T
     pos = np.asarray(positions, dtype=np.int64)
     taken = array[np.clip(pos, 0, None)]
     taken[pos < 0] = np.nan
@@ -154,17 +164,24 @@ def _tensor_metric_cells(npu, bench, npu_pos, bench_pos, options):
     return [list(col) for col in zip(*metrics)] if n else [[] for _ in range(5)], messages
 
 
-def _statistics_cells(npu, bench, npu_pos, bench_pos):
-    npu_stats, bench_stats = _stat_array(npu, npu_pos), _stat_array(bench, bench_pos)
+def _percent(value):
+    return f"{round(value * 100, 6)}%" if value == value else NA
+
+
+def _statistics_cells(npu, bench, npu_pos, bench_pos, npu_stats, bench_stats):
     from msprobe.core.compare.metrics import statistics_diffs
 
     diff, relative = statistics_diffs(npu_stats, bench_stats)
-    kinds_n, kinds_b = npu.columns["kind"], bench.columns["kind"]
-    numeric = np.array([i >= 0 and j >= 0 and kinds_n[i] in ("tensor", "scalar") and kinds_b[j] in ("tensor", "scalar")
-                        for i, j in zip(npu_pos, bench_pos)], dtype=bool)
-    diff_cells = [[_number_cell(float(v)) if ok else NA for v, ok in zip(diff[:, k], numeric)] for k in range(4)]
-    rel_cells = [[(f"{round(float(v) * 100, 6)}%" if v == v else NA) if ok else NA
-                  for v, ok in zip(relative[:, k], numeric)] for k in range(4)]
+    numeric_kinds = ("tensor", "scalar")
+    numeric = np.isin(_row_kinds(npu, npu_pos), numeric_kinds) & np.isin(_row_kinds(bench, bench_pos), numeric_kinds)
+    kinds = np.where(numeric, "tensor", "other").astype(object)
+    diff_cells = [_float_cells(diff[:, k], kinds, lambda i: NA) for k in range(4)]
+    rel_cells = []
+    for k in range(4):
+        cells = [f"{round(v * 100, 6)}%" if v == v else NA for v in relative[:, k].tolist()]
+        for i in np.flatnonzero(~numeric):
+            cells[i] = NA
+        rel_cells.append(cells)
     return diff, relative, numeric, diff_cells, rel_cells
 
 
@@ -182,7 +199,7 @@ def build_result(mode, npu, bench, bench_index, unmatched_bench, stacks, with_st
     cols["Bench Dtype"] = _take(bench.columns["dtype"], bench_pos, NA)
     cols["NPU Tensor Shape"] = _take(npu.columns["shape"], npu_pos, NA)
     cols["Bench Tensor Shape"] = _take(bench.columns["shape"], bench_pos, NA)
-    matched = np.array([i >= 0 and j >= 0 for i, j in zip(npu_pos, bench_pos)], dtype=bool)
+    matched = (np.asarray(npu_pos, dtype=np.int64) >= 0) & (np.asarray(bench_pos, dtype=np.int64) >= 0)
     if with_stack:
         cols[STACK] = _stack_cells(npu, npu_pos, stacks)
     if mode == MODE_MD5:
@@ -191,12 +208,12 @@ def build_result(mode, npu, bench, bench_index, unmatched_bench, stacks, with_st
         cols["Result"] = [("pass" if a == b else "Different") if ok else NA
                           for a, b, ok in zip(cols["NPU MD5"], cols["BENCH MD5"], matched)]
         return CompareResult(mode, header, cols, np.zeros(len(npu_pos), np.int8), npu.path, bench.path)
-    for name, cells in zip(SUMMARY, _summary_cells(npu, npu_pos) + _summary_cells(bench, bench_pos)):
-        cols[name] = cells
     npu_stats, bench_stats = _stat_array(npu, npu_pos), _stat_array(bench, bench_pos)
+    for name, cells in zip(SUMMARY, _summary_cells(npu, npu_pos, npu_stats) + _summary_cells(bench, bench_pos, bench_stats)):
+        cols[name] = cells
     with np.errstate(divide="ignore", invalid="ignore"):
         output_relative = np.abs(npu_stats[:, 0] - bench_stats[:, 0]) / np.maximum(0.01, np.abs(bench_stats[:, 0]))
-    kinds = np.array(_take(npu.columns["kind"], npu_pos, "none"), dtype=object)
+    kinds = _row_kinds(npu, npu_pos)
     nonfinite = (kinds == "tensor") & (~np.isfinite(npu_stats[:, 0]) | ~np.isfinite(npu_stats[:, 1]))
     entry_ids = _entry_ids(npu, npu_pos)
     roles = np.array(_take(npu.columns["role"], npu_pos, ""), dtype=object)
@@ -212,7 +229,8 @@ def build_result(mode, npu, bench, bench_index, unmatched_bench, stacks, with_st
                                          judge.as_numbers(cols["One Thousandth Err Ratio"]))
         cols["Data_name"] = _take(npu.columns["data_name"], npu_pos, "-1")
     else:
-        diff, relative, numeric, diff_cells, rel_cells = _statistics_cells(npu, bench, npu_pos, bench_pos)
+        diff, relative, numeric, diff_cells, rel_cells = _statistics_cells(npu, bench, npu_pos, bench_pos,
+                                                                           npu_stats, bench_stats)
         for name, cells in zip(STAT_DIFFS + STAT_RELATIVE, diff_cells + rel_cells):
             cols[name] = cells
         result = judge.statistics_results(relative, matched)
@@ -220,7 +238,8 @@ def build_result(mode, npu, bench, bench_index, unmatched_bench, stacks, with_st
                     for r, m in zip(result, matched)]
         cols["Result"] = [r or None for r in result]
         color, reasons = judge.highlight(entry_ids, roles, nonfinite, np.abs(diff[:, 0]), output_relative)
-    cols["Err_message"] = ["\n".join(m for m in base + extra if m) or None for base, extra in zip(messages, reasons)]
+    cols["Err_message"] = [("\n".join(m for m in base + extra if m) or None) if base or extra else None
+                           for base, extra in zip(messages, reasons)]
     return CompareResult(mode, header, cols, color, npu.path, bench.path)
 
 

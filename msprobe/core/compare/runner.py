@@ -100,10 +100,27 @@ def _keep_diff_rows(result):
     return result
 
 
+_PARALLEL_LOAD_BYTES = 8 * 2 ** 20
+
+
+def _load_both(npu_json, bench_json, options):
+    """Both dumps; big ones are parsed at the same time, the bench one in a forked helper process."""
+    cores = options.processes or os.cpu_count() or 1
+    if cores < 2 or min(os.path.getsize(npu_json), os.path.getsize(bench_json)) < _PARALLEL_LOAD_BYTES:
+        return load_dump(npu_json), load_dump(bench_json)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        bench_future = pool.submit(load_dump, bench_json)
+        npu = load_dump(npu_json)
+        return npu, bench_future.result()
+
+
 def compare_pair(npu_json, bench_json, output_dir, options, name_tag=""):
     """Compare one NPU dump.json with one bench dump.json; writes the xlsx (and advisor)."""
     start = time.time()
-    npu, bench = load_dump(npu_json), load_dump(bench_json)
+    npu, bench = _load_both(npu_json, bench_json, options)
     mode = _check_modes(npu, bench)
     stacks, with_stack = _stack_for(npu.path, options)
     bench_index, unmatched = match_rows(npu, bench, options.fuzzy_match, build_mapper(options))

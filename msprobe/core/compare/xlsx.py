@@ -14,6 +14,7 @@ __all__ = ["write_xlsx", "Sheet", "RED_RGB", "YELLOW_RGB"]
 
 RED_RGB, YELLOW_RGB = "FFFF0000", "00FFFF00"
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_NEEDS_ESCAPE = re.compile("[&<>\x00-\x08\x0b\x0c\x0e-\x1f]")
 _MAX_CELL_TEXT = 32767
 
 
@@ -24,12 +25,14 @@ class Sheet:
     def __init__(self, name, header, columns, row_styles=None):
         self.name = name[:31]
         self.header = list(header)
-        self.columns = [list(c) for c in columns]
+        self.columns = [c if isinstance(c, list) else list(c) for c in columns]
         self.row_styles = row_styles
 
 
 def _escape(text):
     text = str(text)
+    if len(text) <= _MAX_CELL_TEXT and not _NEEDS_ESCAPE.search(text):
+        return text
     if len(text) > _MAX_CELL_TEXT:
         text = text[:_MAX_CELL_TEXT]
     if _INVALID_XML.search(text):
@@ -37,51 +40,74 @@ def _escape(text):
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _render_column(values, style=""):
-    """XML of each cell of one column; strings are escaped once per distinct value."""
-    cache = {}
+def _mostly_floats(values):
+    sample = values[:64]
+    return sum(type(v) is float for v in sample) * 2 > len(sample)
+
+
+def _render_numeric_column(values, style, cache):
+    """Number columns: format every cell in C, then redo the few cells that are not finite floats."""
+    out = list(map(f"<c{style}><v>{{!r}}</v></c>".format, values))
+    odd = [i for i, v in enumerate(values) if type(v) is not float or v - v != 0.0]
+    if odd:
+        fixed = _render_column([values[i] for i in odd], style, cache, numeric=False)
+        for i, cell in zip(odd, fixed):
+            out[i] = cell
+    return out
+
+
+def _render_column(values, style="", cache=None, numeric=True):
+    """XML of each cell of one column; strings are escaped once per distinct value (per cache)."""
+    cache = {} if cache is None else cache
+    if numeric and values and _mostly_floats(values):
+        return _render_numeric_column(values, style, cache)
     out = []
     append = out.append
+    empty = f"<c{style}/>"
     for value in values:
-        if value is None:
-            append(f"<c{style}/>")
-        elif isinstance(value, bool):
-            append(f'<c{style} t="inlineStr"><is><t>{value}</t></is></c>')
-        elif isinstance(value, (int, float)):
-            if value != value or value in (float("inf"), float("-inf")):
-                append(f'<c{style} t="inlineStr"><is><t>{value}</t></is></c>')
-            else:
+        kind = type(value)
+        if kind is float:
+            if value - value == 0.0:  # finite
                 append(f"<c{style}><v>{value!r}</v></c>")
-        else:
+            else:
+                append(f'<c{style} t="inlineStr"><is><t>{value}</t></is></c>')
+        elif kind is str:
             cell = cache.get(value)
             if cell is None:
                 cell = f'<c{style} t="inlineStr"><is><t xml:space="preserve">{_escape(value)}</t></is></c>'
                 cache[value] = cell
             append(cell)
+        elif value is None:
+            append(empty)
+        elif kind is int:
+            append(f"<c{style}><v>{value}</v></c>")
+        else:  # bool, numpy scalars, anything else: as text
+            append(f'<c{style} t="inlineStr"><is><t xml:space="preserve">{_escape(value)}</t></is></c>')
     return out
 
 
-def _sheet_xml(sheet):
+_CHUNK_ROWS = 5000
+_SHEET_HEAD = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+               '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>')
+
+
+def _write_sheet(stream, sheet):
+    """Stream the worksheet XML in chunks of rows, so memory stays flat on 100k-row reports."""
+    stream.write((_SHEET_HEAD + f"<row>{''.join(_render_column(sheet.header))}</row>").encode("utf-8"))
     rows = len(sheet.columns[0]) if sheet.columns else 0
-    rendered = [_render_column(col) for col in sheet.columns]
-    header = "".join(_render_column(sheet.header))
-    parts = ['<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
-             '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
-             '<sheetData>', f"<row>{header}</row>"]
     styles = sheet.row_styles
-    if styles is not None and any(styles):
-        styled = {}
-        for index in (i for i, s in enumerate(styles) if s):
-            attr = f' s="{int(styles[index])}"'
-            styled[index] = "".join(_render_column([col[index] for col in sheet.columns], attr))
-        parts.extend(f"<row>{styled[i]}</row>" if i in styled else f"<row>{''.join(cells)}</row>"
-                     for i, cells in enumerate(zip(*rendered)))
-    else:
-        parts.extend(f"<row>{''.join(cells)}</row>" for cells in zip(*rendered))
-    if rows == 0 and not sheet.columns:
-        pass
-    parts.append("</sheetData></worksheet>")
-    return "".join(parts)
+    for start in range(0, rows, _CHUNK_ROWS):
+        stop = min(rows, start + _CHUNK_ROWS)
+        cache = {}  # shared by the columns of a chunk: NPU and bench names are mostly the same strings
+        rendered = [_render_column(col[start:stop], "", cache) for col in sheet.columns]
+        lines = [f"<row>{''.join(cells)}</row>" for cells in zip(*rendered)]
+        if styles is not None:
+            for offset in (i - start for i in range(start, stop) if styles[i]):
+                attr = f' s="{int(styles[start + offset])}"'
+                cells = _render_column([col[start + offset] for col in sheet.columns], attr)
+                lines[offset] = f"<row>{''.join(cells)}</row>"
+        stream.write("".join(lines).encode("utf-8"))
+    stream.write(b"</sheetData></worksheet>")
 
 
 _CONTENT_TYPES = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
@@ -146,7 +172,8 @@ def write_xlsx(path, sheets):
             archive.writestr("xl/_rels/workbook.xml.rels", rels)
             archive.writestr("xl/styles.xml", _STYLES)
             for n, sheet in enumerate(sheets, 1):
-                archive.writestr(f"xl/worksheets/sheet{n}.xml", _sheet_xml(sheet))
+                with archive.open(f"xl/worksheets/sheet{n}.xml", "w", force_zip64=True) as stream:
+                    _write_sheet(stream, sheet)
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     finally:
