@@ -12,6 +12,7 @@ gradients go to `parameters_grad`). The collector names calls ("Functional.linea
 module stack for construct.json, captures stack.json, runs the task (statistics / tensor /
 overflow_check) and hands finished steps to the writer. It never imports a framework.
 """
+import atexit
 import math
 import os
 import weakref
@@ -84,6 +85,7 @@ class DumpCollector:
         self.overflow_count = 0
         self.finished = False  # overflow_nums reached
         self._reset_step()
+        atexit.register(self._flush_at_exit)
 
     # -- lifecycle --------------------------------------------------------------------------
     def _reset_step(self):
@@ -123,6 +125,15 @@ class DumpCollector:
         self.flush()
         self.current_step += 1
         self._reset_step()
+
+    def _flush_at_exit(self):
+        """The process ends (normally or by an exception) inside a step: keep what was collected."""
+        try:
+            self.active = False
+            self.flush()
+            self.writer.drain()
+        except Exception as exc:  # never turn an exit into a second traceback
+            logger.warning(f"msprobe: could not write the last step at exit: {exc}")
 
     def close(self):
         self.flush()

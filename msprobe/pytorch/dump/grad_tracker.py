@@ -100,12 +100,14 @@ class GradTracker:
         return tuple(new_args), new_kwargs, pending, swapped
 
     def _hook_input(self, alias, pending, slot):
-        def on_input_grad(grad):
-            pending.input_grads[slot] = grad
+        # a pre-hook on the alias's own ViewBackward node: it receives exactly the alias's grad,
+        # and is half the cost of Tensor.register_hook (no Python handle bookkeeping)
+        def on_input_grad(grad_outputs):
+            pending.input_grads[slot] = grad_outputs[0]
             pending.inputs_left.discard(slot)
             if not pending.inputs_left:
                 self._emit(pending)
-        self.handles.append(alias.register_hook(on_input_grad))
+        self.handles.append(alias.grad_fn.register_prehook(on_input_grad))
 
     def watch_outputs(self, pending, output):
         """Hook the outputs; `pending` comes from alias_inputs (or a fresh one when nothing was aliased)."""
