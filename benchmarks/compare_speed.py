@@ -1,6 +1,7 @@
 """Compare speed on two fixtures made from real dumps of the GPT benchmark model; prints JSON lines.
 
 usage: python benchmarks/compare_speed.py [--only statistics|tensor] [--cache DIR]
+Two fixtures; each is compared via the CLI and via the core API (see measure()).
 (1) statistics mode: a real L1 statistics dump (579 entries) replicated 50x by
     /work/shared/bench/make_compare_fixture.py -> 28,950 entries per side (NPU jittered by 1%).
 (2) tensor mode: a real L1 tensor dump of the GPT model, step 3 against step 4.
@@ -12,7 +13,6 @@ import argparse
 import glob
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -60,23 +60,41 @@ def _tensor_bytes(dump_json):
     return sum(os.path.getsize(p) for p in glob.glob(os.path.join(os.path.dirname(dump_json), "dump_tensor_data", "*")))
 
 
-def measure(name, npu, bench, cache):
-    out = os.path.join(cache, f"out_{name}")
+_CORE_SCRIPT = ("import sys; from msprobe.core.compare import CompareOptions, compare_dumps; "
+                "compare_dumps(sys.argv[1], sys.argv[2], sys.argv[3], CompareOptions())")
+
+
+def _timed_child(cmd):
+    """(seconds, peak RSS in KB, output) of one child process, measured with wait4."""
+    start = time.perf_counter()
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"command failed: {' '.join(cmd)}\n{output[-3000:]}")
+    return seconds, usage.ru_maxrss, output
+
+
+def measure(name, npu, bench, cache, via="cli"):
+    """via='cli': `msprobe -f pytorch compare` as a user runs it (imports torch through msprobe.pytorch);
+    via='core': msprobe.core.compare.compare_dumps in a bare python (the compare work alone)."""
+    out = os.path.join(cache, f"out_{name}_{via}")
     shutil.rmtree(out, ignore_errors=True)
     config = os.path.join(cache, f"compare_{name}.json")
     with open(config, "w") as handle:
         json.dump({"npu_path": npu, "bench_path": bench}, handle)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    start = time.perf_counter()
-    log = _run(["msprobe", "-f", "pytorch", "compare", "-i", config, "-o", out])
-    seconds = time.perf_counter() - start
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if via == "cli":
+        cmd = ["msprobe", "-f", "pytorch", "compare", "-i", config, "-o", out]
+    else:
+        cmd = [sys.executable, "-c", _CORE_SCRIPT, npu, bench, out]
+    seconds, peak_kb, log = _timed_child(cmd)
     with open(npu) as handle:
         entries = len(json.load(handle)["data"])
     rows = next((line.split("NPU rows")[0].split(":")[-1].strip() for line in log.splitlines() if "NPU rows" in line), "?")
     ref = REFERENCE[name]
-    record = {"benchmark": f"compare_{name}", "entries_per_side": entries, "rows": rows,
-              "seconds": round(seconds, 2), "peak_rss_mb": round(max(peak_kb, before) / 1024, 1),
+    record = {"benchmark": f"compare_{name}", "via": via, "entries_per_side": entries, "rows": rows,
+              "seconds": round(seconds, 2), "peak_rss_mb": round(peak_kb / 1024, 1),
               "reference_seconds": ref["seconds"], "reference_rss_mb": ref["rss_mb"],
               "speedup_vs_reference": round(ref["seconds"] / seconds, 1), "cpus": os.cpu_count()}
     if name == "tensor":
@@ -92,9 +110,11 @@ def main():
     args = parser.parse_args()
     os.makedirs(args.cache, exist_ok=True)
     if args.only in (None, "statistics"):
-        measure("statistics", *statistics_fixture(args.cache), args.cache)
+        for via in ("cli", "core"):
+            measure("statistics", *statistics_fixture(args.cache), args.cache, via)
     if args.only in (None, "tensor"):
-        measure("tensor", *tensor_fixture(args.cache), args.cache)
+        for via in ("cli", "core"):
+            measure("tensor", *tensor_fixture(args.cache), args.cache, via)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,10 @@ def register_loader(suffix, loader):
 def _load_pt(path):
     import torch
 
-    tensor = torch.load(path, map_location="cpu", weights_only=True)
+    try:  # mmap: the numpy view reads the page cache directly instead of copying every tensor
+        tensor = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError:  # legacy (non-zip) .pt files cannot be mapped
+        tensor = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(tensor, torch.Tensor):
         raise ValueError(f"{path} does not hold a tensor")
     tensor = tensor.detach()

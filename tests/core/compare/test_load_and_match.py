@@ -10,7 +10,7 @@ from msprobe.core.compare.mapping import NameMapper
 from msprobe.core.compare.match import match_rows
 from msprobe.core.errors import ParseError
 
-from conftest import sample_dump
+from compare_samples import sample_dump
 
 
 def test_rows_are_named_like_the_reference():

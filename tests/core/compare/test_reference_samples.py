@@ -4,7 +4,7 @@ import pytest
 from msprobe.core.compare import CompareOptions, compare_dumps
 from msprobe.core.compare.judge import RED_MESSAGES
 
-from conftest import read_xlsx, sample_dump, sample_report
+from compare_samples import read_xlsx, sample_dump, sample_report
 
 NUMERIC_TOLERANCE = 1e-6
 # where we knowingly differ from the reference: non-tensor arguments are compared by value instead of

@@ -8,7 +8,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from models import dump_mlp  # noqa: E402
+from compare_models import dump_mlp  # noqa: E402
 
 
 @pytest.fixture(scope="session")

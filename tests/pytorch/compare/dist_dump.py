@@ -15,7 +15,7 @@ def _worker(rank, out_dir, seed, port):
     dist.init_process_group("gloo", rank=rank, world_size=2)
     import json
 
-    from models import MLP
+    from compare_models import MLP
     from msprobe.pytorch import PrecisionDebugger
 
     torch.manual_seed(seed)

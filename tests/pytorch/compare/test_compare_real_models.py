@@ -45,7 +45,7 @@ def test_bf16_run_matches_fp32_run(dumps, tmp_path):
 
 
 def test_bf16_tensor_run_matches_fp32_tensor_run(tmp_path):
-    from models import dump_mlp
+    from compare_models import dump_mlp
 
     npu = dump_mlp(str(tmp_path / "bf16"), task="tensor", dtype="bf16")
     bench = dump_mlp(str(tmp_path / "fp32"), task="tensor")
