@@ -152,7 +152,7 @@ def _tensor_metric_cells(npu, bench, npu_pos, bench_pos, options):
             bench_file = os.path.join(bench.data_dir, data_b[j]) if data_b[j] != "-1" else ""
             if not npu_file:
                 messages[row].append(msg_not_found(data_n[i]))
-            pairs.append((npu_file, bench_file))
+            pairs.append((npu_file, bench_file, npu.columns["shape_key"][i], bench.columns["shape_key"][j]))
             pair_rows.append(row)
             if names_n[i] != names_b[j] and options.fuzzy_match:
                 messages[row].append(MSG_FUZZY)

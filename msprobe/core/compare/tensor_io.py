@@ -53,8 +53,16 @@ def load_tensor(path):
     return array.astype(np.float32) if array.dtype == np.float16 else array
 
 
+def _mismatch_message(path, array, recorded):
+    if recorded is None or tuple(array.shape) == tuple(recorded):
+        return None
+    return (f"Dump file: {os.path.basename(path)} holds shape {list(array.shape)} but dump.json records "
+            f"{list(recorded)}; the dump is inconsistent.")
+
+
 def _pair_metrics(task):
-    npu_path, bench_path = task
+    npu_path, bench_path = task[:2]
+    npu_shape, bench_shape = task[2:] if len(task) == 4 else (None, None)
     if not npu_path or not os.path.isfile(npu_path):
         return TensorMetrics(NONE, NONE, NONE, NONE, NONE, msg_not_found(npu_path))
     if not bench_path or not os.path.isfile(bench_path):
@@ -69,6 +77,9 @@ def _pair_metrics(task):
     except Exception as exc:
         logger.debug("cannot read %s: %s", bench_path, exc)
         return TensorMetrics(NONE, NONE, NONE, NONE, NONE, MSG_NO_BENCH)
+    message = _mismatch_message(npu_path, npu, npu_shape) or _mismatch_message(bench_path, bench, bench_shape)
+    if message:
+        return TensorMetrics(NONE, NONE, NONE, NONE, NONE, message)
     return tensor_metrics(npu, bench)
 
 
@@ -82,11 +93,12 @@ def _init_worker():
 
 
 def compare_tensor_files(pairs, processes=None, progress=True):
-    """Metrics for each (npu_file, bench_file) pair, in order; processes=None uses all cores."""
+    """Metrics for each (npu_file, bench_file[, npu_shape, bench_shape]) pair, in order; a file whose
+    shape differs from the recorded one is reported instead of compared. processes=None: all cores."""
     from tqdm import tqdm
 
     processes = processes or os.cpu_count() or 1
-    total_bytes = sum(os.path.getsize(p) for p, _ in pairs if p and os.path.isfile(p))
+    total_bytes = sum(os.path.getsize(p[0]) for p in pairs if p[0] and os.path.isfile(p[0]))
     show = progress and len(pairs) > 50
     if processes <= 1 or len(pairs) < 8 or total_bytes < 32 * 2 ** 20:
         return [_pair_metrics(task) for task in tqdm(pairs, desc="compare tensors", disable=not show)]

@@ -86,3 +86,15 @@ def test_merge_result_rejects_bad_config(tmp_path):
     (tmp_path / "in").mkdir()
     assert main(["-f", "pytorch", "merge_result", "-i", str(tmp_path / "in"), "-o", str(tmp_path / "o"),
                  "-config", str(config)]) == 1
+
+
+def test_dump_roots_are_compared_step_by_step(tmp_path):
+    from compare_models import dump_mlp
+
+    dump_mlp(str(tmp_path / "npu"), task="statistics", level="L1", steps=2, dtype="bf16")
+    dump_mlp(str(tmp_path / "bench"), task="statistics", level="L1", steps=2)
+    config = _write_compare_json(tmp_path / "c.json", str(tmp_path / "npu"), str(tmp_path / "bench"))
+    out = tmp_path / "out"
+    assert main(["-f", "pytorch", "compare", "-i", config, "-o", str(out), "-c"]) == 0
+    reports = sorted(os.path.basename(p) for p in glob.glob(str(out / "compare_result_*.xlsx")))
+    assert [r.split("_")[2] for r in reports] == ["step0", "step1"]

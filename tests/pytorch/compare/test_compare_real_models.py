@@ -101,14 +101,16 @@ def test_missing_tensor_file_and_shape_mismatch_are_rows(dumps, tmp_path):
     npu = shutil.copytree(dumps["tensor_broken"], str(tmp_path / "npu"))
     data = os.path.join(npu, "dump_tensor_data")
     os.remove(os.path.join(data, "Functional.linear.0.forward.input.0.pt"))
-    with open(os.path.join(npu, "dump.json")) as handle:
-        dump = json.load(handle)
-    dump["dump_data_dir"] = data
-    with open(os.path.join(npu, "dump.json"), "w") as handle:
-        json.dump(dump, handle)
     import torch
 
     torch.save(torch.zeros(3, 3), os.path.join(data, "Functional.linear.0.forward.input.1.pt"))
+    torch.save(torch.zeros(5), os.path.join(data, "Functional.linear.0.forward.input.2.pt"))
+    with open(os.path.join(npu, "dump.json")) as handle:
+        dump = json.load(handle)
+    dump["dump_data_dir"] = data
+    dump["data"]["Functional.linear.0.forward"]["input_args"][1]["shape"] = [3, 3]  # recorded like the file
+    with open(os.path.join(npu, "dump.json"), "w") as handle:
+        json.dump(dump, handle)
     result = compare_dumps(os.path.join(npu, "dump.json"), os.path.join(dumps["tensor_fp32"], "dump.json"),
                            str(tmp_path / "out"), CompareOptions(progress=False))[0].result
     names, messages = _column(result, "NPU Name"), _column(result, "Err_message")
@@ -117,6 +119,8 @@ def test_missing_tensor_file_and_shape_mismatch_are_rows(dumps, tmp_path):
     mismatch = names.index("Functional.linear.0.forward.input.1")
     assert "Shape of NPU and bench Tensor do not match" in messages[mismatch]
     assert _column(result, "Accuracy Reached or Not")[mismatch] == "Unmatched"
+    inconsistent = names.index("Functional.linear.0.forward.input.2")
+    assert "holds shape [5] but dump.json records [32]" in messages[inconsistent]
 
 
 def test_corrupt_dump_json_names_the_file(dumps, tmp_path):
