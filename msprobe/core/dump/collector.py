@@ -320,4 +320,5 @@ class DumpCollector:
             files["debug.json"] = {"task": self.task, "level": "debug", "framework": self.adapter.framework,
                                    "dump_data_dir": self.dump_data_dir(), "data": dict(self.debug_data)}
         self.writer.write_json(self.current_step, self.rank, files)
+        self.writer.release_tensors()  # written while the next step runs; drained at the next flush
         self.dirty = False

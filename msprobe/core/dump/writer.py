@@ -67,7 +67,7 @@ class DumpWriter:
     system-call bound and releases the GIL, so a few threads overlap it with training).
     """
 
-    TENSOR_THREADS = 4
+    TENSOR_THREADS = 2
 
     def __init__(self, dump_path, save_tensor_fn):
         self.dump_path = dump_path
@@ -76,6 +76,7 @@ class DumpWriter:
         self._thread = None
         self._pool = None
         self._futures = []
+        self._held = []
         self._jobs = {}
         self._lock = threading.Lock()
         self._made_dirs = set()
@@ -120,11 +121,26 @@ class DumpWriter:
         self._queue.put((fn, *args))
 
     def _submit_tensor(self, fn, *args):
+        # held back until release_tensors(): on a small machine, writer threads running while the
+        # step computes slow down the framework's own worker threads far more than they save
+        self._held.append((fn, args))
+
+    def release_tensors(self):
+        """Start writing the tensor files collected so far (called at the end of a step)."""
+        held, self._held = self._held, []
+        if not held:
+            return
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
             self._pool = ThreadPoolExecutor(self.TENSOR_THREADS, thread_name_prefix="msprobe-tensor")
-        self._futures.append(self._pool.submit(self._guarded, fn, *args))
+        for position, (fn, args) in enumerate(held):
+            try:
+                self._futures.append(self._pool.submit(self._guarded, fn, *args))
+            except RuntimeError:  # interpreter shutdown: no new threads, write them here
+                for late_fn, late_args in held[position:]:
+                    self._guarded(late_fn, *late_args)
+                return
 
     def _guarded(self, fn, *args):
         try:
@@ -134,6 +150,7 @@ class DumpWriter:
 
     def drain(self):
         """Block until every queued job is done."""
+        self.release_tensors()
         futures, self._futures = self._futures, []
         for future in futures:
             future.result()
