@@ -34,7 +34,7 @@ class MLP(nn.Module):
 
 
 def dump_mlp(out_dir, task="statistics", level="mix", dtype="fp32", seed=1234, data_seed=99, broken=False,
-             steps=1, summary_mode="statistics", nan_input=False):
+             steps=1, summary_mode="statistics", nan_input=False, extra_call=False):
     """Train `steps` steps of MLP under the debugger; returns the step0 rank directory."""
     from msprobe.pytorch import PrecisionDebugger
 
@@ -58,6 +58,8 @@ def dump_mlp(out_dir, task="statistics", level="mix", dtype="fp32", seed=1234, d
         debugger.start()
         if dtype == "bf16":
             x = x.to(torch.bfloat16)
+        if extra_call:  # one more gelu before the model: every later gelu call counter shifts by one
+            F.gelu(torch.ones(3))
         loss = model(x).float().pow(2).mean()
         loss.backward()
         optimizer.step()

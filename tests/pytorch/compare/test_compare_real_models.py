@@ -129,3 +129,20 @@ def test_corrupt_dump_json_names_the_file(dumps, tmp_path):
         bad.write_text(handle.read()[:-40])
     with pytest.raises(ParseError, match="dump.json"):
         compare_dumps(str(bad), os.path.join(dumps["stat_fp32"], "dump.json"), str(tmp_path / "o"))
+
+
+def test_fuzzy_match_survives_an_extra_call(tmp_path):
+    from compare_models import dump_mlp
+
+    npu = dump_mlp(str(tmp_path / "npu"), task="statistics", level="L1", extra_call=True)
+    bench = dump_mlp(str(tmp_path / "bench"), task="statistics", level="L1")
+    args = (os.path.join(npu, "dump.json"), os.path.join(bench, "dump.json"), str(tmp_path / "out"))
+    exact = compare_dumps(*args, CompareOptions(progress=False, timestamp="e"))[0].result
+    fuzzy = compare_dumps(*args, CompareOptions(progress=False, timestamp="f", fuzzy_match=True))[0].result
+    names = _column(fuzzy, "NPU Name")
+    model_gelu = names.index("Functional.gelu.1.forward.output.0")
+    assert _column(exact, "Bench Name")[model_gelu] == "N/A"  # exact: gelu.1 does not exist on the bench side
+    assert _column(fuzzy, "Bench Name")[model_gelu] == "Functional.gelu.0.forward.output.0"
+    assert _column(fuzzy, "Result")[model_gelu] is None  # the right pair: identical data
+    extra = names.index("Functional.gelu.0.forward.output.0")
+    assert _column(fuzzy, "Bench Name")[extra] == "N/A"  # the extra call is reported, not paired
