@@ -56,7 +56,9 @@ class TorchAdapter(DumpAdapter):
         name = _DTYPE_NAMES.get(dtype)
         if name is None:
             name = _DTYPE_NAMES[dtype] = str(dtype)
-        return {"type": "torch.Tensor", "dtype": name, "shape": list(tensor.shape)}
+        # a tuple (written as a JSON list) keeps the descriptor free of mutable containers, so the
+        # garbage collector can stop tracking it: thousands of them live until the step ends
+        return {"type": "torch.Tensor", "dtype": name, "shape": tuple(tensor.shape)}
 
     def requires_grad(self, tensor):
         return bool(tensor.requires_grad)
