@@ -79,16 +79,22 @@ def _row_of(name, entry, role, node):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         display = "None" if value is None else str(value)
         md5 = node.get("md5") or _crc32_text("" if value is None else display)
-        return (name, entry, role, "text", f"<class '{kind_name}'>", "[]", (), _NAN, _NAN, _NAN, _NAN, display,
+        return (name, entry, role, "text", _class_text(kind_name), "[]", (), _NAN, _NAN, _NAN, _NAN, display,
                 str(md5), data_name)
     number = float(value)
-    return (name, entry, role, "scalar", f"<class '{kind_name}'>", "[]", (), number, number, number, number, value,
+    return (name, entry, role, "scalar", _class_text(kind_name), "[]", (), number, number, number, number, value,
             str(node.get("md5") or _crc32_text(str(value))), data_name)
+
+
+def _class_text(kind_name):
+    text = f"<class '{kind_name}'>"
+    return _DTYPES.setdefault(text, text)
 
 
 def _crc32_text(text):
     """CRC-32 of a non-tensor value's text, which is how md5 mode compares scalars and strings."""
-    return format(zlib.crc32(text.encode("utf-8")), "08x")
+    crc = format(zlib.crc32(text.encode("utf-8")), "08x")
+    return _DTYPES.setdefault(crc, crc)
 
 
 def _to_float(value):

@@ -9,6 +9,7 @@ import os
 import numpy as np
 
 from msprobe.core.compare import judge
+from msprobe.core.compare.columns import NumberColumn
 from msprobe.core.compare.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR
 from msprobe.core.compare.metrics import MSG_DTYPE, NA, UNSUPPORTED
 from msprobe.core.compare.tensor_io import MSG_NO_BENCH, compare_tensor_files, msg_not_found
@@ -78,13 +79,8 @@ def _row_kinds(table, positions):
 
 
 def _float_cells(values, kinds, special_cell):
-    """values.tolist() with non-finite floats as text and non-tensor rows from special_cell(i)."""
-    cells = values.tolist()
-    for i in np.flatnonzero((kinds == "tensor") & ~np.isfinite(values)):
-        cells[i] = str(cells[i])
-    for i in np.flatnonzero(kinds != "tensor"):
-        cells[i] = special_cell(i)
-    return cells
+    """A NumberColumn of `values` whose non-tensor rows hold special_cell(i) instead."""
+    return NumberColumn(values, {int(i): special_cell(i) for i in np.flatnonzero(kinds != "tensor")})
 
 
 def _summary_cells(table, positions, stats):
@@ -176,12 +172,8 @@ def _statistics_cells(npu, bench, npu_pos, bench_pos, npu_stats, bench_stats):
     numeric = np.isin(_row_kinds(npu, npu_pos), numeric_kinds) & np.isin(_row_kinds(bench, bench_pos), numeric_kinds)
     kinds = np.where(numeric, "tensor", "other").astype(object)
     diff_cells = [_float_cells(diff[:, k], kinds, lambda i: NA) for k in range(4)]
-    rel_cells = []
-    for k in range(4):
-        cells = [f"{round(v * 100, 6)}%" if v == v else NA for v in relative[:, k].tolist()]
-        for i in np.flatnonzero(~numeric):
-            cells[i] = NA
-        rel_cells.append(cells)
+    not_numeric = {int(i): NA for i in np.flatnonzero(~numeric)}
+    rel_cells = [NumberColumn(relative[:, k], not_numeric, _percent) for k in range(4)]
     return diff, relative, numeric, diff_cells, rel_cells
 
 

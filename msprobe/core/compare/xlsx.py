@@ -25,7 +25,8 @@ class Sheet:
     def __init__(self, name, header, columns, row_styles=None):
         self.name = name[:31]
         self.header = list(header)
-        self.columns = [c if isinstance(c, list) else list(c) for c in columns]
+        # lists, or sequences that slice into lists (NumberColumn): read chunk by chunk when written
+        self.columns = [c if hasattr(c, "__getitem__") and hasattr(c, "__len__") else list(c) for c in columns]
         self.row_styles = row_styles
 
 
