@@ -65,7 +65,7 @@ _CORE_SCRIPT = ("import sys; from msprobe.core.compare import CompareOptions, co
 
 
 def _timed_child(cmd):
-    """(seconds, peak RSS in KB, output) of one child process, measured with wait4."""
+    """(seconds, peak RSS in KB, CPU seconds, output) of one child process (and the workers it reaped)."""
     start = time.perf_counter()
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output = child.stdout.read()
@@ -73,7 +73,7 @@ def _timed_child(cmd):
     seconds = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"command failed: {' '.join(cmd)}\n{output[-3000:]}")
-    return seconds, usage.ru_maxrss, output
+    return seconds, usage.ru_maxrss, usage.ru_utime + usage.ru_stime, output
 
 
 def measure(name, npu, bench, cache, via="cli"):
@@ -88,15 +88,16 @@ def measure(name, npu, bench, cache, via="cli"):
         cmd = ["msprobe", "-f", "pytorch", "compare", "-i", config, "-o", out]
     else:
         cmd = [sys.executable, "-c", _CORE_SCRIPT, npu, bench, out]
-    seconds, peak_kb, log = _timed_child(cmd)
+    seconds, peak_kb, cpu_seconds, log = _timed_child(cmd)
     with open(npu) as handle:
         entries = len(json.load(handle)["data"])
     rows = next((line.split("NPU rows")[0].split(":")[-1].strip() for line in log.splitlines() if "NPU rows" in line), "?")
     ref = REFERENCE[name]
     record = {"benchmark": f"compare_{name}", "via": via, "entries_per_side": entries, "rows": rows,
-              "seconds": round(seconds, 2), "peak_rss_mb": round(peak_kb / 1024, 1),
+              "seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2), "peak_rss_mb": round(peak_kb / 1024, 1),
               "reference_seconds": ref["seconds"], "reference_rss_mb": ref["rss_mb"],
-              "speedup_vs_reference": round(ref["seconds"] / seconds, 1), "cpus": os.cpu_count()}
+              "speedup_vs_reference": round(ref["seconds"] / seconds, 1), "cpus": os.cpu_count(),
+              "load_average_1min": round(os.getloadavg()[0], 2)}
     if name == "tensor":
         record["tensor_mb_per_side"] = round(_tensor_bytes(npu) / 2 ** 20, 1)
     print(json.dumps(record), flush=True)

@@ -56,11 +56,20 @@ def _nonfinite_mismatch(npu, bench):
     return (not same), ~bad_npu
 
 
+_DOT_CHUNK = 1 << 16
+
+
+def _dot(left, right):
+    """Dot product accumulated in float64: exact-ish for small arrays, chunked BLAS for big float32 ones."""
+    if left.size <= _DOT_CHUNK or left.dtype != np.float32:
+        return float(np.einsum("i,i->", left, right, dtype=np.float64))
+    return sum(float(np.dot(left[start:start + _DOT_CHUNK], right[start:start + _DOT_CHUNK]))
+               for start in range(0, left.size, _DOT_CHUNK))
+
+
 def _cosine(npu, bench):
-    # float64 accumulation without materialising float64 copies of large tensors
-    dot = float(np.einsum("i,i->", npu, bench, dtype=np.float64))
-    norm_n = float(np.sqrt(np.einsum("i,i->", npu, npu, dtype=np.float64)))
-    norm_b = float(np.sqrt(np.einsum("i,i->", bench, bench, dtype=np.float64)))
+    dot = _dot(npu, bench)
+    norm_n, norm_b = float(np.sqrt(_dot(npu, npu))), float(np.sqrt(_dot(bench, bench)))
     if norm_n == 0.0 and norm_b == 0.0:
         return 1.0
     if norm_n == 0.0 or norm_b == 0.0:
