@@ -8,6 +8,7 @@ import os
 import numpy as np
 
 from msprobe.core.compare.metrics import NONE, TensorMetrics, tensor_metrics
+from msprobe.core.compare.pt_reader import UnreadableTensorFile, read_pt
 from msprobe.core.log import logger
 
 __all__ = ["load_tensor", "compare_tensor_files", "MSG_NO_BENCH", "msg_not_found"]
@@ -48,7 +49,11 @@ def load_tensor(path):
     if suffix in _LOADERS:
         return _LOADERS[suffix](path)
     if suffix == ".pt":
-        return _load_pt(path)
+        try:  # plain tensors need no torch import (seconds per worker) and are memory-mapped
+            array = read_pt(path)
+            return array.astype(np.float32) if array.dtype == np.float16 else array
+        except UnreadableTensorFile:
+            return _load_pt(path)
     array = np.load(path, allow_pickle=False)
     return array.astype(np.float32) if array.dtype == np.float16 else array
 
@@ -84,12 +89,10 @@ def _pair_metrics(task):
 
 
 def _init_worker():
-    try:
-        import torch
+    import sys
 
-        torch.set_num_threads(1)
-    except ImportError:
-        pass
+    if "torch" in sys.modules:  # only when the parent already has it; plain .pt files do not need it
+        sys.modules["torch"].set_num_threads(1)
 
 
 def compare_tensor_files(pairs, processes=None, progress=True):
