@@ -23,10 +23,10 @@ def seed_all(seed=1234, mode=False, rm_dropout=True):
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
-    if mode:
+    if mode:  # like the reference, mode=False leaves the user's own determinism settings alone
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(bool(mode))
-    torch.backends.cudnn.deterministic = bool(mode)
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
     try:
         import torch_npu  # noqa: F401

@@ -51,12 +51,15 @@ def test_module_dump_records_only_that_module(tmp_path):
 
 
 def test_seed_all_makes_runs_repeatable_and_removes_dropout():
-    seed_all(7, mode=True)
-    a = (random.random(), np.random.rand(), torch.rand(2))
-    seed_all(7, mode=True)
-    b = (random.random(), np.random.rand(), torch.rand(2))
-    assert a[0] == b[0] and a[1] == b[1] and torch.equal(a[2], b[2])
-    assert torch.are_deterministic_algorithms_enabled()
+    try:
+        seed_all(7, mode=True)
+        a = (random.random(), np.random.rand(), torch.rand(2))
+        seed_all(7, mode=True)
+        b = (random.random(), np.random.rand(), torch.rand(2))
+        assert a[0] == b[0] and a[1] == b[1] and torch.equal(a[2], b[2])
+        assert torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
     seed_all(7)
     assert not torch.are_deterministic_algorithms_enabled()
     try:
