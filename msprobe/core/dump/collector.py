@@ -84,6 +84,11 @@ class DumpCollector:
         self.active = False
         self.overflow_count = 0
         self.finished = False  # overflow_nums reached
+        wants = config.wants  # data_mode, resolved once: these are asked on every call
+        self.want_forward_input = wants("forward", "input")
+        self.want_forward_output = wants("forward", "output")
+        self.want_backward_input = wants("backward", "input")
+        self.want_backward_output = wants("backward", "output")
         self._reset_step()
         atexit.register(self._flush_at_exit)
 
@@ -156,7 +161,7 @@ class DumpCollector:
             call.list_matched = self.filter.list_matches(name)
         if dump:
             call.stack = self.stack_capture.capture(2)
-            if self.config.wants("forward", "input"):
+            if self.want_forward_input:
                 records = self.records
                 call.entry["input_args"] = records.describe_args(args, f"{name}.input")
                 call.entry["input_kwargs"] = records.describe_kwargs(kwargs or {}, f"{name}.input")
@@ -171,13 +176,13 @@ class DumpCollector:
         if not call.dump or not self.active:
             return
         entry = call.entry
-        if self.config.wants("forward", "output"):
+        if self.want_forward_output:
             entry["output"] = self.records.describe_output(output, f"{call.name}.output")
         if parameters is not None:
             entry["parameters"] = {str(k): self.records.describe(v, f"{call.name}.parameters.{k}")
                                    for k, v in parameters.items()}
         self._commit(call.name, entry, call.parent, call.stack, check_key="output")
-        if call.is_module and parameters and self.config.wants("backward", "output"):
+        if call.is_module and parameters and self.want_backward_output:
             grad_name = f"{call.key}.{PARAMS_GRAD}"
             if grad_name not in self.data:
                 self.data[grad_name] = {str(k): None for k in parameters}
@@ -199,9 +204,9 @@ class DumpCollector:
             return
         name = call.backward_name
         entry = {}
-        if self.config.wants("backward", "input"):
+        if self.want_backward_input:
             entry["input"] = self.records.describe_args(grads_of_outputs, f"{name}.input")
-        if self.config.wants("backward", "output"):
+        if self.want_backward_output:
             entry["output"] = self.records.describe_args(grads_of_inputs, f"{name}.output")
         if not entry:
             return
