@@ -12,36 +12,41 @@ __all__ = ["NumberColumn"]
 
 class NumberColumn(Sequence):
     """Cells of `values` (float64 array): a float per finite value, its text otherwise, `overrides`
-    {row: cell} for rows that hold something else; `formatter(float) -> cell` changes how values show."""
+    {row: cell} for rows that hold something else. `formatter(array) -> list of cells` replaces the
+    default rendering of a slice (e.g. percentages)."""
 
     def __init__(self, values, overrides=None, formatter=None):
         self.values = np.asarray(values, dtype=np.float64)
         self.overrides = overrides or {}
+        self._override_rows = np.array(sorted(self.overrides), dtype=np.int64)
         self.formatter = formatter
 
     def __len__(self):
         return len(self.values)
 
-    def _cell(self, value):
+    def _cells(self, values):
         if self.formatter is not None:
-            return self.formatter(value)
-        return value if value - value == 0.0 else str(value)
+            return self.formatter(values)
+        cells = values.tolist()
+        for i in np.flatnonzero(~np.isfinite(values)):  # xlsx has no NaN/Inf numbers
+            cells[i] = str(cells[i])
+        return cells
 
     def __getitem__(self, index):
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self.values))
-            cells = [self._cell(v) for v in self.values[index].tolist()] if self.formatter is not None or \
-                not np.isfinite(self.values[index]).all() else self.values[index].tolist()
-            if self.overrides:
-                for position, row in enumerate(range(start, stop, step)):
-                    if row in self.overrides:
-                        cells[position] = self.overrides[row]
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            cells = self._cells(self.values[start:stop])
+            rows = self._override_rows
+            for row in rows[np.searchsorted(rows, start):np.searchsorted(rows, stop)].tolist():
+                cells[row - start] = self.overrides[row]
             return cells
         if index < 0:
             index += len(self.values)
         if index in self.overrides:
             return self.overrides[index]
-        return self._cell(float(self.values[index]))
+        return self._cells(self.values[index:index + 1])[0]
 
     def __iter__(self):
         for start in range(0, len(self.values), 4096):

@@ -160,8 +160,12 @@ def _tensor_metric_cells(npu, bench, npu_pos, bench_pos, options):
     return [list(col) for col in zip(*metrics)] if n else [[] for _ in range(5)], messages
 
 
-def _percent(value):
-    return f"{round(value * 100, 6)}%" if value == value else NA
+def _percent(values):
+    """Relative errors as the reference shows them: '12.345678%' (6 decimals, trailing zeros dropped)."""
+    cells = [f"{v}%" for v in np.round(values * 100, 6).tolist()]
+    for i in np.flatnonzero(np.isnan(values)):
+        cells[i] = NA
+    return cells
 
 
 def _statistics_cells(npu, bench, npu_pos, bench_pos, npu_stats, bench_stats):

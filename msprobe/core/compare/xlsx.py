@@ -46,6 +46,11 @@ def _mostly_floats(values):
     return sum(type(v) is float for v in sample) * 2 > len(sample)
 
 
+def _mostly_none(values):
+    sample = values[:64]
+    return sum(v is None for v in sample) * 2 > len(sample)
+
+
 def _render_numeric_column(values, style, cache):
     """Number columns: format every cell in C, then redo the few cells that are not finite floats."""
     out = list(map(f"<c{style}><v>{{!r}}</v></c>".format, values))
@@ -92,22 +97,86 @@ _SHEET_HEAD = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
                '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>')
 
 
+_NUMBER_SLOT = "<c><v>{!r}</v></c>"
+_TEXT_SLOT = '<c t="inlineStr"><is><t xml:space="preserve">{}</t></is></c>'
+
+
+def _render_rows(columns, cache):
+    """Rows of one chunk: one str.format call per row for the common case (finite floats in number
+    columns, strings in text columns); rows holding anything else are rendered cell by cell."""
+    slots, fields, odd = [], [], set()
+    for column in columns:
+        if column and _mostly_none(column):
+            slots.append("<c/>{}")
+            fields.append([""] * len(column))
+            odd.update(i for i, v in enumerate(column) if v is not None)
+        elif column and _mostly_floats(column):
+            slots.append(_NUMBER_SLOT)
+            fields.append(column)
+            odd.update(i for i, v in enumerate(column) if type(v) is not float or v - v != 0.0)
+        else:
+            slots.append(_TEXT_SLOT)
+            escaped = []
+            for i, value in enumerate(column):
+                if type(value) is str:
+                    text = cache.get(value)
+                    if text is None:
+                        text = cache[value] = _escape(value)
+                    escaped.append(text)
+                else:
+                    escaped.append("")
+                    odd.add(i)
+            fields.append(escaped)
+    lines = list(map(("<row>" + "".join(slots) + "</row>").format, *fields))
+    for i in odd:
+        lines[i] = f"<row>{''.join(_render_column([c[i] for c in columns], '', None, numeric=False))}</row>"
+    return lines
+
+
+def _chunk_xml(sheet, start, cache):
+    stop = min(len(sheet.columns[0]), start + _CHUNK_ROWS)
+    chunk = [col[start:stop] for col in sheet.columns]
+    lines = _render_rows(chunk, cache)
+    styles = sheet.row_styles
+    if styles is not None:
+        for offset in (i - start for i in range(start, stop) if styles[i]):
+            attr = f' s="{int(styles[start + offset])}"'
+            lines[offset] = f"<row>{''.join(_render_column([col[offset] for col in chunk], attr, None, numeric=False))}</row>"
+    if len(cache) > 200000:
+        cache.clear()
+    return "".join(lines).encode("utf-8")
+
+
+_FORKED_SHEET = []  # the sheet being written, visible to forked render workers without pickling
+
+
+def _render_chunk_in_worker(start):
+    return _chunk_xml(_FORKED_SHEET[0], start, {})
+
+
+def _chunks(sheet):
+    """XML bytes of each chunk of rows, in order; big sheets are rendered by two forked workers."""
+    rows = len(sheet.columns[0]) if sheet.columns else 0
+    starts = range(0, rows, _CHUNK_ROWS)
+    import multiprocessing
+
+    if rows < 4 * _CHUNK_ROWS or (os.cpu_count() or 1) < 2 or multiprocessing.current_process().daemon:
+        cache = {}  # escaped text shared by all columns: NPU and bench names are mostly the same strings
+        yield from (_chunk_xml(sheet, start, cache) for start in starts)
+        return
+    _FORKED_SHEET[:] = [sheet]
+    try:
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            yield from pool.imap(_render_chunk_in_worker, starts)
+    finally:
+        _FORKED_SHEET.clear()
+
+
 def _write_sheet(stream, sheet):
     """Stream the worksheet XML in chunks of rows, so memory stays flat on 100k-row reports."""
     stream.write((_SHEET_HEAD + f"<row>{''.join(_render_column(sheet.header))}</row>").encode("utf-8"))
-    rows = len(sheet.columns[0]) if sheet.columns else 0
-    styles = sheet.row_styles
-    for start in range(0, rows, _CHUNK_ROWS):
-        stop = min(rows, start + _CHUNK_ROWS)
-        cache = {}  # shared by the columns of a chunk: NPU and bench names are mostly the same strings
-        rendered = [_render_column(col[start:stop], "", cache) for col in sheet.columns]
-        lines = [f"<row>{''.join(cells)}</row>" for cells in zip(*rendered)]
-        if styles is not None:
-            for offset in (i - start for i in range(start, stop) if styles[i]):
-                attr = f' s="{int(styles[start + offset])}"'
-                cells = _render_column([col[start + offset] for col in sheet.columns], attr)
-                lines[offset] = f"<row>{''.join(cells)}</row>"
-        stream.write("".join(lines).encode("utf-8"))
+    for data in _chunks(sheet):
+        stream.write(data)
     stream.write(b"</sheetData></worksheet>")
 
 
