@@ -175,8 +175,13 @@ def _chunks(sheet):
 def _write_sheet(stream, sheet):
     """Stream the worksheet XML in chunks of rows, so memory stays flat on 100k-row reports."""
     stream.write((_SHEET_HEAD + f"<row>{''.join(_render_column(sheet.header))}</row>").encode("utf-8"))
-    for data in _chunks(sheet):
-        stream.write(data)
+    from tqdm import tqdm
+
+    rows = len(sheet.columns[0]) if sheet.columns else 0
+    with tqdm(total=rows, desc="write xlsx", unit="row", disable=rows < 50000) as progress:
+        for data in _chunks(sheet):
+            stream.write(data)
+            progress.update(min(_CHUNK_ROWS, rows - progress.n))
     stream.write(b"</sheetData></worksheet>")
 
 
