@@ -10,7 +10,6 @@ Row columns (lists of equal length, documented keys):
   max, min, mean, norm (floats, NaN when absent), value (display of a non-tensor), md5, data_name.
 """
 import json
-import math
 import os
 import zlib
 
@@ -208,7 +207,3 @@ def detect_mode(table):
         raise CompareError(f"dump '{table.path}' was written by task '{task}', which compare cannot read; "
                            "use a statistics or tensor dump.")
     return MODE_STATISTICS
-
-
-def is_finite(value):
-    return isinstance(value, float) and math.isfinite(value)

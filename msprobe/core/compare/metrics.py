@@ -20,7 +20,6 @@ MSG_EMPTY = "This is empty data, can not compare."
 MSG_SHAPE = "Shape of NPU and bench Tensor do not match. Skipped."
 MSG_NAN_POSITION = "The Position of inf or nan in NPU and bench Tensor do not match."
 MSG_DTYPE = "Dtype of NPU and bench Tensor do not match."
-_FLOAT_KINDS = {"f"}
 _DECIMALS = 12
 
 

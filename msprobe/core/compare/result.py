@@ -3,8 +3,8 @@
 The result is a `CompareResult`: `header` (column names in report order), `columns` (name -> list of
 cell values: float, int, str or None for an empty cell) and `color` (0 none, 1 yellow, 2 red per row).
 """
-from dataclasses import dataclass, field
 import os
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -59,13 +59,6 @@ class CompareResult:
 
 def _take(values, positions, missing):
     return [values[i] if i >= 0 else missing for i in positions]
-
-
-def _number_cell(value):
-    """A float for the sheet, or its text when it is not finite (xlsx has no NaN)."""
-    if value != value or value in (float("inf"), float("-inf")):
-        return str(value)
-    return value
 
 
 def _row_kinds(table, positions):
