@@ -11,7 +11,7 @@ import numpy as np
 from msprobe.core.compare import judge
 from msprobe.core.compare.columns import NumberColumn
 from msprobe.core.compare.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR
-from msprobe.core.compare.metrics import MSG_DTYPE, NA, UNSUPPORTED
+from msprobe.core.compare.metrics import MSG_DTYPE, NA, NONE, UNSUPPORTED
 from msprobe.core.compare.tensor_io import MSG_NO_BENCH, compare_tensor_files, msg_not_found
 
 __all__ = ["CompareResult", "build_result", "headers_for", "MSG_FUZZY", "MSG_NO_NPU", "MSG_STAT_WARNING"]
@@ -139,8 +139,10 @@ def _tensor_metric_cells(npu, bench, npu_pos, bench_pos, options):
         else:
             npu_file = os.path.join(npu.data_dir, data_n[i]) if data_n[i] != "-1" else ""
             bench_file = os.path.join(bench.data_dir, data_b[j]) if data_b[j] != "-1" else ""
-            if not npu_file:
-                messages[row].append(msg_not_found(data_n[i]))
+            if not npu_file:  # a tensor row without a file name: nothing to read
+                metrics[row] = [NONE] * 5
+                messages[row].append(msg_not_found(names_n[i]))
+                continue
             pairs.append((npu_file, bench_file, npu.columns["shape_key"][i], bench.columns["shape_key"][j]))
             pair_rows.append(row)
             if names_n[i] != names_b[j] and options.fuzzy_match:
