@@ -167,6 +167,13 @@ class DumpCollector:
                 call.entry["input_kwargs"] = records.describe_kwargs(kwargs or {}, f"{name}.input")
         return call
 
+    def abandon_forward(self, call):
+        """The call raised: close a module's call without recording it."""
+        if call.is_module:
+            if self.module_stack and self.module_stack[-1] == call.name:
+                self.module_stack.pop()
+            self.filter.leave(call.name, True, call.list_matched)
+
     def end_forward(self, call, output, parameters=None):
         """Describe the outputs (and a module's own parameters) and commit the forward entry."""
         if call.is_module:

@@ -6,6 +6,8 @@ full backward hooks: those wrap outputs in a custom Function and break in-place 
 the gradients of its parameters as "Module.{path}.{Cls}.parameters_grad". Every hook is kept as
 a RemovableHandle and removed by `remove()`.
 """
+import sys
+
 import torch
 
 __all__ = ["ModuleHooks"]
@@ -40,7 +42,9 @@ class ModuleHooks:
 
     def _hook(self, module, key):
         self.handles.append(module.register_forward_pre_hook(self._pre_hook(key), with_kwargs=True))
-        self.handles.append(module.register_forward_hook(self._post_hook(key), with_kwargs=True))
+        # always_call: a forward that raises still closes its call (module stack, scope ranges)
+        self.handles.append(module.register_forward_hook(self._post_hook(key), with_kwargs=True,
+                                                         always_call=True))
         for name, param in module.named_parameters(recurse=False):
             if param.requires_grad:
                 self.handles.append(param.register_post_accumulate_grad_hook(self._param_hook(key, name)))
@@ -55,7 +59,8 @@ class ModuleHooks:
                 pending = swapped = None
                 if call.dump and self.track_grads and torch.is_grad_enabled():
                     args, kwargs, pending, swapped = self.tracker.alias_inputs(call, args, kwargs, False)
-            self.calls.setdefault(id(module), []).append((call, pending, swapped))
+            # the exception being handled around this call, if any (to tell it from one raised inside)
+            self.calls.setdefault(id(module), []).append((call, pending, swapped, sys.exc_info()[1]))
             return (args, kwargs) if pending is not None else None
         return pre_hook
 
@@ -64,7 +69,11 @@ class ModuleHooks:
             stack = self.calls.get(id(module))
             if not stack:
                 return None
-            call, pending, swapped = stack.pop()
+            call, pending, swapped, outer_exception = stack.pop()
+            current = sys.exc_info()[1]
+            if current is not None and current is not outer_exception:  # forward raised: close, record nothing
+                self.collector.abandon_forward(call)
+                return None
             if swapped:
                 output = _unalias(output, swapped)
             with self.pause():

@@ -154,3 +154,27 @@ def test_completed_steps_survive_a_crash(tmp_path):
     assert not list(root.rglob(".tmp_*"))
     partial, _, _ = load_rank(root, step=2)  # the step that died keeps what it had collected
     assert "Functional.linear.0.forward" in partial["data"]
+
+
+def test_a_module_that_raises_does_not_become_the_parent_of_later_calls(tmp_path):
+    class Fails(torch.nn.Module):
+        def forward(self, x):
+            raise ValueError("bad input")
+
+    model = torch.nn.Sequential(Fails(), torch.nn.Linear(2, 2))
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "mix"), model=model)
+    debugger.start()
+    with pytest.raises(ValueError):
+        model[0](torch.ones(1, 2))
+    model[1](torch.ones(1, 2))
+    try:
+        raise KeyError("handled by the user")
+    except KeyError:
+        model[1](torch.ones(1, 2))  # a call inside an except block is still recorded
+    debugger.stop()
+    debugger.close()
+    dump, _, construct = load_rank(tmp_path / "dump")
+    assert "Module.0.Fails.forward.0" not in dump["data"]
+    assert construct["Module.1.Linear.forward.0"] is None
+    assert construct["Functional.linear.0.forward"] == "Module.1.Linear.forward.0"
+    assert "Module.1.Linear.forward.1" in dump["data"]
