@@ -18,6 +18,22 @@ class _Formatter(logging.Formatter):
         return f"[{name}] {stamp} ({record.process}) {record.getMessage()}"
 
 
+class _StdoutHandler(logging.StreamHandler):
+    """Writes to whatever sys.stdout is at emit time (pytest capture, redirect_stdout, notebooks)."""
+
+    def __init__(self):
+        super().__init__(sys.stdout)
+        self._explicit = None
+
+    @property
+    def stream(self):
+        return self._explicit or sys.stdout
+
+    @stream.setter
+    def stream(self, value):  # an explicit stream (setStream) wins over sys.stdout
+        self._explicit = value
+
+
 def level_from_env():
     """The numeric MSPROBE_LOG_LEVEL (0-4); an invalid value falls back to 1 (info)."""
     raw = os.environ.get("MSPROBE_LOG_LEVEL", "1").strip()
@@ -32,7 +48,7 @@ def set_level(level):
 def _build_logger():
     log = logging.getLogger("msprobe")
     if not log.handlers:
-        handler = logging.StreamHandler(sys.stdout)
+        handler = _StdoutHandler()
         handler.setFormatter(_Formatter())
         log.addHandler(handler)
     log.propagate = False

@@ -1,5 +1,4 @@
 """run_ut on dumps of real models: verdicts, real-data mode, lists, error data, SKIP rows."""
-import io
 import json
 import os
 
@@ -7,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import read_rows, report_paths, results_by_api, run_cli
+from pt_run_ut_helpers import read_rows, report_paths, results_by_api, run_cli
 
 
 @pytest.fixture(autouse=True)
@@ -113,16 +112,13 @@ def test_unsupported_and_failing_apis_become_skip_rows(tmp_path):
     assert results["Torch.exp.0"]["Forward Test Success"] == "pass"
 
 
-def test_bad_inputs_are_user_errors(tmp_path, monkeypatch):
-    from msprobe.core.log import logger
-
-    log = io.StringIO()
-    monkeypatch.setattr(logger.handlers[0], "stream", log)
+def test_bad_inputs_are_user_errors(tmp_path, capsys):
     assert run_cli("run_ut", "-api_info", str(tmp_path / "missing.json")) == 1
-    assert "[ERROR]" in log.getvalue() and "does not exist" in log.getvalue()
+    log = capsys.readouterr().out
+    assert "[ERROR]" in log and "does not exist" in log
     bad = tmp_path / "accuracy_checking_result_x.csv"
     bad.write_text("API name,Forward Test Success,Backward Test Success,Message\n")
     dump = tmp_path / "dump.json"
     dump.write_text(json.dumps({"task": "statistics", "data": {}}))
     assert run_cli("run_ut", "-api_info", str(dump), "-csv_path", str(bad)) == 1
-    assert "details file" in log.getvalue()
+    assert "details file" in capsys.readouterr().out
