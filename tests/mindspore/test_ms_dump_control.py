@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import fixed_input, load_dump, write_config
+from ms_test_helpers import fixed_input, load_dump, write_config
 
 
 def _run(ms, tmp_path, steps=1, **config):
@@ -133,3 +133,22 @@ def test_seed_all_makes_initialisation_reproducible(ms, monkeypatch):
     np.testing.assert_array_equal(dropout(x).asnumpy(), x.asnumpy())  # dropout disabled
     with pytest.raises(Exception, match="seed must be an integer"):
         seed_all(seed=-1)
+
+
+def test_a_failing_dump_never_breaks_the_training_call(ms, tmp_path, monkeypatch):
+    from mindspore import Tensor, mint
+    from msprobe.mindspore import PrecisionDebugger
+    from msprobe.mindspore.dump.adapter import MindSporeAdapter
+    path, dump_path = write_config(tmp_path, task="statistics", level="L1")
+    debugger = PrecisionDebugger(config_path=path)
+
+    def broken(self, tensor):
+        raise RuntimeError("statistics exploded")
+    monkeypatch.setattr(MindSporeAdapter, "tensor_stats", broken)
+    x = fixed_input((2, 3))
+    debugger.start()
+    y = mint.add(Tensor(x), 1.0)
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    np.testing.assert_allclose(y.asnumpy(), x + 1.0)

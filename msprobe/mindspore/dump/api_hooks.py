@@ -4,6 +4,7 @@ All of them report to one `HookContext`, which holds the collector and a re-entr
 a call made while another dumped call (or msprobe itself) is running is not recorded, so
 `Tensor.__add__` implemented with `ops.add`, or the statistics code, never appear as extra calls.
 """
+from msprobe.core.log import logger
 from msprobe.mindspore.dump.api_registry import ApiPatcher
 from msprobe.mindspore.dump.grad_capture import GradGather, flush_pending, grad_enabled, is_float_tensor
 
@@ -25,6 +26,7 @@ class HookContext:
         self.enabled = False      # between start() and stop()
         self.pending = []         # open GradGathers
         self.apis = ApiPatcher()
+        self._failed = set()      # keys whose dump failed once (warned)
 
     def recording(self):
         return self.enabled and self.depth == 0 and self.collector.active
@@ -37,17 +39,32 @@ class HookContext:
         collector = self.collector
         self.depth += 1
         try:
-            call = collector.begin_forward(key, args, kwargs)
+            call = self.guarded(key, collector.begin_forward, key, args, kwargs)
+            if call is None:
+                return original(*args, **kwargs)
             gather = None
             if call.dump and backward and not inplace and grad_enabled():
-                gather, args, kwargs = self._watch_inputs(call, args, kwargs)
+                watched = self.guarded(key, self._watch_inputs, call, args, kwargs)
+                if watched is not None:
+                    gather, args, kwargs = watched
             output = original(*args, **kwargs)  # depth stays raised: inner calls are not recorded
-            collector.end_forward(call, output)
+            self.guarded(key, collector.end_forward, call, output)
             if gather is not None:
-                self._watch_outputs(gather, output)
+                self.guarded(key, self._watch_outputs, gather, output)
             return output
         finally:
             self.depth -= 1
+
+    def guarded(self, key, fn, *args):
+        """fn(*args), or None after logging once per API: a dump failure must not stop training."""
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - reported, and the user's call still runs
+            if key not in self._failed:
+                self._failed.add(key)
+                logger.warning(f"msprobe: cannot dump {key} ({type(exc).__name__}: {exc}); "
+                               "the call runs undumped.")
+            return None
 
     def api_call(self, prefix, api, original, args, kwargs):
         """Entry point of every wrapped API (see api_registry)."""
@@ -58,7 +75,7 @@ class HookContext:
     def _commit_backward(self, call, grads_of_outputs, grads_of_inputs):
         self.depth += 1
         try:
-            self.collector.backward(call, grads_of_outputs, grads_of_inputs)
+            self.guarded(call.backward_name, self.collector.backward, call, grads_of_outputs, grads_of_inputs)
         finally:
             self.depth -= 1
 

@@ -57,10 +57,11 @@ class CellHooks:
             ctx = self.context
             ctx.depth += 1
             try:
-                call = ctx.collector.begin_forward(key, args, kwargs, is_module=True)
+                call = ctx.guarded(key, ctx.collector.begin_forward, key, args, kwargs, True)
             finally:
                 ctx.depth -= 1
-            self._open.setdefault(id(cell), []).append(call)
+            if call is not None:
+                self._open.setdefault(id(cell), []).append(call)
             return None
         return hook
 
@@ -74,7 +75,7 @@ class CellHooks:
             ctx.depth += 1
             try:
                 params = {name: p for name, p in cell.parameters_and_names(expand=False)}
-                ctx.collector.end_forward(call, output, parameters=params or None)
+                ctx.guarded(key, ctx.collector.end_forward, call, output, params or None)
             finally:
                 ctx.depth -= 1
             if call.dump:
@@ -91,7 +92,8 @@ class CellHooks:
             ctx = self.context
             ctx.depth += 1
             try:
-                ctx.collector.backward(call, _as_list(grad_output), _as_list(grad_input))
+                ctx.guarded(call.backward_name, ctx.collector.backward, call, _as_list(grad_output),
+                            _as_list(grad_input))
             finally:
                 ctx.depth -= 1
             return None
@@ -104,7 +106,7 @@ class CellHooks:
             ctx = self.context
             ctx.depth += 1
             try:
-                ctx.collector.parameters_grad(key, param_name, grad)
+                ctx.guarded(key, ctx.collector.parameters_grad, key, param_name, grad)
             finally:
                 ctx.depth -= 1
             return None
