@@ -1,9 +1,7 @@
-"""Shared MindSpore test helpers: CPU device, small real models, a dump runner."""
-import json
+"""MindSpore test fixtures: the CPU PyNative context; helpers live in ms_test_helpers.py."""
 import os
 import sys
 
-import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -15,27 +13,3 @@ def ms():
     mindspore.set_device("CPU")
     mindspore.set_context(mode=mindspore.PYNATIVE_MODE)
     return mindspore
-
-
-def write_config(directory, **config):
-    """config.json with dump_path inside `directory`; returns (config path, dump path)."""
-    dump_path = os.path.join(str(directory), "dump")
-    config.setdefault("dump_path", dump_path)
-    path = os.path.join(str(directory), "config.json")
-    with open(path, "w") as handle:
-        json.dump(config, handle)
-    return path, config["dump_path"]
-
-
-def load_dump(dump_path, step=0, rank=""):
-    """(dump.json, stack.json, construct.json) of one step."""
-    base = os.path.join(dump_path, f"step{step}", f"rank{rank}")
-    out = []
-    for name in ("dump.json", "stack.json", "construct.json"):
-        with open(os.path.join(base, name)) as handle:
-            out.append(json.load(handle))
-    return out
-
-
-def fixed_input(shape=(2, 4), seed=0):
-    return np.random.RandomState(seed).randn(*shape).astype(np.float32)

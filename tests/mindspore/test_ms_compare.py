@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import fixed_input, write_config
+from ms_test_helpers import fixed_input, write_config
 
 
 def _ms_dump(ms, directory, net, task="tensor", level="mix", summary_mode="statistics"):

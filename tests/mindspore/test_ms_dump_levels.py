@@ -5,7 +5,7 @@ import zlib
 import numpy as np
 import pytest
 
-from conftest import fixed_input, load_dump, write_config
+from ms_test_helpers import fixed_input, load_dump, write_config
 
 
 def _debugger(tmp_path, **config):

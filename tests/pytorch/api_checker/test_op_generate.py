@@ -4,7 +4,7 @@ import re
 import subprocess
 import sys
 
-from helpers import run_cli
+from pt_run_ut_helpers import run_cli
 
 
 def _generate(tmp_path, dump, api_name, propagation, data_mode):

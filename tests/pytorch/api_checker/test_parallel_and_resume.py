@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import file_text, read_rows, report_paths, run_cli
+from pt_run_ut_helpers import file_text, read_rows, report_paths, run_cli
 
 
 @pytest.fixture(autouse=True)
