@@ -52,14 +52,16 @@ def _worker_count(args, multi):
     if not multi:
         return 1
     devices = args.device_id or [0]
-    count = args.num_splits if args.num_splits is not None else max(len(devices), 1)
+    splits = getattr(args, "num_splits", None)
+    count = splits if splits is not None else max(len(devices), 1)
     if not 1 <= count <= MAX_WORKERS:
         raise ConfigError(f"-n must be between 1 and {MAX_WORKERS}, got {count}.")
     return count
 
 
-def execute_run_ut(args, factory, layout, settings, multi=False):
-    """Load cases, filter them, and run them into the CSVs; `settings` go to the executor factory."""
+def execute_run_ut(args, factory, layout, settings, multi=False, error_dir_name=None):
+    """Load cases, filter them, and run them into the CSVs; `settings` go to the executor factory.
+    Failing APIs' data go to <out>/ut_error_data{ts} (or <out>/<error_dir_name>) with -save_error_data."""
     api_info = check_path(args.api_info_file, kind="file", what="-api_info")
     info = load_api_cases(api_info)
     white, black, error_root = run_ut_lists(getattr(args, "config_path", ""))
@@ -68,7 +70,8 @@ def execute_run_ut(args, factory, layout, settings, multi=False):
     skipped = [(case, "filtered out by white_list/black_list") for case in blocked]
     if args.save_error_data:
         root = error_root if getattr(args, "config_path", "") else args.out_path
-        settings["error_data_dir"] = os.path.join(os.path.abspath(root), f"ut_error_data{time.strftime('%Y%m%d%H%M%S')}")
+        name = error_dir_name or f"ut_error_data{time.strftime('%Y%m%d%H%M%S')}"
+        settings["error_data_dir"] = os.path.join(os.path.abspath(root), name)
     settings["tensor_dir"] = info.tensor_dir
     # one thread per process: reductions then split the same way in run_ut and in every multi_run_ut
     # worker, so both give identical numbers (and threads do not fight over shared cores)

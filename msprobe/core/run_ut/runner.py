@@ -46,10 +46,12 @@ def _progress(total, done_before):
                 disable=os.environ.get("MSPROBE_NO_PROGRESS") == "1")
 
 
-def _start_method():
-    """'fork' on Linux (workers reuse the parent's imported framework: no second import of torch or
-    mindspore), 'spawn' elsewhere or when MSPROBE_RUN_UT_START=spawn is set."""
-    wanted = os.environ.get("MSPROBE_RUN_UT_START", "fork")
+def _start_method(factory_path):
+    """How worker processes start: MSPROBE_RUN_UT_START if set, else the executor module's
+    `WORKER_START_METHOD`, else 'fork' (workers reuse the parent's imported torch). MindSpore's runtime
+    threads do not survive fork, so its executor asks for 'spawn'."""
+    module = importlib.import_module(factory_path.partition(":")[0])
+    wanted = os.environ.get("MSPROBE_RUN_UT_START") or getattr(module, "WORKER_START_METHOD", "fork")
     return wanted if wanted in multiprocessing.get_all_start_methods() else "spawn"
 
 
@@ -82,7 +84,7 @@ def _run_parallel(todo, skip_reason, writer, factory_path, settings, workers, ba
     runnable = [case for case in todo if case.name not in skip_reason]
     # small chunks keep the workers balanced (a few APIs, like the LM head, cost far more than others)
     chunks = _chunks(runnable, max(1, min(8, len(runnable) // (workers * 8) or 1)))
-    context = multiprocessing.get_context(_start_method())
+    context = multiprocessing.get_context(_start_method(factory_path))
     results, position = {}, 0
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker,

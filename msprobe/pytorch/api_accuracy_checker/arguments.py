@@ -41,7 +41,7 @@ def _make_tensor(record, rng, tensor_dir, device):
     else:
         if dtype.is_complex:
             raise UnsupportedError(f"complex input ({dtype}) cannot be generated from statistics")
-        tensor = torch.from_numpy(np.ascontiguousarray(random_values(record, rng))).to(dtype)
+        tensor = torch.from_numpy(np.array(random_values(record, rng), order="C")).to(dtype)
     return tensor.to(device)
 
 

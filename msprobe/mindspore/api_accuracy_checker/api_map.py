@@ -1,0 +1,82 @@
+"""Which MindSpore APIs run_ut checks, their callables, and the PyTorch op used as the bench."""
+from msprobe.core.errors import UnsupportedError
+
+__all__ = ["SUPPORTED_TENSOR_APIS", "resolve_mindspore", "resolve_torch", "ms_dtype", "torch_dtype_of"]
+
+# Tensor methods with a well-defined benchmark (msprobe 1.2.1 checker_support_api.yaml)
+SUPPORTED_TENSOR_APIS = frozenset((
+    "add_ add addmm_ all allclose any bool byte ceil clamp contiguous copy_ cos clone cumprod expand_as flatten "
+    "float half int is_contiguous isnan item log log2 long masked_fill max mean min numel numpy repeat "
+    "repeat_interleave reshape round select sin size split sqrt square sub swapaxes to t tolist topk transpose "
+    "trunc type unsqueeze view view_as fill_ floor_ clamp_ type_as zero_ __add__ __sub__ __mul__ __truediv__ "
+    "__matmul__ __neg__ __pow__ __radd__ __rsub__ __rmul__").split())
+_RANDOM = frozenset(("dropout", "dropout1d", "dropout2d", "rand", "rand_like", "randn", "randn_like", "randint",
+                     "randint_like", "randperm", "normal", "bernoulli", "multinomial", "empty", "empty_like"))
+
+
+def _attribute(root, path):
+    obj = root
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def resolve_mindspore(prefix, api):
+    """The MindSpore callable of Mint / MintFunctional / supported Tensor APIs."""
+    import mindspore as ms
+    from mindspore import mint
+
+    if api in _RANDOM:
+        raise UnsupportedError("random or uninitialised output: two runs cannot be compared")
+    if prefix == "Mint":
+        function = _attribute(mint, api)
+    elif prefix == "MintFunctional":
+        function = _attribute(mint.nn.functional, api)
+    elif prefix == "Tensor":
+        if api not in SUPPORTED_TENSOR_APIS:
+            raise UnsupportedError(f"Tensor.{api} is not in the list of Tensor APIs run_ut supports")
+        function = getattr(ms.Tensor, api, None)
+    else:
+        raise UnsupportedError(f"'{prefix}' APIs are not checked: MindSpore run_ut covers mint, "
+                               "mint.nn.functional and the supported Tensor APIs")
+    if not callable(function):
+        raise UnsupportedError(f"{prefix}.{api} does not exist in mindspore {ms.__version__}")
+    return function
+
+
+def resolve_torch(prefix, api):
+    """The equivalent PyTorch callable, or None when torch is missing or has no such API."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    roots = {"Mint": (torch, torch.special, torch.linalg), "MintFunctional": (torch.nn.functional,),
+             "Tensor": (torch.Tensor,)}.get(prefix, ())
+    for root in roots:
+        function = _attribute(root, api)
+        if callable(function):
+            return function
+    return None
+
+
+def ms_dtype(name):
+    """'Float32' / 'bfloat16' / 'Bool' -> mindspore dtype."""
+    import mindspore as ms
+
+    short = str(name).rsplit(".", 1)[-1].lower()
+    value = getattr(ms, "bool_" if short == "bool" else short, None)
+    if value is None:
+        raise UnsupportedError(f"unknown MindSpore dtype {name!r}")
+    return value
+
+
+def torch_dtype_of(name):
+    import torch
+
+    short = str(name).rsplit(".", 1)[-1].lower().rstrip("_")
+    value = getattr(torch, short, None)
+    if not isinstance(value, torch.dtype):
+        raise UnsupportedError(f"dtype {name!r} has no PyTorch equivalent")
+    return value
