@@ -1,10 +1,32 @@
 """msprobe for PyTorch: PrecisionDebugger (data dump), seed_all, module_dump, compare.
 
-Importing this package imports torch but installs nothing: hooks exist only between
-PrecisionDebugger.start() and stop().
+Example::
+
+    from msprobe.pytorch import PrecisionDebugger
+    debugger = PrecisionDebugger(config_path="config.json", model=model)
+    debugger.start(); ...; debugger.stop(); debugger.step()
+
+The dump API is imported on first use, so `msprobe -f pytorch compare` (which needs no torch in
+statistics mode) does not pay for importing torch. Nothing is hooked until `start()`.
 """
 from msprobe.pytorch.compare import compare, compare_distributed
-from msprobe.pytorch.debugger import PrecisionDebugger, module_dump, module_dump_end
-from msprobe.pytorch.seed import seed_all
 
 __all__ = ["PrecisionDebugger", "seed_all", "module_dump", "module_dump_end", "compare", "compare_distributed"]
+
+_LAZY = {"PrecisionDebugger": "msprobe.pytorch.debugger", "module_dump": "msprobe.pytorch.debugger",
+         "module_dump_end": "msprobe.pytorch.debugger", "seed_all": "msprobe.pytorch.seed"}
+
+
+def __getattr__(name):
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'msprobe.pytorch' has no attribute '{name}'")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

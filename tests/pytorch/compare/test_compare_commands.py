@@ -98,3 +98,18 @@ def test_dump_roots_are_compared_step_by_step(tmp_path):
     assert main(["-f", "pytorch", "compare", "-i", config, "-o", str(out), "-c"]) == 0
     reports = sorted(os.path.basename(p) for p in glob.glob(str(out / "compare_result_*.xlsx")))
     assert [r.split("_")[2] for r in reports] == ["step0", "step1"]
+
+
+def test_cli_statistics_and_tensor_compare_never_import_torch(dumps, tmp_path):
+    import subprocess
+    import sys
+
+    for mode in ("stat", "tensor"):
+        config = _write_compare_json(tmp_path / f"{mode}.json", os.path.join(dumps[f"{mode}_broken"], "dump.json"),
+                                     os.path.join(dumps[f"{mode}_fp32"], "dump.json"))
+        code = ("import sys; from msprobe.cli import main; "
+                f"code = main(['-f', 'pytorch', 'compare', '-i', {config!r}, '-o', {str(tmp_path / mode)!r}]); "
+                "print(code, 'torch' in sys.modules)")
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert result.stdout.split()[-2:] == ["0", "False"], result.stdout + result.stderr
+        assert glob.glob(str(tmp_path / mode / "compare_result_*.xlsx"))
