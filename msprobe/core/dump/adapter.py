@@ -1,10 +1,11 @@
 """The adapter interface a framework implements so that core/dump can describe its values.
 
 Core code never touches a framework tensor directly: it asks the adapter. An adapter is one
-object (usually a module-level singleton) with the methods below. Statistics are *deferred*:
-`tensor_stats` starts the computation and returns an opaque handle (for torch: a small tensor
-still on the device), and `resolve_stats` turns a whole batch of handles into Python numbers
-at once, so a step pays one device-to-host copy instead of one per tensor.
+object (usually a module-level singleton) with the methods below. Statistics may be *deferred*:
+`tensor_stats` returns either the four numbers (a tuple: host memory, nothing to wait for) or an
+opaque handle (for torch on an accelerator: a small tensor still on the device), and `resolve_stats`
+turns a whole batch of handles into Python numbers at once, so a step pays one device-to-host copy
+instead of one per tensor.
 
 Example (a toy adapter for numpy arrays)::
 
@@ -16,9 +17,9 @@ Example (a toy adapter for numpy arrays)::
         def tensor_header(self, array):
             return {"type": "numpy.ndarray", "dtype": str(array.dtype), "shape": list(array.shape)}
         def tensor_stats(self, array):
-            return [array.max(), array.min(), array.mean(), np.linalg.norm(array)] if array.size else None
-        def resolve_stats(self, handles):
-            return [[float(v) for v in h] for h in handles]
+            if not array.size:
+                return None
+            return (float(array.max()), float(array.min()), float(array.mean()), float(np.linalg.norm(array)))
         def crc32(self, array):
             return f"{zlib.crc32(array.tobytes()):08x}"
         def copy_for_save(self, array):
@@ -61,14 +62,25 @@ class DumpAdapter:
         or None to disable caching of statistics."""
         return None
 
+    def content_identity(self, tensor):
+        """Like `tensor_identity`, but equal for every view that holds the same elements in the same
+        memory (a reshape, a transpose): the key the statistics cache uses. Defaults to `tensor_identity`."""
+        return self.tensor_identity(tensor)
+
+    def memory_owner(self, tensor):
+        """The object whose life keeps the tensor's memory from being reused (torch: the base of a
+        view); cached statistics stay valid while it is alive."""
+        return tensor
+
     def tensor_stats(self, tensor):
-        """Start computing Max/Min/Mean/Norm; return a handle for `resolve_stats`, or None when
-        the tensor has no statistics (no elements, meta tensor)."""
+        """Max/Min/Mean/Norm of a tensor: a tuple of four Python numbers/bools/None when computed at
+        once, None when the tensor has no statistics (no elements, meta tensor), or any other object
+        as a deferred handle (e.g. values still on an accelerator) that `resolve_stats` converts."""
         raise NotImplementedError
 
     def resolve_stats(self, handles):
-        """Turn handles into lists [Max, Min, Mean, Norm] of Python numbers/bools/None (same order)."""
-        raise NotImplementedError
+        """Turn deferred handles into tuples (Max, Min, Mean, Norm) (same order)."""
+        return [tuple(handle) for handle in handles]
 
     def crc32(self, tensor):
         """CRC-32 of the tensor's raw bytes as 8 lowercase hex digits (summary_mode "md5")."""

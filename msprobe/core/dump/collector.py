@@ -57,7 +57,7 @@ def _backward_of(forward_name):
 
 def _has_overflow(desc):
     """True when any tensor descriptor inside `desc` has an inf/nan statistic."""
-    if isinstance(desc, list):
+    if isinstance(desc, (list, tuple)):
         return any(_has_overflow(d) for d in desc)
     if isinstance(desc, dict):
         if "Max" in desc:
@@ -232,7 +232,7 @@ class DumpCollector:
                 self._drop_buffered(f"{name}.{param_name}")
                 return
             self._submit_buffered(f"{name}.{param_name}")
-        self.data[name] = {**current, param_name: [desc]}  # replace, never mutate: the writer may hold it
+        self.data[name] = {**current, param_name: (desc,)}  # replace, never mutate: the writer may hold it
         self.dirty = True
 
     # -- debugger.save ----------------------------------------------------------------------

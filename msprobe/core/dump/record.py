@@ -1,14 +1,12 @@
 """Record building: turn args/kwargs/outputs into the JSON descriptors of dump.json.
 
 A `RecordBuilder` walks nested tuples/lists/dicts and asks the adapter about tensors. Tensor
-statistics stay deferred (see adapter.py) until `resolve()` fills every pending descriptor with
-one batched call. In tensor mode it also queues the tensor files, and in md5 mode it adds the
+statistics are filled at once when the adapter has them (host tensors), or stay deferred (see
+adapter.py) until `resolve()` fills every pending descriptor with one batched call. In tensor mode it also queues the tensor files, and in md5 mode it adds the
 CRC-32. Descriptor key order follows the reference: type, dtype, shape, Max, Min, Mean, Norm,
 requires_grad, then md5 or data_name.
 """
 import weakref
-
-from msprobe.core.dump.adapter import STAT_KEYS
 
 __all__ = ["RecordBuilder", "describe_plain"]
 
@@ -48,16 +46,16 @@ class RecordBuilder:
 
     # -- statistics -------------------------------------------------------------------------
     def _stats_handle(self, tensor):
-        key = self.adapter.tensor_identity(tensor)
+        key = self.adapter.content_identity(tensor)
         if key is not None:
             hit = self._stats_cache.get(key)
-            # the first tensor must still be alive: then its memory cannot have been reused
+            # the memory owner of the first tensor must still be alive: then its memory cannot have been reused
             if hit is not None and hit[0] is not None and hit[0]() is not None:
                 return hit[1]
         handle = self.adapter.tensor_stats(tensor)
         if key is not None:
             try:
-                ref = weakref.ref(tensor)
+                ref = weakref.ref(self.adapter.memory_owner(tensor))
             except TypeError:
                 ref = None
             self._stats_cache[key] = (ref, handle)
@@ -65,21 +63,23 @@ class RecordBuilder:
 
     def forget(self, tensor):
         """Drop cached statistics of a tensor changed behind the version counter (collectives)."""
-        key = self.adapter.tensor_identity(tensor)
+        key = self.adapter.content_identity(tensor)
         if key is not None:
             self._stats_cache.pop(key, None)
 
     def describe_tensor(self, tensor, data_name=None):
-        """Descriptor of one tensor; its statistics are filled by `resolve()`."""
+        """Descriptor of one tensor; deferred statistics are filled by `resolve()`."""
         adapter = self.adapter
         desc = adapter.tensor_header(tensor)
-        handle = self._stats_handle(tensor)
-        for key in STAT_KEYS:
-            desc[key] = None
+        stats = self._stats_handle(tensor)
+        if type(stats) is tuple:
+            desc["Max"], desc["Min"], desc["Mean"], desc["Norm"] = stats
+        else:
+            desc["Max"] = desc["Min"] = desc["Mean"] = desc["Norm"] = None
+            if stats is not None:
+                self._pending.append((desc, stats))
         if adapter.has_requires_grad:
             desc["requires_grad"] = adapter.requires_grad(tensor)
-        if handle is not None:
-            self._pending.append((desc, handle))
         if self.want_md5:
             desc["md5"] = adapter.crc32(tensor)
         if data_name is not None and self.save_tensor is not None:
@@ -101,7 +101,7 @@ class RecordBuilder:
             if other is not None:
                 return other
         if isinstance(value, (list, tuple)):
-            return [self.describe(item, _child(data_name, i)) for i, item in enumerate(value)]
+            return tuple([self.describe(item, _child(data_name, i)) for i, item in enumerate(value)])
         if isinstance(value, dict):
             return {str(k): self.describe(v, _child(data_name, k)) for k, v in value.items()}
         plain = describe_plain(value)
@@ -109,19 +109,25 @@ class RecordBuilder:
             return plain
         return {"type": type(value).__name__, "value": str(value)[:200]}
 
+    # Sequences are described as tuples (JSON lists): a tuple of untracked descriptors is untracked by
+    # the garbage collector at its first pass, a list never is, and a step keeps thousands of them.
     def describe_args(self, args, stem):
         """input_args: one descriptor per positional argument (files `{stem}.0`, `{stem}.1`...)."""
-        return [self.describe(arg, _child(stem, i)) for i, arg in enumerate(args)]
+        if self.save_tensor is None:
+            return tuple([self.describe(arg) for arg in args])
+        return tuple([self.describe(arg, _child(stem, i)) for i, arg in enumerate(args)])
 
     def describe_kwargs(self, kwargs, stem):
         """input_kwargs: name -> descriptor (files `{stem}.{name}`)."""
+        if self.save_tensor is None:
+            return {str(k): self.describe(v) for k, v in kwargs.items()}
         return {str(k): self.describe(v, _child(stem, k)) for k, v in kwargs.items()}
 
     def describe_output(self, output, stem):
-        """output: always a list, like the reference (a single tensor becomes [descriptor])."""
+        """output: always a sequence, like the reference (a single tensor becomes [descriptor])."""
         if isinstance(output, (list, tuple)):
             return self.describe_args(output, stem)
-        return [self.describe(output, _child(stem, 0))]
+        return (self.describe(output, _child(stem, 0)),)
 
     # -- resolution -------------------------------------------------------------------------
     def pending_count(self):
@@ -134,8 +140,7 @@ class RecordBuilder:
             return
         values = self.adapter.resolve_stats([handle for _, handle in batch])
         for (desc, _), stats in zip(batch, values):
-            for key, value in zip(STAT_KEYS, stats):
-                desc[key] = value
+            desc["Max"], desc["Min"], desc["Mean"], desc["Norm"] = stats
         del self._pending[start:]
 
     def new_step(self):

@@ -12,6 +12,7 @@ import os
 import queue
 import shutil
 import threading
+import time
 
 from msprobe.core.log import logger
 from msprobe.core.paths import DIR_MODE, FILE_MODE, atomic_write_text
@@ -21,13 +22,26 @@ __all__ = ["DumpWriter", "rank_dir_name"]
 TENSOR_DIR = "dump_tensor_data"
 
 
-def _compact(value):
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+_YIELD_EVERY = 32  # entries encoded between two GIL hand-offs to the training thread
 
 
 def _entries(mapping, indent):
     pad = " " * indent
-    lines = [f"{pad}{_compact(str(key))}: {_compact(value)}" for key, value in mapping.items()]
+    memo = {}  # stack.json: every call from one code location shares one list object
+    lines = []
+    for count, (key, value) in enumerate(mapping.items(), 1):
+        if type(value) is list:
+            text = memo.get(id(value))
+            if text is None:
+                text = memo[id(value)] = _compact(value)
+        else:
+            text = _compact(value)
+        lines.append(f"{pad}{_compact(str(key))}: {text}")
+        if not count % _YIELD_EVERY:
+            # the C encoder never releases the GIL; without this the training thread, which releases
+            # it in every torch op, waits a whole switch interval (5 ms) to get it back each time
+            time.sleep(0)
     return "{\n" + ",\n".join(lines) + "\n" + pad[:-1] + "}" if lines else "{}"
 
 

@@ -75,10 +75,8 @@ class MindSporeAdapter(DumpAdapter):
     def tensor_stats(self, tensor):
         # computed now, on the host: MindSpore's CPU reduction kernels are several times slower
         # than numpy (measured: a step went from 4.6 s to 24 s with four queued reductions per tensor)
-        return array_statistics(to_numpy(tensor))
-
-    def resolve_stats(self, handles):
-        return [h if h is not None else [None] * 4 for h in handles]
+        stats = array_statistics(to_numpy(tensor))
+        return None if stats is None else tuple(stats)
 
     def crc32(self, tensor):
         """CRC-32 of the raw bytes; bfloat16 is read bit for bit as int16 (as torch does for its bf16)."""
