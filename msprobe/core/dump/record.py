@@ -109,8 +109,8 @@ class RecordBuilder:
             return plain
         return {"type": type(value).__name__, "value": str(value)[:200]}
 
-    # Sequences are described as tuples (JSON lists): a tuple of untracked descriptors is untracked by
-    # the garbage collector at its first pass, a list never is, and a step keeps thousands of them.
+    # Sequences are described as tuples (written as JSON lists): immutable, so the writer thread can
+    # encode them while the next step runs.
     def describe_args(self, args, stem):
         """input_args: one descriptor per positional argument (files `{stem}.0`, `{stem}.1`...)."""
         if self.save_tensor is None:

@@ -1,0 +1,80 @@
+"""Tensor statistics of the torch adapter: exact values, views, the per-memory cache, GC tracking."""
+import gc
+import math
+
+import pytest
+import torch
+
+from msprobe.core.dump.record import RecordBuilder
+from msprobe.pytorch.dump.adapter import TorchAdapter
+
+ADAPTER = TorchAdapter()
+
+
+def _reference(tensor):
+    data = tensor.detach()
+    data = data if data.dtype == torch.float64 else data.float()
+    return (data.max().item(), data.min().item(), data.mean().item(), torch.linalg.vector_norm(data.double()).item())
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(64, 48),
+    lambda: torch.randn(64, 48).t(),                        # transposed view
+    lambda: torch.randn(4, 8, 16, 2).permute(2, 0, 3, 1),  # permuted view
+    lambda: torch.randn(64, 48)[:, 5:30],                   # strided, not dense
+    lambda: torch.randn(64, 48, dtype=torch.float64),
+    lambda: torch.randn(64, 48).to(torch.bfloat16),
+    lambda: torch.randint(-5, 9, (7, 3)),
+])
+def test_statistics_match_a_float64_reference(make):
+    tensor = make()
+    high, low, mean, norm = ADAPTER.tensor_stats(tensor)
+    ref_high, ref_low, ref_mean, ref_norm = _reference(tensor)
+    assert (high, low) == (ref_high, ref_low)
+    assert mean == pytest.approx(ref_mean, rel=1e-5, abs=1e-6)
+    assert norm == pytest.approx(ref_norm, rel=1e-6)
+
+
+def test_special_tensors():
+    assert ADAPTER.tensor_stats(torch.tensor([True, False])) == (True, False, None, None)
+    assert ADAPTER.tensor_stats(torch.tensor(2.5)) == (2.5, 2.5, 2.5, 2.5)
+    assert ADAPTER.tensor_stats(torch.empty(0, 3)) is None
+    high, low, mean, norm = ADAPTER.tensor_stats(torch.tensor([1.0, float("nan")]))
+    assert math.isnan(high) and math.isnan(mean) and math.isnan(norm)
+    assert ADAPTER.tensor_stats(torch.tensor([3e38, 3e38]))[3] == math.inf  # float32 overflow, as torch
+
+
+def test_views_of_one_memory_share_statistics_until_it_changes():
+    records = RecordBuilder(ADAPTER)
+    base = torch.randn(32, 16)
+    first = records.describe(base)
+    calls = []
+    original = ADAPTER.tensor_stats
+    ADAPTER.tensor_stats = lambda tensor: calls.append(tensor.shape) or original(tensor)
+    try:
+        for view in (base.t(), base.view(16, 32), base.reshape(-1)):
+            desc = records.describe(view)
+            assert (desc["Max"], desc["Mean"], desc["Norm"]) == (first["Max"], first["Mean"], first["Norm"])
+        assert calls == []                      # served from the cache
+        base.mul_(2)                            # new version: computed again
+        assert records.describe(base.t())["Max"] == pytest.approx(2 * first["Max"])
+        assert records.describe(base[:, :8])["Max"] <= 2 * first["Max"]  # a different region
+        assert len(calls) == 2
+    finally:
+        ADAPTER.tensor_stats = original
+
+
+def test_freed_memory_is_never_served_from_the_cache():
+    records = RecordBuilder(ADAPTER)
+    for value in range(20):  # the allocator hands the same block back, with version 0 each time
+        desc = records.describe(torch.full((256,), float(value)).view(16, 16))
+        assert desc["Max"] == float(value)
+
+
+def test_tensor_descriptors_are_not_tracked_by_the_garbage_collector():
+    records = RecordBuilder(ADAPTER)
+    tensor = torch.randn(8, 8)
+    records.describe(tensor)
+    gc.collect()  # the shared shape tuple is untracked from now on
+    described = records.describe_args((tensor, [tensor.t(), 3]), "x")
+    assert not gc.is_tracked(described[0]) and not any(gc.is_tracked(d) for d in described[1])
