@@ -1,7 +1,8 @@
 """Dump writer: dump.json, stack.json, construct.json and tensor files per step{N}/rank{R}.
 
-All file work runs on one background thread (JSON encoding included) so the training thread only
-hands over finished Python objects. Jobs run in order, so a step's tensor files are on disk before
+All file work runs off the training thread, which only hands over finished Python objects: JSON
+files through one background thread, which passes them to a helper process for encoding (see
+json_helper.py), tensor files through a small thread pool. Jobs run in order, so a step's tensor files are on disk before
 its dump.json. Every JSON file is written atomically (temp file + rename): a reader never sees half
 a file, even if the process dies. `drain()` waits for the queue; it runs at step end when
 async_dump is off, and always at interpreter exit.
@@ -14,10 +15,11 @@ import shutil
 import threading
 import time
 
+from msprobe.core.dump.json_helper import json_helper
 from msprobe.core.log import logger
 from msprobe.core.paths import DIR_MODE, FILE_MODE, atomic_write_text
 
-__all__ = ["DumpWriter", "rank_dir_name"]
+__all__ = ["DumpWriter", "rank_dir_name", "encode_dump_json", "write_json_files"]
 
 TENSOR_DIR = "dump_tensor_data"
 
@@ -210,8 +212,14 @@ class DumpWriter:
 
     def _write_json(self, directory, files):
         self._ensure_dir(directory)
-        for name, obj in files.items():
-            atomic_write_text(os.path.join(directory, name), encode_dump_json(obj))
+        if not json_helper().write(directory, files):
+            write_json_files(directory, files.items())
+
+
+def write_json_files(directory, files):
+    """Encode and atomically write each (name, object) of `files` into `directory`."""
+    for name, obj in files:
+        atomic_write_text(os.path.join(directory, name), encode_dump_json(obj))
 
 
 def _link(source, target):

@@ -1,0 +1,102 @@
+"""The dump writer's JSON path: the helper process, its fallbacks, and the file format."""
+import io
+import json
+import math
+import marshal
+import os
+import stat
+
+import pytest
+
+from msprobe.core.dump import json_helper as helper_module
+from msprobe.core.dump.json_helper import HelperError, JsonHelper, serve
+from msprobe.core.dump.writer import DumpWriter, encode_dump_json
+
+DUMP = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None,
+        "data": {"Functional.relu.0.forward": {
+            "input_args": ({"type": "torch.Tensor", "dtype": "torch.float32", "shape": (2, 3), "Max": 1.5,
+                            "Min": -math.inf, "Mean": math.nan, "Norm": 2.0, "requires_grad": True},),
+            "input_kwargs": {"inplace": {"type": "bool", "value": False}}, "output": (None,)}}}
+STACK = {"Functional.relu.0.forward": ["File a.py, line 3, in f, \n relu(x)"]}
+
+
+def _load(path):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _as_json(value):
+    return json.loads(json.dumps(value))
+
+
+def test_helper_process_writes_the_same_files_as_the_writer_thread(tmp_path):
+    helper = JsonHelper()
+    try:
+        assert helper.write(str(tmp_path / "a"), {"dump.json": DUMP, "stack.json": STACK})
+        assert helper._process is not None and helper._process.pid != os.getpid()
+    finally:
+        helper.close()
+    dump = _load(tmp_path / "a" / "dump.json")
+    desc = dump["data"]["Functional.relu.0.forward"]["input_args"][0]
+    assert desc["shape"] == [2, 3] and desc["Min"] == -math.inf and math.isnan(desc["Mean"])
+    assert (tmp_path / "a" / "dump.json").read_text(encoding="utf-8") == encode_dump_json(DUMP)
+    assert _load(tmp_path / "a" / "stack.json") == STACK
+    assert stat.S_IMODE(os.stat(tmp_path / "a" / "dump.json").st_mode) == 0o640
+
+
+def test_helper_reports_write_failures(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    helper = JsonHelper()
+    try:
+        with pytest.raises(HelperError, match="dump.json|file"):
+            helper.write(str(blocker / "sub"), {"dump.json": DUMP})
+        assert helper.write(str(tmp_path / "ok"), {"dump.json": DUMP})  # still serving
+    finally:
+        helper.close()
+
+
+def test_values_marshal_cannot_carry_are_left_to_the_caller(tmp_path):
+    helper = JsonHelper()
+    try:
+        assert helper.write(str(tmp_path), {"dump.json": {"data": {"x": object()}}}) is False
+    finally:
+        helper.close()
+
+
+def test_writer_falls_back_to_its_own_thread_without_the_helper(tmp_path, monkeypatch):
+    monkeypatch.setenv("MSPROBE_JSON_HELPER", "0")
+    monkeypatch.setattr(helper_module, "_HELPER", JsonHelper())
+    writer = DumpWriter(str(tmp_path), save_tensor_fn=None)
+    writer.write_json(3, None, {"dump.json": DUMP, "stack.json": STACK})
+    writer.drain()
+    assert helper_module._HELPER._process is None
+    assert _load(tmp_path / "step3" / "rank" / "dump.json") == _as_json(DUMP)
+
+
+def test_a_killed_helper_is_restarted_and_a_broken_one_abandoned(tmp_path):
+    import subprocess
+    import sys
+
+    helper = JsonHelper()
+    assert helper.write(str(tmp_path / "a"), {"stack.json": STACK})
+    helper._process.kill()
+    helper._process.wait()
+    assert helper.write(str(tmp_path / "b"), {"stack.json": STACK})  # a new helper
+    assert _load(tmp_path / "b" / "stack.json") == STACK
+    helper.close()
+    # a helper that dies in the middle of a message: the caller writes the files itself from now on
+    helper._process = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(1)"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    helper._owner_pid = os.getpid()
+    assert helper.write(str(tmp_path / "c"), {"stack.json": STACK}) is False
+    assert helper._disabled and helper.write(str(tmp_path / "d"), {"stack.json": STACK}) is False
+
+
+def test_serve_drops_a_message_cut_off_by_a_crash(tmp_path):
+    payload = marshal.dumps((str(tmp_path), [("stack.json", STACK)]))
+    complete = helper_module._HEADER.pack(len(payload)) + payload
+    out = io.BytesIO()
+    serve(io.BytesIO(complete + complete[: len(complete) // 2]), out)
+    assert out.getvalue() == b"."
+    assert _load(tmp_path / "stack.json") == STACK
