@@ -1,0 +1,37 @@
+"""The wheel: it builds, carries its data files, installs into a fresh environment and runs."""
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(*cmd, **kwargs):
+    result = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return result.stdout
+
+
+def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist"),
+         ROOT)
+    [wheel] = os.listdir(tmp_path / "dist")
+    names = zipfile.ZipFile(tmp_path / "dist" / wheel).namelist()
+    for data_file in ("msprobe/config.json", "msprobe/pytorch/dump/support_wrap_ops.yaml",
+                      "msprobe/mindspore/compare/ms_to_pt_api.yaml"):
+        assert data_file in names
+    # a fresh environment that sees the installed dependencies but not this checkout
+    _run(sys.executable, "-m", "venv", "--system-site-packages", str(tmp_path / "venv"))
+    python = str(tmp_path / "venv" / "bin" / "python")
+    _run(python, "-m", "pip", "install", "--no-deps", "-q", str(tmp_path / "dist" / wheel))
+    code = ("import msprobe, msprobe.core.config as c; print(msprobe.__file__); "
+            "print(c.load_config(None).task)")
+    out = _run(python, "-c", code, cwd=str(tmp_path)).split()
+    assert out[0].startswith(str(tmp_path / "venv")) and out[1] == "statistics"
+    version = _run(str(tmp_path / "venv" / "bin" / "msprobe"), "--version", cwd=str(tmp_path))
+    assert "msprobe" in version
+    # the packaged default config is the repository's config.json
+    with open(os.path.join(ROOT, "config.json"), encoding="utf-8") as handle:
+        assert json.load(handle) == json.loads(zipfile.ZipFile(tmp_path / "dist" / wheel).read("msprobe/config.json"))
