@@ -9,8 +9,10 @@ which is twice as fast as vector_norm and more accurate). CPU results become Pyt
 accelerator each tensor's four values stay on the device, stacked, and a whole step is copied to the
 host with one `tolist()` per (dtype, device) group.
 """
+import math
 import zlib
 
+import numpy as np
 import torch
 
 from msprobe.core.dump.adapter import DumpAdapter
@@ -50,6 +52,27 @@ def tensor_statistics(tensor):
         flat = data.view(-1) if data.is_contiguous() else data.reshape(-1)
         return (high, low, data.mean(), torch.dot(flat, flat).sqrt())
     return (high, low, data.mean(), torch.linalg.vector_norm(data))
+
+
+def _host_float_statistics(data):
+    """The common case, a dense float32/float64 CPU tensor, in three kernels and no 0-d tensor ops:
+    Mean is torch's own formula (sum, then one division in the tensor's dtype), Norm the correctly
+    rounded square root of the dot product. None when the tensor needs the general path."""
+    count = data.numel()
+    if not count or not data.dim():
+        return None
+    if not data.is_contiguous():
+        data = _memory_order(data)
+        if not data.is_contiguous():
+            return None
+    flat = data.view(-1)
+    low, high = torch.aminmax(flat)
+    total = flat.sum().item()
+    squares = torch.dot(flat, flat).item()
+    if data.dtype == torch.float32:
+        return (high.item(), low.item(), float(np.float32(total) / np.float32(count)),
+                float(np.sqrt(np.float32(squares))))
+    return (high.item(), low.item(), total / count, math.sqrt(squares))
 
 
 def _memory_order(data):
@@ -115,6 +138,10 @@ class TorchAdapter(DumpAdapter):
         return tensor if base is None else base
 
     def tensor_stats(self, tensor):
+        if tensor.is_cpu and tensor.dtype in _DOT_DTYPES:
+            stats = _host_float_statistics(tensor.detach())
+            if stats is not None:
+                return stats
         values = tensor_statistics(tensor)
         if values is None:
             return None

@@ -78,3 +78,13 @@ def test_tensor_descriptors_are_not_tracked_by_the_garbage_collector():
     gc.collect()  # the shared shape tuple is untracked from now on
     described = records.describe_args((tensor, [tensor.t(), 3]), "x")
     assert not gc.is_tracked(described[0]) and not any(gc.is_tracked(d) for d in described[1])
+
+
+@pytest.mark.parametrize("count", [3, 1000, 65537, (1 << 24) + 3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_host_mean_is_exactly_torch_mean(count, dtype):
+    torch.manual_seed(count)
+    tensor = torch.randn(count, dtype=dtype) * 7
+    high, low, mean, norm = ADAPTER.tensor_stats(tensor)
+    assert mean == tensor.mean().item() and (high, low) == (tensor.max().item(), tensor.min().item())
+    assert norm == pytest.approx(torch.linalg.vector_norm(tensor.double()).item(), rel=1e-6)
