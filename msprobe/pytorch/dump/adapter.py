@@ -21,6 +21,8 @@ __all__ = ["TorchAdapter", "tensor_statistics"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 _DOT_DTYPES = (torch.float32, torch.float64)
+_DOT_SINGLE = 1 << 20  # longest vector reduced by one dot product
+_DOT_CHUNK = 1 << 16
 _DTYPE_NAMES = {}
 _SHAPES = {}  # torch.Size -> tuple: a shared tuple is untracked by the GC after its first collection,
 _SHAPES_MAX = 4096  # and then so is every descriptor dict holding it (thousands live until step end)
@@ -68,7 +70,10 @@ def _host_float_statistics(data):
     flat = data.view(-1)
     low, high = torch.aminmax(flat)
     total = flat.sum().item()
-    squares = torch.dot(flat, flat).item()
+    if count > _DOT_SINGLE:  # one long float32 BLAS accumulation drifts (1e-4 at 16M elements)
+        squares = math.fsum(torch.dot(part, part).item() for part in flat.split(_DOT_CHUNK))
+    else:
+        squares = torch.dot(flat, flat).item()
     if data.dtype == torch.float32:
         return (high.item(), low.item(), float(np.float32(total) / np.float32(count)),
                 float(np.sqrt(np.float32(squares))))
