@@ -40,6 +40,8 @@ class DumpAdapter:
     framework = "unknown"
     #: suffix of tensor files in dump_tensor_data/ (".pt", ".npy")
     tensor_suffix = ".bin"
+    #: the tensor class when `is_tensor` is a plain isinstance check (lets core skip a call per value)
+    tensor_class = None
     #: whether tensor descriptors carry "requires_grad" (torch: yes, MindSpore: no)
     has_requires_grad = False
 

@@ -41,24 +41,26 @@ class RecordBuilder:
         self.adapter = adapter
         self.want_md5 = summary_mode == "md5"
         self.save_tensor = save_tensor
+        self._tensor_class = adapter.tensor_class  # an isinstance check is cheaper than a method call
         self._pending = []      # (descriptor, handle)
         self._stats_cache = {}  # identity -> (weakref or None, handle)
 
     # -- statistics -------------------------------------------------------------------------
     def _stats_handle(self, tensor):
-        key = self.adapter.content_identity(tensor)
-        if key is not None:
-            hit = self._stats_cache.get(key)
-            # the memory owner of the first tensor must still be alive: then its memory cannot have been reused
-            if hit is not None and hit[0] is not None and hit[0]() is not None:
-                return hit[1]
-        handle = self.adapter.tensor_stats(tensor)
-        if key is not None:
-            try:
-                ref = weakref.ref(self.adapter.memory_owner(tensor))
-            except TypeError:
-                ref = None
-            self._stats_cache[key] = (ref, handle)
+        adapter = self.adapter
+        key = adapter.content_identity(tensor)
+        if key is None:
+            return adapter.tensor_stats(tensor)
+        hit = self._stats_cache.get(key)
+        # the memory owner of the first tensor must still be alive: then its memory cannot have been reused
+        if hit is not None and hit[0] is not None and hit[0]() is not None:
+            return hit[1]
+        handle = adapter.tensor_stats(tensor)
+        try:
+            ref = weakref.ref(adapter.memory_owner(tensor))
+        except TypeError:
+            ref = None
+        self._stats_cache[key] = (ref, handle)
         return handle
 
     def forget(self, tensor):
@@ -91,7 +93,8 @@ class RecordBuilder:
     # -- structures -------------------------------------------------------------------------
     def describe(self, value, data_name=None):
         """Descriptor of any value; `data_name` is the file stem for tensors (tensor mode)."""
-        if self.adapter.is_tensor(value):
+        tensor_class = self._tensor_class
+        if isinstance(value, tensor_class) if tensor_class is not None else self.adapter.is_tensor(value):
             return self.describe_tensor(value, data_name)
         if value is None or isinstance(value, _SCALARS) or isinstance(value, slice):
             return describe_plain(value)

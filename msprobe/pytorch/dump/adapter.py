@@ -95,6 +95,7 @@ class TorchAdapter(DumpAdapter):
 
     framework = "pytorch"
     tensor_suffix = ".pt"
+    tensor_class = torch.Tensor
     has_requires_grad = True
 
     def is_tensor(self, value):
