@@ -92,6 +92,11 @@ class DumpAdapter:
         """A snapshot of the tensor that later in-place ops cannot change (saved off-thread)."""
         raise NotImplementedError
 
+    def same_content(self, snapshot, tensor):
+        """Whether `tensor` holds exactly the values of `snapshot` (made by `copy_for_save` from a tensor
+        of the same dtype and shape); used to write one file for both. False when unsure."""
+        return False
+
     def save_tensor(self, saved, path):
         """Write a snapshot made by `copy_for_save` to `path` (called on the writer thread)."""
         raise NotImplementedError

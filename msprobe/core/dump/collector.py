@@ -282,15 +282,19 @@ class DumpCollector:
             return
         key = self.adapter.tensor_identity(tensor)
         first = self._saved_files.get(key) if key is not None else None
-        if first is not None and first[0]() is not None:  # same content, first tensor alive: link
+        # same memory, layout and version: the same content if the first tensor is still alive (its
+        # memory cannot have been reused), else if it equals the first one's snapshot (a gradient seen by
+        # two hooks arrives in two short-lived wrappers of one buffer)
+        if first is not None and (first[0]() is not None or self.adapter.same_content(first[2], tensor)):
             self.writer.link_tensor(self.current_step, self.rank, first[1], file_name)
             return
+        snapshot = self.adapter.copy_for_save(tensor)
         if key is not None:
             try:
-                self._saved_files[key] = (weakref.ref(tensor), file_name)
+                self._saved_files[key] = (weakref.ref(tensor), file_name, snapshot)
             except TypeError:
                 pass
-        self.writer.save_tensor(self.current_step, self.rank, self.adapter.copy_for_save(tensor), file_name)
+        self.writer.save_tensor(self.current_step, self.rank, snapshot, file_name)
 
     def _split_buffered(self, prefix):
         mine = [s for s in self._buffered_saves if s[0].startswith(prefix + ".")]

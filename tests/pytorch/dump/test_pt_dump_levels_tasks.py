@@ -96,3 +96,32 @@ def test_overflow_check_dumps_only_overflowing_calls(tmp_path, overflow_nums, ex
     assert all("relu" not in n for n in names)
     files = list((tmp_path / "dump" / "step0" / "rank" / "dump_tensor_data").iterdir())
     assert {f.name.split(".forward")[0] for f in files} == {n.split(".forward")[0] for n in names}
+
+
+def test_tensor_task_writes_a_gradient_seen_by_two_hooks_once(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 2))
+    root = run_dump(tmp_path, model, task="tensor", level="L1")
+    files = root / "step0" / "rank" / "dump_tensor_data"
+    # the gradient w.r.t. gelu's output is the gradient w.r.t. the second linear's input; the two hooks
+    # get it in two short-lived tensor objects
+    first = files / "Functional.gelu.0.backward.input.0.pt"
+    second = files / "Functional.linear.1.backward.output.0.pt"
+    assert torch.equal(torch.load(first), torch.load(second))
+    assert first.stat().st_ino == second.stat().st_ino
+
+
+def test_tensor_task_links_files_only_for_identical_bits(tmp_path):
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "tensor", "L1"))
+    base = torch.randn(4)
+    debugger.start()
+    torch.relu(base.view(4))
+    torch.relu(base.view(4))    # a new view object of the same memory: one file for both
+    base.numpy()[:] = 7.0       # written behind the version counter
+    torch.relu(base.view(4))    # same memory, layout and version, other bits: a file of its own
+    debugger.stop()
+    debugger.close()
+    files = tmp_path / "dump" / "step0" / "rank" / "dump_tensor_data"
+    first, second, third = (files / f"Torch.relu.{i}.forward.input.0.pt" for i in range(3))
+    assert first.stat().st_ino == second.stat().st_ino != third.stat().st_ino
+    assert torch.equal(torch.load(third), torch.full((4,), 7.0))

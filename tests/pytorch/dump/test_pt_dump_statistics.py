@@ -88,3 +88,12 @@ def test_host_mean_is_exactly_torch_mean(count, dtype):
     high, low, mean, norm = ADAPTER.tensor_stats(tensor)
     assert mean == tensor.mean().item() and (high, low) == (tensor.max().item(), tensor.min().item())
     assert norm == pytest.approx(torch.linalg.vector_norm(tensor.double()).item(), rel=1e-6)
+
+
+def test_same_content_compares_bits():
+    snapshot = torch.tensor([0.0, float("nan"), 1.5])
+    assert ADAPTER.same_content(snapshot, torch.tensor([0.0, float("nan"), 1.5]))
+    assert not ADAPTER.same_content(snapshot, torch.tensor([-0.0, float("nan"), 1.5]))
+    assert ADAPTER.same_content(torch.arange(6.0).reshape(2, 3).t().contiguous(), torch.arange(6.0).reshape(2, 3).t())
+    assert ADAPTER.same_content(torch.tensor([1 + 2j]), torch.tensor([1 + 2j]))
+    assert ADAPTER.same_content(torch.tensor([1.5], dtype=torch.bfloat16), torch.tensor([1.5], dtype=torch.bfloat16))
