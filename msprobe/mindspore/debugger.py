@@ -128,16 +128,34 @@ class PrecisionDebugger:
         if self.collector.all_steps_done():
             self.close()
 
-    def save(self, variable, name, save_backward=True):
-        """Dump an arbitrary value (tensor, nested list/dict) as `{name}.{i}.debug` in debug.json."""
-        if self._graph is not None or not self._context.enabled:
+    @classmethod
+    def save(cls, variable, name, save_backward=True):
+        """Dump an arbitrary value (tensor, nested list/dict) as `{name}.{i}.debug` in debug.json; with
+        save_backward, under ms.grad / value_and_grad, the gradient of a floating tensor as
+        `{name}_grad.{i}.debug`. Works as `PrecisionDebugger.save(...)` or on the instance."""
+        debugger = cls._instance
+        if debugger is None or debugger._graph is not None or not debugger._context.enabled:
             return
-        context = self._context
+        context, collector = debugger._context, debugger.collector
         context.depth += 1
         try:
-            self.collector.save_variable(name, variable)
+            index = collector.save_variable(name, variable)
         finally:
             context.depth -= 1
+        if index is None or not save_backward:
+            return
+        from msprobe.mindspore.dump.grad_capture import grad_enabled, is_float_tensor
+        if not is_float_tensor(variable, context.tensor_type) or not grad_enabled():
+            return
+
+        def on_grad(grad):
+            context.depth += 1
+            try:
+                context.guarded(f"{name}_grad", collector.save_variable, f"{name}_grad", grad, index)
+            finally:
+                context.depth -= 1
+            return None
+        variable.register_hook(on_grad)
 
     def close(self):
         """Remove every hook and wait for files to be written (also done after the last step)."""

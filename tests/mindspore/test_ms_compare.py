@@ -243,3 +243,44 @@ def test_ms_vs_pytorch_md5_same_bytes_pass(ms, tmp_path):
     for row in ("MintFunctional.linear.0.forward.input.0", "MintFunctional.linear.0.forward.input.1",
                 "MintFunctional.linear.1.forward.input.2"):
         assert report.loc[row, "Result"] == "pass"  # identical inputs and weights: identical bytes
+
+
+def test_ms_vs_pytorch_cells_in_tensor_mode_cosine_above_0_9999_on_every_row(ms, tmp_path):
+    """The same two-layer model in both frameworks (mint.nn.Linear / torch.nn.Linear, same weights),
+    dumped at L0 with tensors: bare -cm pairs every Cell row (forward, backward, parameters, their
+    gradients) with its Module row, and every pair agrees."""
+    from ms_models import mlp_weights
+    weights = mlp_weights(3)
+    names = ("fc1", "fc2")
+    ms_json = _ms_dump(ms, tmp_path / "ms", _ms_linear_stack(weights, names), task="tensor", level="L0")
+    pt_json = _pt_dump(tmp_path / "pt", _torch_linear_stack(weights, names), task="tensor", level="L0")
+    report = _compare(tmp_path, ms_json, pt_json, "-cm")
+    matched = report[report["NPU Name"].notna() & report["Bench Name"].notna()]
+    assert (matched["NPU Name"].str.replace("Cell.", "Module.", regex=False) == matched["Bench Name"]).all()
+    expected = {"Cell.fc1.Linear.forward.0.input.0", "Cell.fc2.Linear.forward.0.output.0",
+                "Cell.fc1.Linear.forward.0.parameters.weight", "Cell.fc2.Linear.backward.0.input.0",
+                "Cell.fc1.Linear.backward.0.output.0", "Cell.fc1.Linear.parameters_grad.weight",
+                "Cell.fc2.Linear.parameters_grad.bias", "Cell.act.ReLU.backward.0.output.0"}
+    assert expected <= set(matched["NPU Name"]), expected - set(matched["NPU Name"])
+    cosine = _numeric(matched["Cosine"])
+    assert cosine.notna().sum() >= len(expected)
+    assert (cosine.dropna() > 0.9999).all(), matched[cosine <= 0.9999][["NPU Name", "Cosine"]]
+    assert (matched["Accuracy Reached or Not"].dropna() == "Yes").all()
+
+
+def test_ms_vs_ms_cell_dumps_find_the_changed_layer(ms, tmp_path):
+    """Cell (L0) dumps of two versions of a model: rows of the unchanged first layer pass, the second
+    layer's weight and output are flagged (reference: compare of cell dumps across versions)."""
+    from ms_models import DenseMlp, mlp_weights
+    weights = mlp_weights(1)
+    changed = list(weights)
+    changed[2] = changed[2] * -1.0
+    a = _ms_dump(ms, tmp_path / "a", DenseMlp(weights), task="tensor", level="L0")
+    b = _ms_dump(ms, tmp_path / "b", DenseMlp(changed), task="tensor", level="L0")
+    report = _compare(tmp_path, a, b).set_index("NPU Name")
+    assert (report.index == report["Bench Name"]).all()
+    assert report.loc["Cell.fc1.Dense.forward.0.output.0", "Accuracy Reached or Not"] == "Yes"
+    assert report.loc["Cell.fc1.Dense.forward.0.parameters.weight", "Accuracy Reached or Not"] == "Yes"
+    assert report.loc["Cell.fc2.Dense.forward.0.parameters.weight", "Accuracy Reached or Not"] == "No"
+    assert _numeric(report.loc["Cell.fc2.Dense.forward.0.parameters.weight", "Cosine"]) == pytest.approx(-1.0)
+    assert report.loc["Cell.fc2.Dense.forward.0.output.0", "Accuracy Reached or Not"] == "No"

@@ -32,3 +32,33 @@ def test_two_processes_write_rank_directories_and_compare_per_rank(tmp_path):
     assert main(["-f", "mindspore", "compare", "-i", str(compare_json), "-o", str(tmp_path / "out")]) == 0
     reports = sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "out" / "compare_result_*.xlsx")))
     assert len(reports) == 2 and "rank0" in reports[0] and "rank1" in reports[1]
+
+
+def _free_port():
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_msrun_job_dumps_per_rank_and_records_in_place_collectives(tmp_path):
+    """A real msrun job (scheduler + 2 workers, CPU collectives): the rank comes from
+    mindspore.communication, and mint.distributed.all_reduce, which works in place, is recorded with
+    its input before and its result after the reduction."""
+    dump_path = tmp_path / "dump"
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"task": "statistics", "level": "L1", "dump_path": str(dump_path)}))
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ms_msrun_script.py")
+    msrun = os.path.join(os.path.dirname(sys.executable), "msrun")
+    done = subprocess.run([msrun, "--worker_num=2", "--local_worker_num=2", f"--master_port={_free_port()}",
+                           f"--log_dir={tmp_path / 'logs'}", "--join=True", script, str(config)],
+                          capture_output=True, text=True, timeout=240)
+    logs = "".join(p.read_text() for p in (tmp_path / "logs").glob("worker_*.log"))
+    assert done.returncode == 0, logs[-3000:]
+    assert "rank 0: [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]" in logs and "rank 1: [[3.0" in logs
+    assert sorted(os.listdir(dump_path / "step0")) == ["rank0", "rank1"]
+    for rank in (0, 1):
+        with open(dump_path / "step0" / f"rank{rank}" / "dump.json") as handle:
+            entry = json.load(handle)["data"]["Distributed.all_reduce.0.forward"]
+        assert entry["input_args"][0]["Max"] == rank + 1
+        assert entry["output"][0]["Max"] == 3.0 and entry["output"][0]["shape"] == [2, 3]

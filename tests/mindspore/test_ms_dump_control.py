@@ -48,6 +48,24 @@ def test_data_mode_forward_input_only(ms, tmp_path):
     assert all("output" not in entry and "input_args" in entry for entry in data.values())
 
 
+def test_mix_list_with_a_cell_name_dumps_everything_inside_it(ms, tmp_path):
+    dump_path = _run(ms, tmp_path, task="statistics", level="mix",
+                     statistics={"list": ["Cell.block.fc2.Linear.forward.0"]})
+    forward = [n for n in load_dump(dump_path)[0]["data"] if "forward" in n]
+    assert forward == ["Cell.block.fc2.Linear.forward.0", "Primitive.dense.Dense.0.forward"] or \
+        forward == ["Primitive.dense.Dense.0.forward", "Cell.block.fc2.Linear.forward.0"]
+
+
+def test_data_mode_backward_only(ms, tmp_path):
+    dump_path = _run(ms, tmp_path, task="statistics", level="mix", statistics={"data_mode": ["backward"]})
+    data = load_dump(dump_path)[0]["data"]
+    assert "Cell.block.fc.Dense.backward.0" in data and "MintFunctional.relu.0.backward" in data
+    assert data["Cell.block.fc.Dense.backward.0"]["input"][0]["shape"] == [2, 8]
+    assert data["Cell.block.fc.Dense.parameters_grad"]["weight"][0]["shape"] == [8, 4]
+    forward = [entry for name, entry in data.items() if ".forward" in name]
+    assert not any({"input_args", "input_kwargs", "output"} & set(entry) for entry in forward)
+
+
 def test_rank_filter_skips_other_ranks(ms, tmp_path, monkeypatch):
     monkeypatch.setenv("RANK_ID", "0")
     dump_path = _run(ms, tmp_path, task="statistics", level="L1", rank=[1])
@@ -76,17 +94,62 @@ def test_stop_restores_every_patched_api(ms, tmp_path):
     assert np.isfinite(out.asnumpy()).all()
 
 
-def test_wrapped_api_list_covers_installed_mint(ms):
+def _public_functions(module):
     import inspect
+    return {n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))
+            and not inspect.isclass(getattr(module, n)) and not inspect.ismodule(getattr(module, n))}
+
+
+def test_wrapped_api_list_covers_installed_mint(ms):
+    """Every function the installed mindspore.mint namespaces export is wrapped, except helpers."""
     from mindspore import mint
     from msprobe.mindspore.dump.api_registry import api_targets
     wrapped = {(prefix, api) for _, _, prefix, api in api_targets()}
-    public = [n for n in dir(mint) if not n.startswith("_") and callable(getattr(mint, n))
-              and not inspect.isclass(getattr(mint, n)) and not inspect.ismodule(getattr(mint, n))]
-    assert len(public) > 150
-    assert {("Mint", n) for n in public if n != "absolute_import"} <= wrapped
-    assert ("MintFunctional", "linear") in wrapped and ("Tensor", "__add__") in wrapped
-    assert ("Functional", "relu") in wrapped
+    helpers = {"absolute_import", "constexpr", "jit_forbidden_register", "jit_view_unsupported"}
+    top = _public_functions(mint)
+    assert len(top) > 200 and helpers - {"absolute_import"} <= top
+    assert {("Mint", n) for n in top - helpers} <= wrapped
+    assert not {("Mint", n) for n in helpers} & wrapped
+    functional = _public_functions(mint.nn.functional)
+    assert len(functional) > 60
+    assert {("MintFunctional", n) for n in functional - {"absolute_import"}} <= wrapped
+    for sub in ("linalg", "special"):
+        names = _public_functions(getattr(mint, sub))
+        assert names and {("Mint", f"{sub}.{n}") for n in names} <= wrapped
+    collectives = {"all_reduce", "all_gather", "broadcast", "reduce_scatter_tensor", "send", "recv"}
+    assert {("Distributed", n) for n in collectives} <= wrapped
+    assert ("Distributed", "get_rank") not in wrapped and ("Distributed", "init_process_group") not in wrapped
+    for api in ("__add__", "__mul__", "__getitem__", "mul", "eq", "gather", "expand", "repeat", "softmax",
+                "clone", "masked_fill_", "reshape", "transpose", "sum"):
+        assert ("Tensor", api) in wrapped, api
+    assert ("Functional", "relu") in wrapped and ("Functional", "dense") in wrapped
+    targets = api_targets()
+    assert len({(id(owner), name) for owner, name, _, _ in targets}) == len(targets)  # each attribute once
+
+
+def test_mint_special_and_tensor_methods_are_dumped(ms, tmp_path):
+    """mint sub-namespaces are named like torch.special in PyTorch dumps (mint.linalg has no CPU kernel)."""
+    from mindspore import Tensor, mint
+    from msprobe.mindspore import PrecisionDebugger
+    path, dump_path = write_config(tmp_path, task="statistics", level="L1")
+    debugger = PrecisionDebugger(config_path=path)
+    x = np.abs(fixed_input((3, 4), 7))
+    debugger.start()
+    grown = mint.special.expm1(Tensor(x))
+    logged = mint.special.log1p(Tensor(x))
+    doubled = Tensor(x).mul(2.0)
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    data = load_dump(dump_path)[0]["data"]
+    assert list(data) == ["Mint.special.expm1.0.forward", "Mint.special.log1p.0.forward", "Tensor.mul.0.forward"]
+    assert data["Mint.special.expm1.0.forward"]["output"][0]["Max"] == pytest.approx(np.expm1(x).max(), rel=1e-5)
+    assert data["Mint.special.log1p.0.forward"]["output"][0]["Norm"] == pytest.approx(
+        np.linalg.norm(np.log1p(x)), rel=1e-5)
+    assert data["Tensor.mul.0.forward"]["output"][0]["Norm"] == pytest.approx(np.linalg.norm(2 * x), rel=1e-5)
+    np.testing.assert_allclose(grown.asnumpy(), np.expm1(x), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(logged.asnumpy(), np.log1p(x), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(doubled.asnumpy(), 2 * x)
 
 
 def test_msprobe_step_callback_with_model_train(ms, tmp_path):
@@ -105,6 +168,36 @@ def test_msprobe_step_callback_with_model_train(ms, tmp_path):
     debugger.close()
     assert sorted(os.listdir(dump_path)) == ["step0", "step1"]
     assert load_dump(dump_path, step=1)[0]["data"]
+
+
+def test_msprobe_step_callback_mix_level_dumps_cells_and_apis_every_step(ms, tmp_path):
+    """L0/mix with Model.train: start(model) once before train (as the reference documents), then the
+    callback drives every step; Cells, their backward, parameter grads and APIs appear in each step."""
+    import mindspore.dataset as ds
+    from mindspore import nn
+    from mindspore.train import Model
+    from msprobe.mindspore import MsprobeStep, PrecisionDebugger
+    from ms_models import Net
+    path, dump_path = write_config(tmp_path, task="statistics", level="mix")
+    debugger = PrecisionDebugger(config_path=path)
+    rng = np.random.RandomState(0)
+    data = ds.NumpySlicesDataset({"x": rng.randn(8, 4).astype(np.float32),
+                                  "y": rng.randn(8, 1).astype(np.float32)}, shuffle=False).batch(4)
+    net = Net()
+    model = Model(net, loss_fn=nn.MSELoss(), optimizer=nn.SGD(net.trainable_params(), 0.01))
+    debugger.start(net)
+    model.train(1, data, callbacks=[MsprobeStep(debugger)], dataset_sink_mode=False)
+    debugger.close()
+    assert sorted(os.listdir(dump_path)) == ["step0", "step1"]
+    for step in (0, 1):
+        dump, _, construct = load_dump(dump_path, step=step)
+        names = set(dump["data"])
+        assert {"Cell.block.fc.Dense.forward.0", "Cell.block.fc.Dense.backward.0", "Cell.head.Dense.parameters_grad",
+                "MintFunctional.relu.0.forward", "MintFunctional.relu.0.backward",
+                "Primitive.add.Add.0.forward"} <= names, step
+        assert construct["MintFunctional.relu.0.forward"] == "Cell.block.Block.forward.0"
+        grad = dump["data"]["Cell.head.Dense.parameters_grad"]["weight"][0]
+        assert grad["shape"] == [1, 4] and grad["Norm"] > 0
 
 
 def test_non_dump_task_is_rejected(ms, tmp_path):

@@ -100,6 +100,30 @@ def test_l0_cells_parameters_and_parameter_grads(ms, tmp_path):
     assert construct["Cell.block.fc.Dense.backward.0"] == "Cell.block.Block.backward.0"
 
 
+def test_l0_tensor_files_of_parameters_and_parameter_grads(ms, tmp_path):
+    """File names as the reference documents: {cell}.forward.0.parameters.{name}.npy and
+    {cell}.parameters_grad.{name}.npy, holding the real weight and its gradient."""
+    from ms_models import Net, train_steps
+    debugger, dump_path = _debugger(tmp_path, task="tensor", level="L0")
+    net = Net()
+    weight_before = net.block.fc.weight.asnumpy().copy()
+    (_, grads), = train_steps(debugger, net, fixed_input())
+    debugger.close()
+    data = load_dump(dump_path)[0]["data"]
+    base = os.path.join(dump_path, "step0", "rank", "dump_tensor_data")
+    weight = data["Cell.block.fc.Dense.forward.0"]["parameters"]["weight"]
+    assert weight["data_name"] == "Cell.block.fc.Dense.forward.0.parameters.weight.npy"
+    np.testing.assert_array_equal(np.load(os.path.join(base, weight["data_name"])), weight_before)
+    grad = data["Cell.block.fc.Dense.parameters_grad"]["weight"][0]
+    assert grad["data_name"] == "Cell.block.fc.Dense.parameters_grad.weight.npy"
+    grad_by_name = {p.name: g.asnumpy() for p, g in zip(net.trainable_params(), grads)}
+    np.testing.assert_allclose(np.load(os.path.join(base, grad["data_name"])), grad_by_name["block.fc.weight"],
+                               rtol=1e-6)
+    back = data["Cell.block.fc.Dense.backward.0"]["input"][0]
+    assert back["data_name"] == "Cell.block.fc.Dense.backward.0.input.0.npy"
+    assert np.load(os.path.join(base, back["data_name"])).shape == (2, 8)
+
+
 def test_mix_nests_apis_and_primitives_under_cells(ms, tmp_path):
     from ms_models import Net, train_steps
     debugger, dump_path = _debugger(tmp_path, task="statistics", level="mix")
@@ -167,6 +191,30 @@ def test_save_writes_debug_json(ms, tmp_path):
     with open(os.path.join(dump_path, "step0", "rank", "debug.json")) as handle:
         debug = json.load(handle)
     assert debug["data"]["activation.0.debug"]["Max"] == pytest.approx(float(x.max()))
+
+
+def test_save_records_the_gradient_of_a_saved_tensor(ms, tmp_path):
+    import json
+    from mindspore import Tensor, mint
+    from msprobe.mindspore import PrecisionDebugger
+    debugger, dump_path = _debugger(tmp_path, task="statistics", level="L1")
+    x = fixed_input((2, 3))
+
+    def f(a):
+        hidden = mint.tanh(a)
+        PrecisionDebugger.save(hidden, "hidden")                  # class-level call, as in PyTorch
+        PrecisionDebugger.save(hidden, "no_grad", save_backward=False)
+        return mint.sum(hidden * hidden)
+    debugger.start()
+    ms.grad(f)(Tensor(x))
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    with open(os.path.join(dump_path, "step0", "rank", "debug.json")) as handle:
+        data = json.load(handle)["data"]
+    assert sorted(data) == ["hidden.0.debug", "hidden_grad.0.debug", "no_grad.0.debug"]
+    assert data["hidden.0.debug"]["Norm"] == pytest.approx(np.linalg.norm(np.tanh(x)), rel=1e-5)
+    assert data["hidden_grad.0.debug"]["Norm"] == pytest.approx(np.linalg.norm(2 * np.tanh(x)), rel=1e-5)
 
 
 @pytest.mark.parametrize("level", ["L0", "L1", "mix"])
@@ -240,3 +288,25 @@ def test_jit_function_backward_under_grad(ms, tmp_path):
     back = load_dump(dump_path)[0]["data"]["Jit.inner.0.backward"]
     assert back["input"][0]["shape"] == [3, 5]
     assert back["output"][1]["Norm"] == pytest.approx(np.linalg.norm(grads[1].asnumpy()), rel=1e-5)
+
+
+def test_jit_cell_construct_is_recorded_by_class_name(ms, tmp_path):
+    from mindspore import Tensor, mint, nn
+
+    class Scaler(nn.Cell):
+        @ms.jit
+        def construct(self, a):
+            return mint.sum(a * 3.0)
+    debugger, dump_path = _debugger(tmp_path, task="statistics", level="L1")
+    x = fixed_input((2, 3))
+    net = Scaler()
+    debugger.start(net)
+    out = net(Tensor(x))
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    assert float(out.asnumpy()) == pytest.approx(float((x * 3).sum()), rel=1e-5)
+    data = load_dump(dump_path)[0]["data"]
+    assert list(data) == ["Jit.Scaler.0.forward"]
+    entry = data["Jit.Scaler.0.forward"]
+    assert entry["input_args"][0]["shape"] == [2, 3] and entry["input_args"][0]["Max"] == pytest.approx(x.max())

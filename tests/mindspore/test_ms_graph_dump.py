@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pytest
@@ -14,13 +15,13 @@ import pytest
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ms_graph_script.py")
 
 
-def _run_graph(tmp_path, name, config, seed=0, steps=1, jit=False):
+def _run_graph(tmp_path, name, config, seed=0, steps=1, jit=False, variant="graph", env=None):
     directory = tmp_path / name
     directory.mkdir()
     config = dict(config, dump_path=str(directory / "dump"), level="L2")
     (directory / "config.json").write_text(json.dumps(config))
-    cmd = [sys.executable, SCRIPT, str(directory / "config.json"), str(seed), str(steps)] + (["jit"] if jit else [])
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    cmd = [sys.executable, SCRIPT, str(directory / "config.json"), str(seed), str(steps), "jit" if jit else variant]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})})
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     return str(directory / "dump"), result
@@ -105,3 +106,78 @@ def test_overflow_check_at_l2_is_refused_with_advice(tmp_path):
     done = subprocess.run([sys.executable, SCRIPT, str(directory / "config.json"), "0", "1"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "overflow_check with level L2" in done.stderr
+
+
+def _statistic_rows(dump, step=0):
+    with open(os.path.join(dump, "rank_0", "Net", "0", str(step), "statistic.csv")) as handle:
+        return list(csv.DictReader(handle))
+
+
+def _bf16_bits(values):
+    """bfloat16 bit patterns of float32 numbers that bfloat16 holds exactly."""
+    return (np.asarray(values, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def test_long_kernel_names_and_bfloat16_get_statistics_and_md5(tmp_path):
+    """MindSpore renames files whose names pass 255 characters (mapping.csv) and writes bfloat16 with a
+    dtype numpy cannot read: both still get their statistic.csv rows, under the real kernel name."""
+    dump, result = _run_graph(tmp_path, "long", {"task": "statistics", "statistics": {"summary_mode": "md5"}},
+                              variant="long")
+    iteration = os.path.join(dump, "rank_0", "Net", "0", "0")
+    assert sorted(os.listdir(iteration)) == ["statistic.csv"]  # no .npy, no mapping.csv left
+    rows = _statistic_rows(dump)
+    matmul = [r for r in rows if r["Op Type"] == "MatMul" and r["IO"] == "input" and r["Slot"] == "1"]
+    assert len(matmul) == 1 and len(matmul[0]["Op Name"]) > 200  # the real name, from mapping.csv
+    _, weight = _weights_and_input(result)
+    assert float(matmul[0]["L2Norm Value"]) == pytest.approx(np.linalg.norm(weight), rel=1e-6)
+    assert matmul[0]["MD5"] == f"{zlib.crc32(weight.tobytes()):08x}"
+    cast = [r for r in rows if r["Op Type"] == "Cast" and r["IO"] == "output"][0]
+    output = np.array(result["output"], np.float32)  # bfloat16 values, exact in float32
+    assert cast["Data Type"] == "BFloat16" and cast["Data Size"] == str(output.size * 2)
+    assert float(cast["Max Value"]) == output.max() and float(cast["Min Value"]) == output.min()
+    assert float(cast["L2Norm Value"]) == pytest.approx(np.linalg.norm(output), rel=1e-6)
+    assert cast["MD5"] == f"{zlib.crc32(_bf16_bits(output).tobytes()):08x}"
+
+
+def test_kernel_compare_reads_long_names_and_bfloat16_tensors(tmp_path):
+    import pandas as pd
+    from msprobe.cli import main
+    a, _ = _run_graph(tmp_path, "a", {"task": "tensor"}, seed=1, variant="long")
+    b, _ = _run_graph(tmp_path, "b", {"task": "tensor"}, seed=1, variant="long")
+    compare_json = tmp_path / "c.json"
+    compare_json.write_text(json.dumps({"npu_path": a, "bench_path": b}))
+    assert main(["-f", "mindspore", "compare", "-i", str(compare_json), "-o", str(tmp_path / "out")]) == 0
+    report = pd.read_excel(glob.glob(str(tmp_path / "out" / "compare_result_0_0_*.xlsx"))[0])
+    long_rows = report[report["NPU Name"].str.startswith("MatMul.") & (report["NPU Name"].str.len() > 200)
+                       & (report["NPU Dtype"] == "Float32")]  # the Bool flag inputs get no cosine
+    assert len(long_rows) == 3 and (long_rows["Cosine"].astype(float) > 0.9999).all()
+    cast = report[report["NPU Name"] == "Cast.Default_Cast-op0.forward.output.0"].iloc[0]
+    assert cast["NPU Dtype"] == "BFloat16" and float(cast["Cosine"]) == pytest.approx(1.0)
+    assert cast["Accuracy Reached or Not"] == "Yes"
+
+
+def test_kernel_compare_md5_and_summary_mode_items(tmp_path):
+    import pandas as pd
+    from msprobe.cli import main
+    reports = {}
+    for mode, summary in (("md5", "md5"), ("items", ["max", "l2norm"])):
+        runs = [_run_graph(tmp_path, f"{mode}{seed}", {"task": "statistics", "statistics": {"summary_mode": summary}},
+                           seed=seed)[0] for seed in (1, 2)]
+        compare_json = tmp_path / f"{mode}.json"
+        compare_json.write_text(json.dumps({"npu_path": runs[0], "bench_path": runs[1]}))
+        assert main(["-f", "mindspore", "compare", "-i", str(compare_json), "-o", str(tmp_path / mode)]) == 0
+        path = glob.glob(str(tmp_path / mode / "compare_result_0_0_*.xlsx"))[0]
+        reports[mode] = pd.read_excel(path).set_index("NPU Name")
+        if mode == "items":
+            header = _statistic_rows(runs[0])[0].keys()
+            assert "Max Value" in header and "L2Norm Value" in header and "Min Value" not in header
+    md5, items = reports["md5"], reports["items"]
+    matmul = "MatMul.Default_fc-Dense_MatMul-op0.forward"
+    weight_row, input_row = f"{matmul}.input.1", f"{matmul}.input.0"
+    assert md5.loc[weight_row, "Result"] == "Different" and md5.loc[input_row, "Result"] == "pass"
+    assert float(items.loc[input_row, "Max diff"]) == 0 and float(items.loc[weight_row, "L2norm diff"]) != 0
+
+
+def test_rank_filter_keeps_other_ranks_from_dumping(tmp_path):
+    dump, _ = _run_graph(tmp_path, "rank1", {"task": "statistics", "rank": [0]}, env={"RANK_ID": "1"})
+    assert not os.path.exists(os.path.join(dump, "rank_1")) and not os.path.exists(os.path.join(dump, "rank_0"))

@@ -1,6 +1,8 @@
 """Pure functions of the MindSpore adapter: statistics, descriptors, CRC, kernel file names,
 iteration syntax and the MindSpore -> PyTorch name mapping."""
+import csv
 import math
+import os
 import zlib
 
 import numpy as np
@@ -8,7 +10,9 @@ import pytest
 
 from msprobe.mindspore.compare.ms_to_pt import map_api, ms_to_pt_entry_mapper
 from msprobe.mindspore.dump.adapter import array_statistics
-from msprobe.mindspore.dump.graph_dump import _io_mode, _iteration_text, parse_kernel_file_name
+from msprobe.mindspore.dump.graph_dump import _io_mode, _iteration_text
+from msprobe.mindspore.dump.kernel_files import (kernel_files, parse_kernel_file_name, read_kernel_array,
+                                                 stat_header, write_statistics)
 
 
 @pytest.mark.parametrize("array, expected", [
@@ -64,6 +68,68 @@ def test_kernel_file_name_parsing():
     assert parse_kernel_file_name("mapping.csv") is None
 
 
+def _write_bf16_npy(path, values, shape):
+    """A .npy file as MindSpore writes bfloat16: descriptor '<E2', then the 16-bit patterns."""
+    bits = (np.asarray(values, np.float32).view(np.uint32) >> 16).astype("<u2")
+    header = repr({"descr": "<E2", "fortran_order": False, "shape": tuple(shape)}).encode("latin1")
+    header += b" " * ((64 - (10 + len(header) + 1) % 64) % 64) + b"\n"
+    with open(path, "wb") as handle:
+        handle.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + bits.tobytes())
+    return bits
+
+
+def test_bfloat16_npy_is_read_as_float32_with_its_bits_kept(tmp_path):
+    from msprobe.core.errors import ParseError
+    path = str(tmp_path / "x.npy")
+    bits = _write_bf16_npy(path, [1.5, -2.0, 0.25, 4.0, 0.0, -0.5], (2, 3))
+    with pytest.raises(ValueError):
+        np.load(path)  # what a plain reader gets
+    values, stored = read_kernel_array(path)
+    assert values.dtype == np.float32 and values.shape == (2, 3)
+    np.testing.assert_array_equal(values, [[1.5, -2.0, 0.25], [4.0, 0.0, -0.5]])
+    np.testing.assert_array_equal(stored.reshape(-1), bits)
+    plain = str(tmp_path / "y.npy")
+    np.save(plain, np.arange(4, dtype=np.int32))
+    values, stored = read_kernel_array(plain)
+    assert values is stored and values.dtype == np.int32
+    with open(path, "rb") as handle:
+        content = handle.read()
+    with open(path, "wb") as handle:
+        handle.write(content[:-4])  # two values short
+    with pytest.raises(ParseError, match="truncated"):
+        read_kernel_array(path)
+    (tmp_path / "z.npy").write_bytes(b"raw bytes of a bin dump")
+    with pytest.raises(ParseError, match="not a .npy file"):
+        read_kernel_array(str(tmp_path / "z.npy"))
+
+
+def test_mapping_csv_names_renamed_files_and_statistics_use_them(tmp_path):
+    long_name = "MatMul." + "Default_" + "x" * 250 + "_MatMul-op0.0.0.17.input.1.DefaultFormat.Float32.npy"
+    np.save(str(tmp_path / "12345.npy"), np.array([3.0, -4.0], np.float32))
+    np.save(str(tmp_path / "ReLU.Default_ReLU-op0.0.0.18.output.0.DefaultFormat.Float32.npy"), np.ones(2, np.float32))
+    _write_bf16_npy(str(tmp_path / "Cast.Default_Cast-op0.0.0.19.output.0.DefaultFormat.BFloat16.npy"),
+                    [2.0, 0.5], (2,))
+    (tmp_path / "mapping.csv").write_text(f"12345.npy,{long_name}\n")
+    found = {meta["op_type"]: (path, meta) for path, meta in kernel_files(str(tmp_path))}
+    assert set(found) == {"MatMul", "ReLU", "Cast"}
+    assert found["MatMul"][0].endswith("12345.npy")
+    assert found["MatMul"][1]["op_name"] == "Default_" + "x" * 250 + "_MatMul-op0"
+    assert write_statistics(str(tmp_path), want_md5=True, items=["max", "l2norm"]) == 3
+    assert sorted(os.listdir(str(tmp_path))) == ["statistic.csv"]
+    with open(str(tmp_path / "statistic.csv")) as handle:
+        rows = {r["Op Type"]: r for r in csv.DictReader(handle)}
+    assert list(rows["MatMul"]) == stat_header(["max", "l2norm"], want_md5=True)
+    assert float(rows["MatMul"]["Max Value"]) == 3.0 and float(rows["MatMul"]["L2Norm Value"]) == 5.0
+    assert rows["Cast"]["Data Size"] == "4" and float(rows["Cast"]["L2Norm Value"]) == pytest.approx(math.sqrt(4.25))
+    assert rows["Cast"]["MD5"] == f"{zlib.crc32(np.array([0x4000, 0x3f00], '<u2').tobytes()):08x}"
+
+
+def test_stat_header_items():
+    assert stat_header() == ["Op Type", "Op Name", "Task ID", "Stream ID", "Timestamp", "IO", "Slot", "Data Size",
+                             "Data Type", "Shape", "Max Value", "Min Value", "Avg Value", "Count", "L2Norm Value"]
+    assert stat_header(["min", "mean"], want_md5=True)[-4:] == ["Min Value", "Avg Value", "Count", "MD5"]
+
+
 def test_iteration_syntax_and_io_mode():
     from msprobe.core.errors import ConfigError
     assert _iteration_text([]) == "all"
@@ -81,6 +147,10 @@ def test_iteration_syntax_and_io_mode():
     ("Tensor.__add__.2.forward", "Tensor.__add__.2.forward"),
     ("Primitive.dense.Dense.4.backward", "Functional.linear.4.backward"),
     ("Primitive.add.Add.0.forward", "Primitive.add.Add.0.forward"),
+    ("Mint.special.expm1.2.forward", "Torch.special.expm1.2.forward"),
+    ("Mint.linalg.vector_norm.0.backward", "Torch.linalg.vector_norm.0.backward"),
+    ("Jit.scaled_sum.0.forward", "Jit.scaled_sum.0.forward"),
+    ("Distributed.all_reduce.1.forward", "Distributed.all_reduce.1.forward"),
     ("Cell.fc.Dense.forward.0", "Module.fc.Dense.forward.0"),
     ("Cell.fc.Dense.parameters_grad", "Module.fc.Dense.parameters_grad"),
 ])

@@ -19,11 +19,8 @@ from msprobe.core.run_ut.random_data import kind_of_dtype, rng_for
 from msprobe.mindspore.api_accuracy_checker.api_map import (ms_dtype, resolve_mindspore, resolve_torch,
                                                             torch_dtype_of)
 
-__all__ = ["make_executor", "run_case", "FACTORY"]
+__all__ = ["make_executor", "run_case"]
 
-FACTORY = "msprobe.mindspore.api_accuracy_checker.executor:make_executor"
-# MindSpore's runtime threads do not survive fork(): multi_run_ut workers start fresh
-WORKER_START_METHOD = "spawn"
 _UPCAST = {"bfloat16": "float32", "float16": "float32", "float32": "float64"}
 
 

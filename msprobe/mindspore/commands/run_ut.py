@@ -3,6 +3,7 @@ from msprobe.core.run_ut.command import add_run_ut_arguments, execute_run_ut
 from msprobe.core.run_ut.report import MINDSPORE_LAYOUT
 
 DESCRIPTION = "MindSpore API pre-check: rerun each mint/Tensor API and compare with a high-precision CPU bench."
+FACTORY = "msprobe.mindspore.api_accuracy_checker.executor:make_executor"
 
 
 def add_arguments(parser):
@@ -10,6 +11,4 @@ def add_arguments(parser):
 
 
 def run(args):
-    from msprobe.mindspore.api_accuracy_checker.executor import FACTORY
-
     return execute_run_ut(args, FACTORY, MINDSPORE_LAYOUT, {}, error_dir_name="error_data")

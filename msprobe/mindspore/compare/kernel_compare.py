@@ -4,6 +4,7 @@ Each iteration directory `rank_{r}/{net}/{graph}/{step}` is turned into a dump.j
 (entry = `{OpType}.{OpName}`, input/output slots as rows; statistics from statistic.csv or the .npy
 files, data_name = the .npy file) and handed to core compare, so the report has the same columns,
 metrics and highlighting as every other compare: `compare_result_{rank}_{step}_{timestamp}.xlsx`.
+bfloat16 files (a dtype numpy cannot read) are handed over as float32 copies in a temporary directory.
 """
 import csv
 import os
@@ -13,10 +14,12 @@ import time
 from collections import defaultdict
 from dataclasses import replace
 
+import numpy as np
+
 from msprobe.core.errors import CompareError
 from msprobe.core.log import logger
 from msprobe.core.paths import atomic_write_json, check_path, make_dir
-from msprobe.mindspore.dump.graph_dump import STAT_FILE, parse_kernel_file_name
+from msprobe.mindspore.dump.kernel_files import STAT_FILE, file_statistics, kernel_files
 
 __all__ = ["is_kernel_dump", "compare_kernel_dumps", "kernel_dump_json"]
 
@@ -60,47 +63,46 @@ def _number(text):
 
 
 def _descriptors_from_csv(path):
-    """[(op_type, op_name, io, slot, descriptor)] from a statistic.csv."""
+    """[(op_type, op_name, io, slot, timestamp, descriptor)] from a statistic.csv (columns that a
+    summary_mode list left out give None)."""
     rows = []
     with open(path, newline="", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
             shape = [int(v) for v in row["Shape"].strip("()").split(",") if v.strip()]
             desc = {"type": "mindspore.Tensor", "dtype": row["Data Type"], "shape": shape,
-                    "Max": _number(row["Max Value"]), "Min": _number(row["Min Value"]),
-                    "Mean": _number(row["Avg Value"]), "Norm": _number(row["L2Norm Value"])}
+                    "Max": _number(row.get("Max Value")), "Min": _number(row.get("Min Value")),
+                    "Mean": _number(row.get("Avg Value")), "Norm": _number(row.get("L2Norm Value"))}
             if row.get("MD5"):
                 desc["md5"] = row["MD5"]
             rows.append((row["Op Type"], row["Op Name"], row["IO"], int(row["Slot"]), int(row["Timestamp"]), desc))
     return rows
 
 
-def _descriptors_from_npy(directory, with_stats):
-    from msprobe.mindspore.dump.graph_dump import file_statistics
+def _descriptors_from_npy(directory, scratch):
+    """Rows of the .npy files of one directory; bfloat16 files are copied as float32 into `scratch`."""
     rows = []
-    for name in os.listdir(directory):
-        meta = parse_kernel_file_name(name)
-        if meta is None:
-            continue
-        path = os.path.join(directory, name)
-        desc = {"type": "mindspore.Tensor", "dtype": meta["dtype"]}
-        if with_stats:
-            array, stats = file_statistics(path)
-            desc["shape"] = list(array.shape)
-            desc.update(zip(("Max", "Min", "Mean", "Norm"), stats))
+    for path, meta in kernel_files(directory):
+        values, stored, stats = file_statistics(path)
+        if values is not stored:  # numpy cannot read MindSpore's bfloat16 .npy: compare a float32 copy
+            os.makedirs(scratch, exist_ok=True)
+            path = os.path.join(scratch, f"{len(os.listdir(scratch))}.npy")
+            np.save(path, values)
+        desc = {"type": "mindspore.Tensor", "dtype": meta["dtype"], "shape": list(values.shape)}
+        desc.update(zip(("Max", "Min", "Mean", "Norm"), stats))
         desc["data_name"] = path
         rows.append((meta["op_type"], meta["op_name"], meta["io"], int(meta["slot"]), int(meta["timestamp"]), desc))
     return rows
 
 
-def kernel_dump_json(directories):
-    """A dump.json dict for the kernels of one rank/step (one or more graph iteration dirs)."""
+def kernel_dump_json(directories, scratch):
+    """A dump.json dict for the kernels of one rank/step (one or more graph iteration dirs).
+    `scratch`: a directory (created when needed) for float32 copies of bfloat16 files."""
     rows = []
     for directory in directories:
         stat_file = os.path.join(directory, STAT_FILE)
         if os.path.isfile(stat_file):
             rows.extend(_descriptors_from_csv(stat_file))
-        else:
-            rows.extend(_descriptors_from_npy(directory, with_stats=True))
+        rows.extend(_descriptors_from_npy(directory, scratch))
     has_files = any("data_name" in r[5] for r in rows)
     order = {}
     slots = defaultdict(lambda: {"input": {}, "output": {}})
@@ -150,8 +152,9 @@ def compare_kernel_dumps(npu_root, bench_root, output_dir, options, rank_ids=(),
         for rank, step in keys:
             paths = []
             for side, iters in (("npu", npu_iters), ("bench", bench_iters)):
-                path = os.path.join(tmp, f"{side}_{rank}_{step}", "dump.json")
-                atomic_write_json(path, kernel_dump_json(iters[(rank, step)]))
+                side_dir = os.path.join(tmp, f"{side}_{rank}_{step}")
+                path = os.path.join(side_dir, "dump.json")
+                atomic_write_json(path, kernel_dump_json(iters[(rank, step)], os.path.join(side_dir, "bf16")))
                 paths.append(path)
             logger.info(f"kernel compare: rank {rank}, step {step}")
             outcomes.append(compare_pair(paths[0], paths[1], output_dir, options, name_tag=f"_{rank}_{step}"))

@@ -2,6 +2,7 @@
 
     mapper = ms_to_pt_entry_mapper(api_defaults=True, cells_to_modules=True)
     mapper("Mint.add.0.forward")            -> "Torch.add.0.forward"
+    mapper("Mint.special.expm1.0.forward")  -> "Torch.special.expm1.0.forward"
     mapper("MintFunctional.relu.1.backward") -> "Functional.relu.1.backward"
     mapper("Functional.dense.0.forward")     -> "Functional.linear.0.forward"   (ms_to_pt_api.yaml)
     mapper("Primitive.dense.Dense.2.forward") -> "Functional.linear.2.forward"  (mint.nn.Linear)
@@ -18,7 +19,8 @@ from msprobe.core.paths import load_yaml
 __all__ = ["ms_to_pt_entry_mapper", "default_api_mapping"]
 
 _DEFAULTS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ms_to_pt_api.yaml")
-_API_ENTRY = re.compile(r"^(?P<api>[^.]+\.[^.]+?)\.(?P<tail>\d+\.(?:forward|backward))$")
+# the API part may hold dots: "Mint.linalg.vector_norm.0.forward"
+_API_ENTRY = re.compile(r"^(?P<api>[^.]+\..+?)\.(?P<tail>\d+\.(?:forward|backward))$")
 # prefix renames that hold for every API of a namespace
 _PREFIX_RULES = {"Mint": "Torch", "MintFunctional": "Functional"}
 # primitives that mint.nn / nn cells call, keyed by "Primitive.{attribute}.{Class}"
@@ -60,12 +62,13 @@ def ms_to_pt_entry_mapper(api_defaults=True, cells_to_modules=False):
         if cells_to_modules and entry.startswith("Cell."):
             result = "Module." + entry[len("Cell."):]
         elif api_defaults:
-            match = _API_ENTRY.match(entry)
-            primitive = _PRIMITIVE_ENTRY.match(entry) if match is None else None
-            if match:
+            primitive = _PRIMITIVE_ENTRY.match(entry)
+            match = _API_ENTRY.match(entry) if primitive is None else None
+            if primitive is not None:
+                if primitive.group("key") in _PRIMITIVE_RULES:
+                    result = f"{_PRIMITIVE_RULES[primitive.group('key')]}.{primitive.group('tail')}"
+            elif match is not None:
                 result = f"{map_api(match.group('api'))}.{match.group('tail')}"
-            elif primitive and primitive.group("key") in _PRIMITIVE_RULES:
-                result = f"{_PRIMITIVE_RULES[primitive.group('key')]}.{primitive.group('tail')}"
         cache[entry] = result
         return result
     return mapper

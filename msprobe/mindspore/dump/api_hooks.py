@@ -15,6 +15,20 @@ def _is_inplace(api):
     return api.endswith("_") and not api.endswith("__") or api.startswith("__i") or api == "__setitem__"
 
 
+def _has_tensor(value, tensor_type):
+    if isinstance(value, (tuple, list)):
+        return any(_has_tensor(v, tensor_type) for v in value)
+    return isinstance(value, tensor_type)
+
+
+def _collective_output(result, args, tensor_type):
+    """What a collective produced: its result, or for in-place ones (None / a work handle) the
+    first argument that holds tensors, now overwritten."""
+    if _has_tensor(result, tensor_type):
+        return result
+    return next((a for a in args if _has_tensor(a, tensor_type)), result)
+
+
 class HookContext:
     """Shared state of the PyNative hooks of one debugger."""
 
@@ -32,8 +46,12 @@ class HookContext:
         return self.enabled and self.depth == 0 and self.collector.active
 
     # -- generic call -----------------------------------------------------------------------
-    def run_call(self, key, original, args, kwargs, inplace=False, backward=True):
-        """Run `original(*args, **kwargs)` as the dumped call `key` ("Mint.add")."""
+    def run_call(self, key, original, args, kwargs, inplace=False, backward=True, collective=False):
+        """Run `original(*args, **kwargs)` as the dumped call `key` ("Mint.add").
+
+        collective: a communication call; no backward capture (its inputs must stay the user's own
+        tensors), and when it returns no tensor (mint.distributed works in place) its first tensor
+        argument, read after the call, is recorded as the output."""
         if not self.recording():
             return original(*args, **kwargs)
         collector = self.collector
@@ -43,12 +61,13 @@ class HookContext:
             if call is None:
                 return original(*args, **kwargs)
             gather = None
-            if call.dump and backward and not inplace and grad_enabled():
+            if call.dump and backward and not inplace and not collective and grad_enabled():
                 watched = self.guarded(key, self._watch_inputs, call, args, kwargs)
                 if watched is not None:
                     gather, args, kwargs = watched
             output = original(*args, **kwargs)  # depth stays raised: inner calls are not recorded
-            self.guarded(key, collector.end_forward, call, output)
+            recorded = _collective_output(output, args, self.tensor_type) if collective else output
+            self.guarded(key, collector.end_forward, call, recorded)
             if gather is not None:
                 self.guarded(key, self._watch_outputs, gather, output)
             return output
@@ -70,7 +89,8 @@ class HookContext:
         """Entry point of every wrapped API (see api_registry)."""
         if not self.enabled or self.depth:
             return original(*args, **kwargs)
-        return self.run_call(f"{prefix}.{api}", original, args, kwargs, inplace=_is_inplace(api))
+        return self.run_call(f"{prefix}.{api}", original, args, kwargs, inplace=_is_inplace(api),
+                             collective=prefix == "Distributed")
 
     def _commit_backward(self, call, grads_of_outputs, grads_of_inputs):
         self.depth += 1

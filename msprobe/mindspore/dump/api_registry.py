@@ -1,10 +1,11 @@
 """Which MindSpore APIs L1 dump wraps, and the patching that installs and removes the wrappers.
 
-mint and mint.nn.functional are discovered from the installed MindSpore (every public function);
-mindspore.ops, mindspore.Tensor methods and communication.comm_func come from wrapped_apis.yaml,
-keeping only names the installed version has. `ApiPatcher.install(on_call)` replaces each API by a
-thin wrapper that calls `on_call(prefix, api, original, args, kwargs)`; `remove()` puts back
-exactly what was there (an attribute a class only inherited is deleted again, not shadowed).
+mint, mint.nn.functional, mint.linalg, mint.special and mint.distributed are discovered from the
+installed MindSpore (every public function); mindspore.ops, mindspore.Tensor methods and
+communication.comm_func come from wrapped_apis.yaml, keeping only names the installed version has.
+`ApiPatcher.install(on_call)` replaces each API by a thin wrapper that calls
+`on_call(prefix, api, original, args, kwargs)`; `remove()` puts back exactly what was there (an
+attribute a class only inherited is deleted again, not shadowed).
 """
 import functools
 import inspect
@@ -19,7 +20,9 @@ _LIST_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrapped_a
 
 #: dump-name prefix of each wrapped namespace (06.data_dump_MindSpore.md, "npy文件名的前缀含义")
 PREFIXES = {"mint": "Mint", "mint.nn.functional": "MintFunctional", "ops": "Functional",
-            "Tensor": "Tensor", "communication.comm_func": "Distributed"}
+            "Tensor": "Tensor", "communication.comm_func": "Distributed", "mint.distributed": "Distributed"}
+#: mint sub-namespaces named inside the API, like torch.linalg in PyTorch dumps: "Mint.linalg.vector_norm"
+MINT_SUBMODULES = ("linalg", "special")
 
 # Tensor methods our own hooks and statistics use, or that Python calls implicitly
 # (truth tests, printing, indexing by the framework); wrapping them would record noise or recurse.
@@ -28,8 +31,10 @@ _TENSOR_SKIP = {"__bool__", "__len__", "__iter__", "__format__", "__index__", "_
                 "__reduce__", "__reduce_ex__", "__deepcopy__", "__init__", "__new__", "__setattr__",
                 "__getattribute__", "asnumpy", "astype", "register_hook", "numpy", "item", "tolist",
                 "dtype", "shape", "size", "ndim", "data", "init_data", "is_contiguous", "contiguous"}
-# names in mint that are helpers, not numerical APIs
-_MINT_SKIP = {"absolute_import"}
+# names in mint that are helpers (decorators, import flags), not numerical APIs
+_MINT_SKIP = {"absolute_import", "constexpr", "jit_forbidden_register", "jit_view_unsupported"}
+# mint.distributed functions that move no tensor data (process groups, queries, object pickling)
+_DISTRIBUTED_SKIP_PARTS = ("get_", "is_", "init_", "destroy_", "new_group", "object")
 
 
 def _public_functions(module):
@@ -43,23 +48,42 @@ def _public_functions(module):
     return names
 
 
+def _mint_distributed_functions(mint):
+    distributed = getattr(mint, "distributed", None)
+    if distributed is None:
+        return None, []
+    return distributed, [n for n in _public_functions(distributed)
+                         if not any(part in n for part in _DISTRIBUTED_SKIP_PARTS) and n != "barrier"]
+
+
 def api_targets():
-    """[(owner object, attribute name, prefix, api name)] of every API to wrap, in a fixed order."""
+    """[(owner object, attribute name, prefix, api name)] of every API to wrap, in a fixed order
+    (each attribute once)."""
     import mindspore
     from mindspore import mint, ops
 
     listed = load_yaml(_LIST_FILE, what="wrapped API list") or {}
-    targets = []
+    targets, seen = [], set()
+
+    def add(owner, name, prefix, api):
+        if (id(owner), name) not in seen:
+            seen.add((id(owner), name))
+            targets.append((owner, name, prefix, api))
+
     for name in _public_functions(mint):
-        targets.append((mint, name, PREFIXES["mint"], name))
+        add(mint, name, PREFIXES["mint"], name)
     for name in _public_functions(mint.nn.functional):
-        targets.append((mint.nn.functional, name, PREFIXES["mint.nn.functional"], name))
+        add(mint.nn.functional, name, PREFIXES["mint.nn.functional"], name)
+    for sub in MINT_SUBMODULES:
+        module = getattr(mint, sub, None)
+        for name in _public_functions(module) if module is not None else ():
+            add(module, name, PREFIXES["mint"], f"{sub}.{name}")
     for name in listed.get("ops", []):
         if callable(getattr(ops, name, None)) and not inspect.isclass(getattr(ops, name)):
-            targets.append((ops, name, PREFIXES["ops"], name))
+            add(ops, name, PREFIXES["ops"], name)
     for name in listed.get("tensor", []):
         if name not in _TENSOR_SKIP and callable(getattr(mindspore.Tensor, name, None)):
-            targets.append((mindspore.Tensor, name, PREFIXES["Tensor"], name))
+            add(mindspore.Tensor, name, PREFIXES["Tensor"], name)
     try:
         from mindspore.communication import comm_func
     except ImportError:  # builds without distributed support
@@ -67,7 +91,10 @@ def api_targets():
     if comm_func is not None:
         for name in listed.get("communication.comm_func", []):
             if callable(getattr(comm_func, name, None)):
-                targets.append((comm_func, name, PREFIXES["communication.comm_func"], name))
+                add(comm_func, name, PREFIXES["communication.comm_func"], name)
+    distributed, names = _mint_distributed_functions(mint)
+    for name in names:
+        add(distributed, name, PREFIXES["mint.distributed"], name)
     return targets
 
 

@@ -7,38 +7,25 @@ Native files land in `{dump_path}/rank_{id}/{net}/{graph_id}/{iteration}/` as
 
 On CPU MindSpore writes only tensor data, so for task "statistics" `finalize()` (run by step(),
 close() and at exit) computes the statistics of every file into `statistic.csv` next to it and
-removes the .npy files. The config maps as: list -> kernels (a name, or `name-regex(...)`),
-data_mode input/output -> input_output, step -> iteration, summary_mode "md5" -> an MD5 column.
+removes the .npy files (kernel_files.py reads them, long names and bfloat16 included). The config
+maps as: list -> kernels (a name, or `name-regex(...)`), data_mode input/output -> input_output,
+step -> iteration, rank -> no dump on other ranks, summary_mode "md5" -> an MD5 column, summary_mode
+[max, min, mean, l2norm] -> only those statistic columns. Tensor files are always .npy: on CPU
+MindSpore ignores file_format "bin", and compare reads .npy only.
 """
 import atexit
-import csv
 import glob
 import os
-import zlib
-
-import numpy as np
 
 from msprobe.core.errors import ConfigError, UnsupportedError
 from msprobe.core.log import logger
-from msprobe.core.paths import FILE_MODE, atomic_write_json
+from msprobe.core.paths import atomic_write_json
+from msprobe.mindspore.dump.kernel_files import STAT_HEADER, parse_kernel_file_name, write_statistics
 
 __all__ = ["GraphDump", "parse_kernel_file_name", "STAT_HEADER", "iteration_dirs", "NATIVE_CONFIG_NAME"]
 
 NATIVE_CONFIG_NAME = "msprobe_native_dump_config.json"
-STAT_FILE = "statistic.csv"
-STAT_HEADER = ["Op Type", "Op Name", "Task ID", "Stream ID", "Timestamp", "IO", "Slot", "Data Size",
-               "Data Type", "Shape", "Max Value", "Min Value", "Avg Value", "Count", "L2Norm Value"]
 _IO_MODES = {"all": 0, "input": 1, "output": 2}
-
-
-def parse_kernel_file_name(file_name):
-    """dict(op_type, op_name, task_id, stream_id, timestamp, io, slot, format, dtype) or None."""
-    parts = file_name.split(".")
-    if len(parts) < 10 or parts[-1] != "npy" or parts[-5] not in ("input", "output"):
-        return None
-    return {"op_type": parts[0], "op_name": ".".join(parts[1:-8]), "task_id": parts[-8],
-            "stream_id": parts[-7], "timestamp": parts[-6], "io": parts[-5], "slot": parts[-4],
-            "format": parts[-3], "dtype": parts[-2]}
 
 
 def iteration_dirs(root):
@@ -77,8 +64,9 @@ class GraphDump:
         self.dump_path = os.path.abspath(config.dump_path)
         self.io_mode = _io_mode(config.data_mode)
         self.want_md5 = config.summary_mode == "md5"
+        # a list of statistic items keeps only those columns; "statistics" / "md5" keep them all
+        self.stat_items = list(config.summary_mode) if isinstance(config.summary_mode, list) else None
         self.started = False
-        self._done_dirs = set()
         atexit.register(self.finalize)
 
     def native_config(self):
@@ -122,47 +110,10 @@ class GraphDump:
         self.finalize()
 
     def finalize(self):
-        """Turn finished iterations into statistic.csv when the task is statistics."""
+        """Turn the tensor files written so far into statistic.csv rows when the task is statistics.
+
+        Every iteration directory is looked at each time: MindSpore may add files to one later."""
         if self.config.task != "statistics":
             return
         for directory in iteration_dirs(self.dump_path):
-            if directory in self._done_dirs:
-                continue
-            write_statistics(directory, self.want_md5)
-            self._done_dirs.add(directory)
-
-
-def file_statistics(path):
-    """Statistic row values (everything after the name fields) of one native .npy file."""
-    from msprobe.mindspore.dump.adapter import array_statistics
-    array = np.load(path, allow_pickle=False)
-    stats = array_statistics(array) or [None] * 4
-    return array, stats
-
-
-def write_statistics(directory, want_md5=False):
-    """Write `statistic.csv` for the .npy files of one iteration directory, then remove them."""
-    files = sorted(f for f in os.listdir(directory) if f.endswith(".npy"))
-    if not files:
-        return
-    rows = []
-    for name in files:
-        meta = parse_kernel_file_name(name)
-        if meta is None:
-            continue
-        path = os.path.join(directory, name)
-        array, stats = file_statistics(path)
-        row = [meta["op_type"], meta["op_name"], meta["task_id"], meta["stream_id"], meta["timestamp"],
-               meta["io"], meta["slot"], array.nbytes, meta["dtype"], "(" + ",".join(map(str, array.shape)) + ")",
-               *("" if v is None else v for v in stats[:3]), array.size, "" if stats[3] is None else stats[3]]
-        if want_md5:
-            row.append(f"{zlib.crc32(np.ascontiguousarray(array).tobytes()) & 0xffffffff:08x}")
-        rows.append(row)
-    target = os.path.join(directory, STAT_FILE)
-    with open(target, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(STAT_HEADER + (["MD5"] if want_md5 else []))
-        writer.writerows(rows)
-    os.chmod(target, FILE_MODE)
-    for name in files:
-        os.remove(os.path.join(directory, name))
+            write_statistics(directory, self.want_md5, self.stat_items)
