@@ -185,10 +185,11 @@ class DumpCollector:
         entry = call.entry
         if self.want_forward_output:
             entry["output"] = self.records.describe_output(output, f"{call.name}.output")
-        if parameters is not None:
+        if parameters is not None and (self.want_forward_input or self.want_forward_output):
             entry["parameters"] = {str(k): self.records.describe(v, f"{call.name}.parameters.{k}")
                                    for k, v in parameters.items()}
-        self._commit(call.name, entry, call.parent, call.stack, check_key="output")
+        if entry:  # data_mode without forward data: no forward entry (only its backward)
+            self._commit(call.name, entry, call.parent, call.stack, check_key="output")
         if call.is_module and parameters and self.want_backward_output:
             grad_name = f"{call.key}.{PARAMS_GRAD}"
             if grad_name not in self.data:

@@ -53,6 +53,14 @@ def test_data_mode(tmp_path, data_mode, forward_keys, backward_keys):
     fwd, bwd = dump.get("Functional.linear.0.forward"), dump.get("Functional.linear.0.backward")
     assert (set(fwd) if fwd else None) == forward_keys
     assert (set(bwd) if bwd else None) == backward_keys
+    assert ("Functional.linear.0.forward" in dump) == (forward_keys is not None)  # no empty entries
+
+
+def test_backward_only_module_dump_has_no_forward_entries(tmp_path):
+    torch.manual_seed(0)
+    dump = load_rank(run_dump(tmp_path, MLP(), level="L0", section={"data_mode": ["backward"]}))[0]["data"]
+    assert not [name for name in dump if ".forward." in name]
+    assert "Module.fc1.Linear.backward.0" in dump and "Module.fc1.Linear.parameters_grad" in dump
 
 
 def test_step_filter(tmp_path):
