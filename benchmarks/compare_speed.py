@@ -77,8 +77,9 @@ def _timed_child(cmd):
 
 
 def measure(name, npu, bench, cache, via="cli"):
-    """via='cli': `msprobe -f pytorch compare` as a user runs it (imports torch through msprobe.pytorch);
-    via='core': msprobe.core.compare.compare_dumps in a bare python (the compare work alone)."""
+    """via='cli': `msprobe -f pytorch compare` as a user runs it (argument parsing and the console
+    script's start included; torch is not imported); via='core': msprobe.core.compare.compare_dumps
+    in a bare python (the compare work alone)."""
     out = os.path.join(cache, f"out_{name}_{via}")
     shutil.rmtree(out, ignore_errors=True)
     config = os.path.join(cache, f"compare_{name}.json")

@@ -66,12 +66,16 @@ def _group_reduce(reduce, fill, entry_ids, n_groups, values, mask):
     return out[entry_ids]
 
 
-def highlight(entry_ids, roles, nonfinite_npu, max_abs, output_relative, cosine=None, thousandth=None):
+def highlight(entry_ids, roles, nonfinite_npu, max_abs, output_relative, cosine=None, thousandth=None,
+              is_tensor=None):
     """Colour (0/1/2) and reason list per row.
 
     entry_ids: int per row (rows of one call share an id); roles: role per row; nonfinite_npu: the
     NPU max or min is nan/inf; max_abs: max abs error (tensor) or |Max diff| (statistics);
-    output_relative: |Max diff| / max(0.01, |Bench max|); cosine, thousandth: tensor metrics or None.
+    output_relative: |Max diff| / max(0.01, |Bench max|); cosine, thousandth: tensor metrics or None;
+    is_tensor: bool per row (None: all rows are tensors). An input-versus-output rule fires when any
+    input of the call meets its input condition (as in the reference); scalar arguments are no
+    evidence that "the inputs agree", so the relative-error rule looks at tensor inputs only.
     """
     n = len(entry_ids)
     color = np.zeros(n, dtype=np.int8)
@@ -103,9 +107,9 @@ def highlight(entry_ids, roles, nonfinite_npu, max_abs, output_relative, cosine=
              YELLOW_MESSAGES["abs_growth"])
         if thousandth is not None:
             flag(is_out & (in_th - thousandth > 0.1), YELLOW, YELLOW_MESSAGES["thousandth"])
-        in_rel_max = _group_reduce(np.maximum, -np.inf, entry_ids, groups, output_relative, is_in)
-        flag(is_out & (output_relative > 0.1) & np.isfinite(in_rel_max) & (in_rel_max < 0.01), YELLOW,
-             YELLOW_MESSAGES["relative"])
+        tensor_in = is_in if is_tensor is None else is_in & is_tensor
+        in_rel_min = _group_reduce(np.minimum, np.inf, entry_ids, groups, output_relative, tensor_in)
+        flag(is_out & (output_relative > 0.1) & (in_rel_min < 0.01), YELLOW, YELLOW_MESSAGES["relative"])
         if cosine is not None:
             in_cos = _group_reduce(np.maximum, -np.inf, entry_ids, groups, cosine, is_in)
             flag(is_out & np.isfinite(in_cos) & (in_cos - cosine > 0.1), YELLOW, YELLOW_MESSAGES["cosine"])

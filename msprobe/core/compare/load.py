@@ -7,7 +7,9 @@ Each tensor (or scalar, or null) of a dump entry becomes one row named the way t
 Row columns (lists of equal length, documented keys):
   name, entry, role ('input' | 'parameters' | 'output' | 'parameters_grad'), kind ('tensor' |
   'scalar' | 'text' | 'none'), dtype, shape (display strings), shape_key (tuple or None),
-  max, min, mean, norm (floats, NaN when absent), value (display of a non-tensor), md5, data_name.
+  max, min, mean, norm (floats, NaN when absent), value (display of a non-tensor), md5, data_name,
+  absent (bit k set when statistic k of max/min/mean/norm was null in the dump, e.g. an empty tensor
+  or the mean of a bool tensor: absent is "not computed", unlike a NaN statistic).
 """
 import json
 import os
@@ -21,7 +23,7 @@ __all__ = ["DumpTable", "load_dump", "load_stack", "detect_mode", "ROW_COLUMNS",
 
 MODE_TENSOR, MODE_STATISTICS, MODE_MD5 = "tensor", "statistics", "md5"
 ROW_COLUMNS = ("name", "entry", "role", "kind", "dtype", "shape", "shape_key", "max", "min", "mean",
-               "norm", "value", "md5", "data_name")
+               "norm", "value", "md5", "data_name", "absent")
 _NAN = float("nan")
 _SHAPE_TEXT, _SHAPES, _DTYPES = {}, {}, {}
 _TENSOR_TYPES = ("torch.Tensor", "mindspore.Tensor", "numpy.ndarray", "torch.nn.parameter.Parameter",
@@ -60,7 +62,7 @@ def _is_leaf(node):
 def _row_of(name, entry, role, node):
     """One row tuple in ROW_COLUMNS order."""
     if node is None:
-        return (name, entry, role, "none", "None", "None", None, _NAN, _NAN, _NAN, _NAN, "None", "None", "-1")
+        return (name, entry, role, "none", "None", "None", None, _NAN, _NAN, _NAN, _NAN, "None", "None", "-1", 15)
     kind_name = node.get("type")
     if kind_name in _TENSOR_TYPES or "dtype" in node and "shape" in node:
         shape = tuple(node.get("shape") or ())
@@ -70,19 +72,21 @@ def _row_of(name, entry, role, node):
             shape_text = _SHAPE_TEXT.setdefault(shape, str(list(shape)))
         shape = _SHAPES.setdefault(shape, shape)
         dtype = str(get("dtype"))
-        return (name, entry, role, "tensor", _DTYPES.setdefault(dtype, dtype), shape_text, shape, _to_float(get("Max")),
-                _to_float(get("Min")), _to_float(get("Mean")), _to_float(get("Norm")), None,
-                str(get("md5", "None")), str(get("data_name", "-1")))
+        high, low, mean, norm = get("Max"), get("Min"), get("Mean"), get("Norm")
+        absent = (high is None) | (low is None) << 1 | (mean is None) << 2 | (norm is None) << 3
+        return (name, entry, role, "tensor", _DTYPES.setdefault(dtype, dtype), shape_text, shape, _to_float(high),
+                _to_float(low), _to_float(mean), _to_float(norm), None,
+                str(get("md5", "None")), str(get("data_name", "-1")), absent)
     value = node.get("value")
     data_name = str(node.get("data_name", "-1"))
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         display = "None" if value is None else str(value)
         md5 = node.get("md5") or _crc32_text("" if value is None else display)
         return (name, entry, role, "text", _class_text(kind_name), "[]", (), _NAN, _NAN, _NAN, _NAN, display,
-                str(md5), data_name)
+                str(md5), data_name, 15)
     number = float(value)
     return (name, entry, role, "scalar", _class_text(kind_name), "[]", (), number, number, number, number, value,
-            str(node.get("md5") or _crc32_text(str(value))), data_name)
+            str(node.get("md5") or _crc32_text(str(value))), data_name, 0)
 
 
 def _class_text(kind_name):

@@ -84,10 +84,14 @@ def match_rows(npu, bench, fuzzy=False, mapper=None):
     used = np.zeros(len(bench), dtype=bool)
     valid = bench_index[bench_index >= 0]
     used[valid] = True
-    # a bench row matched twice would make the second pairing meaningless
+    # a bench row matched twice would make the second pairing meaningless; a pairing the user asked
+    # for in data_mapping wins over one found by name
     if len(valid) != len(np.unique(valid)):
+        names = npu.columns["name"]
+        explicit = [i for i in range(len(names)) if mapper is not None and names[i] in mapper.data]
         seen = set()
-        for i, j in enumerate(bench_index):
+        for i in explicit + [i for i in range(len(names)) if mapper is None or names[i] not in mapper.data]:
+            j = bench_index[i]
             if j >= 0:
                 if j in seen:
                     bench_index[i] = -1

@@ -43,7 +43,12 @@ def _rank_files(input_dir):
     for name in sorted(os.listdir(input_dir)):
         match = _RANK_FILE.match(name)
         if match:
-            found.setdefault(int(match.group(1)), os.path.join(input_dir, name))
+            rank = int(match.group(1))
+            if rank in found:
+                logger.warning("'%s' holds several results of rank%d; merging '%s', ignoring '%s'.", input_dir,
+                               rank, os.path.basename(found[rank]), name)
+                continue
+            found[rank] = os.path.join(input_dir, name)
     if not found:
         raise CompareError(f"no compare_result_rank*-rank*_*.xlsx files in '{input_dir}'; run a multi-rank "
                            "compare into that directory first.")

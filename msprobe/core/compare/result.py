@@ -26,6 +26,7 @@ MSG_FUZZY = "Fuzzy matching data, the comparison accuracy may be affected."
 MSG_NO_NPU = "No NPU data matched."
 MSG_STAT_WARNING = "Need double check api accuracy."
 MSG_VALUE_DIFF = "The NPU and bench values differ."
+MSG_SHAPE_STATISTICS = "Shape of NPU and bench Tensor do not match."
 _FLOAT_DTYPES = {"torch.float32", "torch.float16", "torch.bfloat16", "torch.float64", "Float32", "Float16",
                  "BFloat16", "Float64", "float32", "float16", "bfloat16", "float64"}
 
@@ -71,12 +72,16 @@ def _row_kinds(table, positions):
     return kinds
 
 
-def _float_cells(values, kinds, special_cell):
-    """A NumberColumn of `values` whose non-tensor rows hold special_cell(i) instead."""
-    return NumberColumn(values, {int(i): special_cell(i) for i in np.flatnonzero(kinds != "tensor")})
+def _float_cells(values, kinds, special_cell, absent=None):
+    """A NumberColumn of `values` whose non-tensor rows hold special_cell(i) instead, and whose
+    tensor rows without this statistic (`absent`) hold 'N/A'."""
+    overrides = {int(i): special_cell(i) for i in np.flatnonzero(kinds != "tensor")}
+    if absent is not None:
+        overrides.update((int(i), NA) for i in np.flatnonzero(absent & (kinds == "tensor")))
+    return NumberColumn(values, overrides)
 
 
-def _summary_cells(table, positions, stats):
+def _summary_cells(table, positions, stats, absent):
     """Max/min/mean/l2norm cells of one side: floats for tensors, the value for scalars and text."""
     kinds = _row_kinds(table, positions)
     values = table.columns["value"]
@@ -84,7 +89,7 @@ def _summary_cells(table, positions, stats):
     def special(i):
         return NA if positions[i] < 0 else values[positions[i]]
 
-    return [_float_cells(stats[:, k], kinds, special) for k in range(4)]
+    return [_float_cells(stats[:, k], kinds, special, absent[:, k]) for k in range(4)]
 
 
 def _stat_array(table, positions):
@@ -96,6 +101,16 @@ def _stat_array(table, positions):
     taken = array[np.clip(pos, 0, None)]
     taken[pos < 0] = np.nan
     return taken
+
+
+def _absent_array(table, positions):
+    """(rows, 4) bools: the dump recorded no max/min/mean/norm (null) for this row, or has no row."""
+    pos = np.asarray(positions, dtype=np.int64)
+    if len(table) == 0:
+        return np.ones((len(pos), 4), dtype=bool)
+    bits = np.asarray(table.columns["absent"], dtype=np.int64)[np.clip(pos, 0, None)]
+    bits[pos < 0] = 15
+    return (bits[:, None] >> np.arange(4)) & 1 == 1
 
 
 def _stack_cells(npu, positions, stacks):
@@ -163,17 +178,38 @@ def _percent(values):
     return cells
 
 
-def _statistics_cells(npu, bench, npu_pos, bench_pos, npu_stats, bench_stats):
+def _statistics_cells(npu, bench, npu_pos, bench_pos, npu_stats, bench_stats, absent):
     from msprobe.core.compare.metrics import statistics_diffs
 
     diff, relative = statistics_diffs(npu_stats, bench_stats)
     numeric_kinds = ("tensor", "scalar")
     numeric = np.isin(_row_kinds(npu, npu_pos), numeric_kinds) & np.isin(_row_kinds(bench, bench_pos), numeric_kinds)
     kinds = np.where(numeric, "tensor", "other").astype(object)
-    diff_cells = [_float_cells(diff[:, k], kinds, lambda i: NA) for k in range(4)]
-    not_numeric = {int(i): NA for i in np.flatnonzero(~numeric)}
-    rel_cells = [NumberColumn(relative[:, k], not_numeric, _percent) for k in range(4)]
+    diff_cells = [_float_cells(diff[:, k], kinds, lambda i: NA, absent[:, k]) for k in range(4)]
+    rel_cells = [NumberColumn(relative[:, k], {int(i): NA for i in np.flatnonzero(~numeric | absent[:, k])},
+                              _percent) for k in range(4)]
     return diff, relative, numeric, diff_cells, rel_cells
+
+
+def _statistics_messages(npu, bench, npu_pos, bench_pos, result):
+    """Base Err_message per row in statistics mode: the Warning text, no bench row, or a shape/dtype
+    mismatch of a matched tensor pair (its statistics are still compared)."""
+    kinds_n, kinds_b = npu.columns["kind"], bench.columns["kind"]
+    shapes_n, shapes_b = npu.columns["shape_key"], bench.columns["shape_key"]
+    dtypes_n, dtypes_b = npu.columns["dtype"], bench.columns["dtype"]
+    messages = []
+    for i, j, verdict in zip(npu_pos, bench_pos, result):
+        row = [MSG_STAT_WARNING] if verdict == "Warning" else []
+        if i >= 0 and j < 0:
+            row.append(MSG_NO_BENCH)
+        elif i < 0:
+            row.append(MSG_NO_NPU)
+        elif kinds_n[i] == "tensor" and kinds_b[j] == "tensor":
+            if shapes_n[i] != shapes_b[j]:
+                row.append(MSG_SHAPE_STATISTICS)
+            row.append(_dtype_message(dtypes_n[i], dtypes_b[j]))
+        messages.append(row)
+    return messages
 
 
 def build_result(mode, npu, bench, bench_index, unmatched_bench, stacks, with_stack, options):
@@ -200,12 +236,17 @@ def build_result(mode, npu, bench, bench_index, unmatched_bench, stacks, with_st
                           for a, b, ok in zip(cols["NPU MD5"], cols["BENCH MD5"], matched)]
         return CompareResult(mode, header, cols, np.zeros(len(npu_pos), np.int8), npu.path, bench.path)
     npu_stats, bench_stats = _stat_array(npu, npu_pos), _stat_array(bench, bench_pos)
-    for name, cells in zip(SUMMARY, _summary_cells(npu, npu_pos, npu_stats) + _summary_cells(bench, bench_pos, bench_stats)):
+    npu_absent, bench_absent = _absent_array(npu, npu_pos), _absent_array(bench, bench_pos)
+    for name, cells in zip(SUMMARY, _summary_cells(npu, npu_pos, npu_stats, npu_absent)
+                           + _summary_cells(bench, bench_pos, bench_stats, bench_absent)):
         cols[name] = cells
     with np.errstate(divide="ignore", invalid="ignore"):
         output_relative = np.abs(npu_stats[:, 0] - bench_stats[:, 0]) / np.maximum(0.01, np.abs(bench_stats[:, 0]))
     kinds = _row_kinds(npu, npu_pos)
-    nonfinite = (kinds == "tensor") & (~np.isfinite(npu_stats[:, 0]) | ~np.isfinite(npu_stats[:, 1]))
+    is_tensor = kinds == "tensor"
+    # a null statistic (empty tensor, mean of a bool tensor) was not computed: it is not a NaN
+    nonfinite = is_tensor & ((~np.isfinite(npu_stats[:, 0]) & ~npu_absent[:, 0])
+                             | (~np.isfinite(npu_stats[:, 1]) & ~npu_absent[:, 1]))
     entry_ids = _entry_ids(npu, npu_pos)
     roles = np.array(_take(npu.columns["role"], npu_pos, ""), dtype=object)
     if mode == MODE_TENSOR:
@@ -217,18 +258,18 @@ def build_result(mode, npu, bench, bench_index, unmatched_bench, stacks, with_st
         cols["Accuracy Reached or Not"] = list(verdicts)
         color, reasons = judge.highlight(entry_ids, roles, nonfinite, np.abs(judge.as_numbers(cols["MaxAbsErr"])),
                                          output_relative, judge.as_numbers(cols["Cosine"]),
-                                         judge.as_numbers(cols["One Thousandth Err Ratio"]))
+                                         judge.as_numbers(cols["One Thousandth Err Ratio"]), is_tensor)
         cols["Data_name"] = _take(npu.columns["data_name"], npu_pos, "-1")
     else:
-        diff, relative, numeric, diff_cells, rel_cells = _statistics_cells(npu, bench, npu_pos, bench_pos,
-                                                                           npu_stats, bench_stats)
+        diff, relative, numeric, diff_cells, rel_cells = _statistics_cells(
+            npu, bench, npu_pos, bench_pos, npu_stats, bench_stats, npu_absent | bench_absent)
         for name, cells in zip(STAT_DIFFS + STAT_RELATIVE, diff_cells + rel_cells):
             cols[name] = cells
         result = judge.statistics_results(relative, matched)
-        messages = [[MSG_STAT_WARNING] if r == "Warning" else ([MSG_NO_BENCH] if not m else [])
-                    for r, m in zip(result, matched)]
+        messages = _statistics_messages(npu, bench, npu_pos, bench_pos, result)
         cols["Result"] = [r or None for r in result]
-        color, reasons = judge.highlight(entry_ids, roles, nonfinite, np.abs(diff[:, 0]), output_relative)
+        color, reasons = judge.highlight(entry_ids, roles, nonfinite, np.abs(diff[:, 0]), output_relative,
+                                         is_tensor=is_tensor)
     cols["Err_message"] = [("\n".join(m for m in base + extra if m) or None) if base or extra else None
                            for base, extra in zip(messages, reasons)]
     return CompareResult(mode, header, cols, color, npu.path, bench.path)

@@ -221,10 +221,13 @@ def compare_dumps(npu_path, bench_path, output_dir, options=None):
         return [compare_pair(n, b, output_dir, options, t) for t, n, b in pairs]
     import multiprocessing
 
+    from tqdm import tqdm
+
     worker_options = replace(options, processes=1, progress=False)
     _PENDING_JOBS[:] = [(t, n, b, output_dir, worker_options) for t, n, b in pairs]
     try:
         with multiprocessing.get_context("fork").Pool(processes) as pool:
-            return pool.map(_run_one, range(len(pairs)))
+            return list(tqdm(pool.imap(_run_one, range(len(pairs))), total=len(pairs), desc="compare ranks",
+                             unit="rank", disable=not options.progress))
     finally:
         _PENDING_JOBS.clear()

@@ -72,3 +72,16 @@ def test_statistics_results():
     relative = np.array([[0.1, 0.2, 0.6, 0.0], [0.1, 0.1, 0.1, 0.1], [np.nan] * 4])
     result = judge.statistics_results(relative, np.array([True, True, False]))
     assert result.tolist() == ["Warning", "", "N/A"]
+
+
+def test_yellow_relative_rule_needs_one_agreeing_tensor_input():
+    ids, roles = _rows(["input", "input", "output"])
+    relative = np.array([0.005, 0.05, 0.2])  # the first input agrees, the second does not
+    color, reasons = judge.highlight(ids, roles, np.zeros(3, bool), np.zeros(3), relative)
+    assert color.tolist() == [0, 0, judge.YELLOW]
+    assert reasons[2] == [judge.YELLOW_MESSAGES["relative"]]
+    # an equal scalar argument (alpha=1) is no evidence that the inputs agree
+    is_tensor = np.array([False, True, True])
+    color, _ = judge.highlight(ids, roles, np.zeros(3, bool), np.zeros(3), np.array([0.0, 0.05, 0.2]),
+                               is_tensor=is_tensor)
+    assert color.tolist() == [0, 0, 0]

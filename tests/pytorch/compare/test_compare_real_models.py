@@ -131,11 +131,12 @@ def test_corrupt_dump_json_names_the_file(dumps, tmp_path):
         compare_dumps(str(bad), os.path.join(dumps["stat_fp32"], "dump.json"), str(tmp_path / "o"))
 
 
-def test_fuzzy_match_survives_an_extra_call(tmp_path):
+@pytest.mark.parametrize("task", ["statistics", "tensor"])
+def test_fuzzy_match_survives_an_extra_call(tmp_path, task):
     from compare_models import dump_mlp
 
-    npu = dump_mlp(str(tmp_path / "npu"), task="statistics", level="L1", extra_call=True)
-    bench = dump_mlp(str(tmp_path / "bench"), task="statistics", level="L1")
+    npu = dump_mlp(str(tmp_path / "npu"), task=task, level="L1", extra_call=True)
+    bench = dump_mlp(str(tmp_path / "bench"), task=task, level="L1")
     args = (os.path.join(npu, "dump.json"), os.path.join(bench, "dump.json"), str(tmp_path / "out"))
     exact = compare_dumps(*args, CompareOptions(progress=False, timestamp="e"))[0].result
     fuzzy = compare_dumps(*args, CompareOptions(progress=False, timestamp="f", fuzzy_match=True))[0].result
@@ -143,6 +144,48 @@ def test_fuzzy_match_survives_an_extra_call(tmp_path):
     model_gelu = names.index("Functional.gelu.1.forward.output.0")
     assert _column(exact, "Bench Name")[model_gelu] == "N/A"  # exact: gelu.1 does not exist on the bench side
     assert _column(fuzzy, "Bench Name")[model_gelu] == "Functional.gelu.0.forward.output.0"
-    assert _column(fuzzy, "Result")[model_gelu] is None  # the right pair: identical data
+    if task == "statistics":
+        assert _column(fuzzy, "Result")[model_gelu] is None  # the right pair: identical data
+        assert _column(fuzzy, "Err_message")[model_gelu] is None
+    else:
+        assert (_column(fuzzy, "Cosine")[model_gelu], _column(fuzzy, "MaxAbsErr")[model_gelu]) == (1.0, 0.0)
+        assert _column(fuzzy, "Err_message")[model_gelu] == \
+            "Fuzzy matching data, the comparison accuracy may be affected."
     extra = names.index("Functional.gelu.0.forward.output.0")
     assert _column(fuzzy, "Bench Name")[extra] == "N/A"  # the extra call is reported, not paired
+
+
+def test_l0_module_rows_with_parameters_and_gradients(tmp_path):
+    """An L0 (module-only) bf16 run against its fp32 run: forward, backward, parameters and
+    parameters_grad rows of every module pair up and carry small, real differences."""
+    from compare_models import dump_mlp
+
+    npu = dump_mlp(str(tmp_path / "bf16"), task="statistics", level="L0", dtype="bf16")
+    bench = dump_mlp(str(tmp_path / "fp32"), task="statistics", level="L0")
+    result = compare_dumps(os.path.join(npu, "dump.json"), os.path.join(bench, "dump.json"), str(tmp_path / "o"),
+                           CompareOptions(progress=False))[0].result
+    names = _column(result, "NPU Name")
+    assert names == _column(result, "Bench Name") and all(name.startswith("Module.") for name in names)
+    for name in ("Module.l1.Linear.forward.0.parameters.weight", "Module.ln.LayerNorm.forward.0.parameters.bias",
+                 "Module.l2.Linear.parameters_grad.weight", "Module.l1.Linear.parameters_grad.bias",
+                 "Module.act.GELU.backward.0.output.0", "Module.l2.Linear.forward.0.output.0"):
+        row = names.index(name)
+        assert _column(result, "NPU Dtype")[row] == "torch.bfloat16"
+        assert _column(result, "Bench Dtype")[row] == "torch.float32"
+        assert abs(_column(result, "Max diff")[row]) < 0.05, name
+    grad = names.index("Module.l2.Linear.parameters_grad.weight")
+    assert _column(result, "Max diff")[grad] != 0.0  # bf16 gradients really differ
+
+
+def test_bench_only_rows_are_appended(dumps, tmp_path):
+    """The broken layer's extra ops exist only on the bench side here: they end the report."""
+    result = _compare(dumps, "stat_fp32", "stat_broken", tmp_path).result
+    npu_names, bench_names = _column(result, "NPU Name"), _column(result, "Bench Name")
+    extra = [i for i, name in enumerate(npu_names) if name == "N/A"]
+    assert extra and extra == list(range(len(npu_names) - len(extra), len(npu_names)))
+    assert {bench_names[i].split(".")[1] for i in extra} == {"mul", "sub"}
+    for i in extra:
+        assert _column(result, "Result")[i] == "N/A"
+        assert _column(result, "Err_message")[i] == "No NPU data matched."
+    tensors = [i for i in extra if _column(result, "Bench Dtype")[i] == "torch.float32"]
+    assert tensors and all(isinstance(_column(result, "Bench max")[i], float) for i in tensors)
