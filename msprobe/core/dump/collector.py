@@ -15,7 +15,6 @@ overflow_check) and hands finished steps to the writer. It never imports a frame
 import atexit
 import math
 import os
-import weakref
 
 from msprobe.core.dump.filters import CallFilter
 from msprobe.core.dump.record import RecordBuilder
@@ -283,18 +282,15 @@ class DumpCollector:
             return
         key = self.adapter.tensor_identity(tensor)
         first = self._saved_files.get(key) if key is not None else None
-        # same memory, layout and version: the same content if the first tensor is still alive (its
-        # memory cannot have been reused), else if it equals the first one's snapshot (a gradient seen by
-        # two hooks arrives in two short-lived wrappers of one buffer)
-        if first is not None and (first[0]() is not None or self.adapter.same_content(first[2], tensor)):
-            self.writer.link_tensor(self.current_step, self.rank, first[1], file_name)
+        # same memory, layout and version, and the same bits as the snapshot taken then: one file. The
+        # bit check is cheap next to a file write, and catches memory reused or written behind the
+        # version counter (collectives, numpy views)
+        if first is not None and self.adapter.same_content(first[1], tensor):
+            self.writer.link_tensor(self.current_step, self.rank, first[0], file_name)
             return
         snapshot = self.adapter.copy_for_save(tensor)
         if key is not None:
-            try:
-                self._saved_files[key] = (weakref.ref(tensor), file_name, snapshot)
-            except TypeError:
-                pass
+            self._saved_files[key] = (file_name, snapshot)
         self.writer.save_tensor(self.current_step, self.rank, snapshot, file_name)
 
     def _split_buffered(self, prefix):

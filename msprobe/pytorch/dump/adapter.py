@@ -152,8 +152,13 @@ class TorchAdapter(DumpAdapter):
             return None
 
     def memory_owner(self, tensor):
-        base = tensor._base  # a view keeps its base (and so the memory) alive
-        return tensor if base is None else base
+        # torch keeps one Python object per storage for as long as the storage lives, so a weak
+        # reference to it says whether the memory is still the same allocation, however many
+        # short-lived tensor objects (gradients handed to hooks, views) pointed into it
+        try:
+            return tensor.untyped_storage()
+        except (RuntimeError, NotImplementedError):
+            return tensor
 
     def tensor_stats(self, tensor):
         if tensor.is_cpu and tensor.dtype in _DOT_DTYPES:
