@@ -1,30 +1,28 @@
 """Dump overhead of `msprobe.mindspore.PrecisionDebugger` on a small GPT-style MindSpore model (CPU).
 
-usage: python benchmarks/ms_dump_overhead.py none|tool [task] [level] [summary_mode]
-  none  runs the same PyNative training loop without the debugger.
-Prints one JSON line with the median step time over steps 2..STEPS (env STEPS, default 6).
-Same method as the PyTorch benchmark: the overhead is the ratio of the two medians, run back to back.
-The model uses only ops with CPU kernels in MindSpore 2.10 (no embedding/layer_norm/gelu), so the
-input is a float tensor and normalisation is RMSNorm written with mint.
+usage: python benchmarks/ms_dump_overhead.py [config ...]   configs: statistics:L1 statistics:mix tensor:L1 ...
+Same method as benchmarks/dump_overhead.py: in one process, the PyNative training loop runs without
+the debugger and then with it for each config (a baseline run right before each debugger run, REPEATS
+times, default 2); one JSON line per config gives the lowest median step time of each side (steps
+2..STEPS, env STEPS, default 6) and their ratio. The model uses only ops with CPU kernels in MindSpore
+2.10 (no embedding/layer_norm/gelu), so the input is a float tensor and normalisation is RMSNorm
+written with mint.
 """
 import json
 import os
 import shutil
 import statistics
 import sys
+import tempfile
 import time
 
 import numpy as np
 import mindspore as ms
 from mindspore import mint, nn, Tensor
 
-ms.set_device("CPU")
-ms.set_seed(0)
-mode = sys.argv[1] if len(sys.argv) > 1 else "none"
-task = sys.argv[2] if len(sys.argv) > 2 else "statistics"
-level = sys.argv[3] if len(sys.argv) > 3 else "L1"
-summary = sys.argv[4] if len(sys.argv) > 4 else "statistics"
 STEPS = int(os.environ.get("STEPS", "6"))
+REPEATS = int(os.environ.get("REPEATS", "2"))
+TARGETS = {"statistics:L1": 2.0}
 D, HEADS, LAYERS, CTX, BATCH = 256, 4, 4, 128, 8
 
 
@@ -72,44 +70,69 @@ class GPT(nn.Cell):
         return self.head(self.norm(x))
 
 
-model = GPT()
-opt = nn.AdamWeightDecay(model.trainable_params(), 1e-3)
+def train(config=None, dump_path=None):
+    """Median step time and losses of STEPS training steps (with the debugger when configured)."""
+    ms.set_seed(0)
+    model = GPT()
+    opt = nn.AdamWeightDecay(model.trainable_params(), 1e-3)
 
+    def loss_fn(x, target):
+        return mint.mean(mint.square(model(x) - target))
 
-def loss_fn(x, target):
-    return mint.mean(mint.square(model(x) - target))
-
-
-grad_fn = ms.value_and_grad(loss_fn, None, opt.parameters)
-debugger = None
-if mode != "none":
-    out = os.environ.get("DUMP_DIR", f"/tmp/ms_dump_overhead_{task}_{level}_{summary}")
-    shutil.rmtree(out, ignore_errors=True)
-    cfg = {"task": task, "dump_path": out, "rank": [], "step": [], "level": level,
-           task: {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": summary}}
-    cfg_path = out.rstrip("/") + ".config.json"
-    with open(cfg_path, "w") as handle:
-        json.dump(cfg, handle)
-    from msprobe.mindspore import PrecisionDebugger
-    debugger = PrecisionDebugger(config_path=cfg_path)
-
-rng = np.random.RandomState(0)
-times, losses = [], []
-for step in range(STEPS):
-    x = Tensor(rng.randn(BATCH, CTX, D).astype(np.float32))
-    target = Tensor(rng.randn(BATCH, CTX, 512).astype(np.float32))
-    t0 = time.perf_counter()
+    grad_fn = ms.value_and_grad(loss_fn, None, opt.parameters)
+    debugger = None
+    if config:
+        from msprobe.mindspore import PrecisionDebugger
+        task, level = config.split(":")
+        cfg_path = dump_path + ".config.json"
+        with open(cfg_path, "w") as handle:
+            json.dump({"task": task, "dump_path": dump_path, "level": level, task: {}}, handle)
+        debugger = PrecisionDebugger(config_path=cfg_path)
+    rng = np.random.RandomState(0)
+    times, losses = [], []
+    for _ in range(STEPS):
+        x = Tensor(rng.randn(BATCH, CTX, D).astype(np.float32))
+        target = Tensor(rng.randn(BATCH, CTX, 512).astype(np.float32))
+        t0 = time.perf_counter()
+        if debugger:
+            debugger.start(model)
+        loss, grads = grad_fn(x, target)
+        opt(grads)
+        if debugger:
+            debugger.stop()
+            debugger.step()
+        losses.append(float(loss.asnumpy()))
+        times.append(time.perf_counter() - t0)
     if debugger:
-        debugger.start(model)
-    loss, grads = grad_fn(x, target)
-    opt(grads)
-    if debugger:
-        debugger.stop()
-        debugger.step()
-    losses.append(float(loss.asnumpy()))
-    times.append(time.perf_counter() - t0)
-if debugger:
-    debugger.close()
-print(json.dumps({"framework": "mindspore", "mode": mode, "task": task, "level": level, "summary_mode": summary,
-                  "steps": STEPS, "median_step_s": round(statistics.median(times[1:]), 4),
-                  "last_loss": round(losses[-1], 6)}))
+        debugger.close()
+    return statistics.median(times[2:]), losses
+
+
+def main(configs):
+    ms.set_device("CPU")
+    work = tempfile.mkdtemp(prefix="msprobe_ms_bench_")
+    try:
+        train()  # warm-up: first-call costs of kernels are not overhead
+        for config in configs:
+            bases, tools, identical = [], [], True
+            for repeat in range(REPEATS):
+                base, base_losses = train()
+                dump_path = os.path.join(work, f"{config.replace(':', '_')}_{repeat}")
+                tool, tool_losses = train(config, dump_path)
+                shutil.rmtree(dump_path, ignore_errors=True)
+                bases.append(base)
+                tools.append(tool)
+                identical = identical and base_losses == tool_losses
+            print(json.dumps({"framework": "mindspore", "config": config, "steps": STEPS, "repeats": REPEATS,
+                              "median_step_s_without": round(min(bases), 4),
+                              "median_step_s_with": round(min(tools), 4),
+                              "ratio": round(min(tools) / min(bases), 3), "target": TARGETS.get(config),
+                              "losses_identical": identical,
+                              "all_without": [round(b, 4) for b in bases], "all_with": [round(t, 4) for t in tools]}),
+                  flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or ["statistics:L1", "statistics:mix"])
