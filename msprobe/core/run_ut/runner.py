@@ -4,19 +4,25 @@ The framework part is an *executor factory*, named as 'package.module:function' 
 can import it: `factory(settings) -> execute(case) -> outcome dict` (see `ResultWriter.write`).
 Outcomes are written in the order of dump.json whatever the number of workers, so run_ut, multi_run_ut
 and a resumed run produce the same files. A worker that dies is an error, never a partial success.
+
+With workers (`WorkerPool`) the parent never imports the executor module (nor, through it, torch or
+mindspore): the workers import it in parallel, while the parent reads dump.json; then the parent only
+hands out chunks of cases and writes the CSVs.
 """
 import importlib
 import multiprocessing
 import os
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from msprobe.core.errors import MsprobeError
 from msprobe.core.log import logger
 
-__all__ = ["load_factory", "run_cases", "skip_outcome"]
+__all__ = ["load_factory", "run_cases", "skip_outcome", "device_plan", "WorkerPool"]
 
-_worker_execute = None
+_worker = {}  # in a worker process: its factory, device id, and the executor built for the current settings
 
 
 def load_factory(path):
@@ -31,13 +37,65 @@ def skip_outcome(case, reason, has_backward=None):
             "details": [{"name": f"{case.name}.forward", "status": "SKIP", "message": reason}]}
 
 
-def _init_worker(factory_path, settings):
-    global _worker_execute
-    _worker_execute = load_factory(factory_path)(dict(settings, threads=1))
+def device_plan(device_ids, workers):
+    """Device id of each worker: workers spread evenly over the devices, in turn (docs 07 §3.2)."""
+    device_ids = list(device_ids or [0])
+    return [device_ids[index % len(device_ids)] for index in range(workers)]
 
 
-def _run_chunk(cases):
-    return [_worker_execute(case) for case in cases]
+def _exit_with_parent(parent_pid, interval=0.5):
+    """A worker whose parent was killed (SIGKILL, the OOM killer) would wait for work forever, holding its
+    memory: it leaves as soon as it is re-parented."""
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(interval)
+        os._exit(1)
+    threading.Thread(target=watch, name="msprobe-parent-watch", daemon=True).start()
+
+
+def _init_worker(factory_path, device_queue, parent_pid):
+    _exit_with_parent(parent_pid)
+    _worker.update(factory=load_factory(factory_path), device_id=device_queue.get(), settings=None)
+
+
+def _ready():
+    return os.getpid()
+
+
+def _run_chunk(settings_and_cases):
+    settings, cases = settings_and_cases
+    if _worker["settings"] != settings:
+        _worker["execute"] = _worker["factory"](dict(settings, device_id=_worker["device_id"], threads=1))
+        _worker["settings"] = settings
+    return [_worker["execute"](case) for case in cases]
+
+
+class WorkerPool:
+    """multi_run_ut worker processes. They start at once and import the executor (and its framework)
+    while the parent is still reading dump.json; `device_ids` are shared out among them in turn.
+    `start_method`: 'fork', or 'spawn' for frameworks whose runtime does not survive fork (env
+    MSPROBE_RUN_UT_START overrides it)."""
+
+    def __init__(self, factory_path, workers, start_method="fork", device_ids=(0,)):
+        method = os.environ.get("MSPROBE_RUN_UT_START") or start_method
+        if method not in multiprocessing.get_all_start_methods():
+            method = "spawn"
+        context = multiprocessing.get_context(method)
+        device_queue = context.SimpleQueue()
+        for device_id in device_plan(device_ids, workers):
+            device_queue.put(device_id)
+        self.workers = workers
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker,
+                                         initargs=(factory_path, device_queue, os.getpid()))
+        for _ in range(workers):  # processes start on submit, not before
+            self._pool.submit(_ready)
+
+    def map(self, settings, chunks):
+        """Outcome lists of the chunks, in order."""
+        return self._pool.map(_run_chunk, [(settings, chunk) for chunk in chunks])
+
+    def close(self):
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _progress(total, done_before):
@@ -46,52 +104,41 @@ def _progress(total, done_before):
                 disable=os.environ.get("MSPROBE_NO_PROGRESS") == "1")
 
 
-def _start_method(factory_path):
-    """How worker processes start: MSPROBE_RUN_UT_START if set, else the executor module's
-    `WORKER_START_METHOD`, else 'fork' (workers reuse the parent's imported torch). MindSpore's runtime
-    threads do not survive fork, so its executor asks for 'spawn'."""
-    module = importlib.import_module(factory_path.partition(":")[0])
-    wanted = os.environ.get("MSPROBE_RUN_UT_START") or getattr(module, "WORKER_START_METHOD", "fork")
-    return wanted if wanted in multiprocessing.get_all_start_methods() else "spawn"
-
-
 def _chunks(cases, size):
     return [cases[i:i + size] for i in range(0, len(cases), size)]
 
 
-def run_cases(cases, writer, factory_path, settings, workers=1, skipped=()):
-    """Check every case not yet in `writer.done`; `skipped` holds (case, reason) written as SKIP."""
+def run_cases(cases, writer, factory_path, settings, skipped=(), pool=None, device_id=0):
+    """Check every case not yet in `writer.done`, in this process or, given a WorkerPool, in its workers;
+    `skipped` holds (case, reason) written as SKIP rows."""
     skip_reason = {case.name: reason for case, reason in skipped}
     ordered = sorted(list(cases) + [case for case, _ in skipped], key=lambda c: c.index)
     todo = [case for case in ordered if case.name not in writer.done]
+    runnable = [case for case in todo if case.name not in skip_reason]
     bar = _progress(len(ordered), len(ordered) - len(todo))
     try:
-        if workers <= 1:
-            execute = load_factory(factory_path)(settings) if any(c.name not in skip_reason for c in todo) else None
+        if pool is None:
+            execute = load_factory(factory_path)(dict(settings, device_id=device_id)) if runnable else None
             for case in todo:
                 writer.write(skip_outcome(case, skip_reason[case.name]) if case.name in skip_reason
                              else execute(case))
                 bar.update(1)
         else:
-            _run_parallel(todo, skip_reason, writer, factory_path, settings, workers, bar)
+            _run_parallel(todo, runnable, skip_reason, writer, settings, pool, bar)
     finally:
         bar.close()
         writer.close()
     logger.info("run_ut: results in %s and %s", writer.result_path, writer.details_path)
 
 
-def _run_parallel(todo, skip_reason, writer, factory_path, settings, workers, bar):
-    runnable = [case for case in todo if case.name not in skip_reason]
+def _run_parallel(todo, runnable, skip_reason, writer, settings, pool, bar):
     # small chunks keep the workers balanced (a few APIs, like the LM head, cost far more than others)
-    chunks = _chunks(runnable, max(1, min(8, len(runnable) // (workers * 8) or 1)))
-    context = multiprocessing.get_context(_start_method(factory_path))
+    chunks = _chunks(runnable, max(1, min(8, len(runnable) // (pool.workers * 8) or 1)))
     results, position = {}, 0
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker,
-                                 initargs=(factory_path, settings)) as pool:
-            for outcomes in pool.map(_run_chunk, chunks):
-                results.update((outcome["api"], outcome) for outcome in outcomes)
-                position = _write_ready(todo, position, results, skip_reason, writer, bar)
+        for outcomes in pool.map(settings, chunks):
+            results.update((outcome["api"], outcome) for outcome in outcomes)
+            position = _write_ready(todo, position, results, skip_reason, writer, bar)
     except BrokenProcessPool as exc:
         raise MsprobeError(f"a multi_run_ut worker process died ({exc}); results so far are in "
                            f"{writer.result_path}; resume with -csv_path after fixing the cause.") from None

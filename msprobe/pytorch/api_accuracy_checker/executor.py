@@ -17,10 +17,7 @@ from msprobe.pytorch.api_accuracy_checker.arguments import (bench_copy, build_ca
                                                             flatten_tensors)
 from msprobe.pytorch.api_accuracy_checker.op_resolver import is_inplace, resolve_api
 
-__all__ = ["make_executor", "device_for", "run_case", "FACTORY"]
-
-FACTORY = "msprobe.pytorch.api_accuracy_checker.executor:make_executor"
-
+__all__ = ["make_executor", "device_for", "run_case"]
 
 _INDEXERS = (torch.Tensor.__getitem__, torch.Tensor.__setitem__)
 
@@ -75,6 +72,17 @@ def _compare(row_prefix, device_values, bench_values):
     return rows
 
 
+def _run_backward(outputs, grads):
+    """Backpropagate `grads` (same shapes as `outputs`) into the leaves. Calls the autograd engine the
+    way torch.autograd.backward does, minus its gradient-shape check: that check imports sympy on first
+    use (0.3-0.8 s, paid again by every multi_run_ut worker); the engine checks shapes itself."""
+    engine_run = getattr(torch.autograd.graph, "_engine_run_backward", None)
+    if engine_run is None:
+        torch.autograd.backward(outputs, grads)
+        return
+    engine_run(tuple(outputs), tuple(grads), False, False, (), allow_unreachable=True, accumulate_grad=True)
+
+
 def _backward(case, device_call, bench_call, device_out, bench_out, tensor_dir, seed=None):
     """Rows of the input gradients, or (SKIP reason) when no gradient can be computed."""
     outputs_d, outputs_b = flatten_tensors(device_out), flatten_tensors(bench_out)
@@ -85,8 +93,8 @@ def _backward(case, device_call, bench_call, device_out, bench_out, tensor_dir, 
         return None, "no differentiable output or input"
     bench_pairs = [(ob, g.detach().to("cpu").to(ob.dtype)) for ob, (od, g) in zip(outputs_b, zip(outputs_d, grads))
                    if g is not None and isinstance(od, torch.Tensor) and od.requires_grad]
-    torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
-    torch.autograd.backward([o for o, _ in bench_pairs], [g for _, g in bench_pairs])
+    _run_backward([o for o, _ in pairs], [g for _, g in pairs])
+    _run_backward([o for o, _ in bench_pairs], [g for _, g in bench_pairs])
     device_grads = [leaf.grad for leaf in device_call.leaves]
     bench_grads = [leaf.grad for leaf in bench_call.leaves]
     return _compare(f"{case.name}.backward.output", device_grads, bench_grads), ""
@@ -135,9 +143,11 @@ def run_case(case, settings, function=None, seed=None):
 
 
 def make_executor(settings):
-    """Executor factory: settings {'device', 'tensor_dir', 'error_data_dir', 'threads'} -> execute(case)."""
+    """Executor factory: settings {'device_id' (or 'device'), 'tensor_dir', 'error_data_dir', 'threads'}
+    -> execute(case)."""
     if settings.get("threads"):
         torch.set_num_threads(int(settings["threads"]))
+    settings = dict(settings, device=settings.get("device") or device_for(settings.get("device_id", 0)))
 
     def execute(case):
         try:

@@ -1,6 +1,7 @@
 """`msprobe -f pytorch multi_run_ut`: run_ut split over N worker processes, same CSVs as run_ut."""
 from msprobe.core.run_ut.command import add_run_ut_arguments, execute_run_ut
 from msprobe.core.run_ut.report import PYTORCH_LAYOUT
+from msprobe.pytorch.commands.run_ut import FACTORY
 
 DESCRIPTION = "run_ut over several worker processes (-n) and devices (-d); results identical to run_ut."
 
@@ -10,6 +11,5 @@ def add_arguments(parser):
 
 
 def run(args):
-    from msprobe.pytorch.api_accuracy_checker.executor import FACTORY, device_for
-
-    return execute_run_ut(args, FACTORY, PYTORCH_LAYOUT, {"device": device_for(args.device_id[0])}, multi=True)
+    # forked workers import torch themselves, in parallel; the parent only reads and writes files
+    return execute_run_ut(args, FACTORY, PYTORCH_LAYOUT, {}, multi=True, start_method="fork")

@@ -3,6 +3,8 @@ from msprobe.core.run_ut.command import add_run_ut_arguments, execute_run_ut
 from msprobe.core.run_ut.report import PYTORCH_LAYOUT
 
 DESCRIPTION = "API accuracy pre-check: rerun each dumped API on the device and on a CPU high-precision bench."
+# imported where the APIs run (here, or in each multi_run_ut worker), never by a multi_run_ut parent
+FACTORY = "msprobe.pytorch.api_accuracy_checker.executor:make_executor"
 
 
 def add_arguments(parser):
@@ -10,6 +12,4 @@ def add_arguments(parser):
 
 
 def run(args):
-    from msprobe.pytorch.api_accuracy_checker.executor import FACTORY, device_for
-
-    return execute_run_ut(args, FACTORY, PYTORCH_LAYOUT, {"device": device_for(args.device_id)})
+    return execute_run_ut(args, FACTORY, PYTORCH_LAYOUT, {})

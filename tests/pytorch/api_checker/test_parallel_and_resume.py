@@ -83,13 +83,20 @@ def test_resume_drops_a_half_written_line_and_orphan_details(long_dump, tmp_path
     assert file_text(details) == file_text(full_details)
 
 
-def test_a_dead_worker_is_an_error(long_dump, tmp_path, monkeypatch):
-    original = F.gelu  # noqa: F841 keep flake quiet; the fault is in torch.tanh below
-
+def test_a_dead_worker_is_an_error_and_the_run_can_be_resumed(long_dump, tmp_path, monkeypatch, capsys):
     def crash(*args, **kwargs):
         os._exit(3)   # the worker process dies without a Python exception
-    monkeypatch.setattr(torch, "tanh", crash)
-    assert run_cli("multi_run_ut", "-api_info", long_dump, "-o", str(tmp_path), "-n", "2") == 1
+    with monkeypatch.context() as patch:
+        patch.setattr(torch, "tanh", crash)
+        assert run_cli("multi_run_ut", "-api_info", long_dump, "-o", str(tmp_path / "broken"), "-n", "2") == 1
+    log = capsys.readouterr().out
+    assert "[ERROR]" in log and "worker process died" in log and "-csv_path" in log
+    result, details = report_paths(tmp_path / "broken")
+    assert len(read_rows(result)) < 10           # Torch.tanh.0 is the second API: little was written
+    assert run_cli("multi_run_ut", "-api_info", long_dump, "-csv_path", result, "-n", "2") == 0
+    assert run_cli("run_ut", "-api_info", long_dump, "-o", str(tmp_path / "clean")) == 0
+    for resumed, clean in zip((result, details), report_paths(tmp_path / "clean")):
+        assert file_text(resumed) == file_text(clean)
 
 
 def _write_details(path, rows):

@@ -97,6 +97,10 @@ def test_unsupported_and_failing_apis_become_skip_rows(tmp_path):
         "Torch.matmul.0.forward": {"input_args": [tensor, dict(tensor, shape=[3, 5])], "input_kwargs": {},
                                    "output": [tensor]},
         "Torch.exp.0.forward": {"input_args": [tensor], "input_kwargs": {}, "output": [tensor]},
+        # recorded with a backward, but an index output carries no gradient
+        "Torch.argmax.0.forward": {"input_args": [dict(tensor, requires_grad=True)], "input_kwargs": {},
+                                   "output": [dict(tensor, dtype="torch.int64", shape=[])]},
+        "Torch.argmax.0.backward": {"input": [dict(tensor, shape=[])], "output": [tensor]},
     }
     dump = tmp_path / "dump.json"
     dump.write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch", "data": data}))
@@ -110,6 +114,13 @@ def test_unsupported_and_failing_apis_become_skip_rows(tmp_path):
     for api in ("Distributed.all_reduce.0", "NPU.npu_fusion_attention.0", "Torch.no_such_api.0", "Torch.matmul.0"):
         assert results[api]["Forward Test Success"] == "SKIP"
     assert results["Torch.exp.0"]["Forward Test Success"] == "pass"
+    argmax = results["Torch.argmax.0"]
+    assert (argmax["Forward Test Success"], argmax["Backward Test Success"]) == ("pass", "SKIP")
+    assert argmax["Message"] == "backward: no differentiable output or input"
+    details = {row["API name"]: row for row in read_rows(report_paths(tmp_path / "out")[1])}
+    assert details["Torch.matmul.0.forward"]["Status"] == "SKIP"
+    assert details["Torch.matmul.0.forward"]["Message"].startswith("run failed: RuntimeError")
+    assert details["Torch.argmax.0.forward.output.0"]["二进制一致错误率"] == "0.0"
 
 
 def test_bad_inputs_are_user_errors(tmp_path, capsys):
