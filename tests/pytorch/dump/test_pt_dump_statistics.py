@@ -97,3 +97,12 @@ def test_same_content_compares_bits():
     assert ADAPTER.same_content(torch.arange(6.0).reshape(2, 3).t().contiguous(), torch.arange(6.0).reshape(2, 3).t())
     assert ADAPTER.same_content(torch.tensor([1 + 2j]), torch.tensor([1 + 2j]))
     assert ADAPTER.same_content(torch.tensor([1.5], dtype=torch.bfloat16), torch.tensor([1.5], dtype=torch.bfloat16))
+
+
+def test_tensor_files_are_byte_identical_to_torch_save(tmp_path):
+    for tensor in (torch.randn(3, 5), torch.arange(10, dtype=torch.int64), torch.randn(4).to(torch.bfloat16)):
+        ours, theirs = tmp_path / "ours.pt", tmp_path / "theirs.pt"
+        ADAPTER.save_tensor(ADAPTER.copy_for_save(tensor), str(ours))
+        torch.save(tensor.clone(), str(theirs), _use_new_zipfile_serialization=False)
+        assert ours.read_bytes() == theirs.read_bytes()
+        assert torch.equal(torch.load(ours), tensor)
