@@ -10,7 +10,7 @@ with open(os.path.join(HERE, "msprobe", "__init__.py"), encoding="utf-8") as han
 with open(os.path.join(HERE, "README.md"), encoding="utf-8") as handle:
     LONG_DESCRIPTION = handle.read()
 
-BASE = ["numpy>=1.21", "pandas>=1.3", "openpyxl>=3.0", "pyyaml>=5.4", "tqdm>=4.60"]
+BASE = ["numpy>=1.21", "pandas>=1.3", "openpyxl>=3.0", "pyyaml>=5.4", "tqdm>=4.60", "orjson>=3.6"]
 EXTRAS = {
     "pytorch": ["torch>=2.0"],
     "mindspore": ["mindspore>=2.4", "numpy<2"],

@@ -100,3 +100,13 @@ def test_serve_drops_a_message_cut_off_by_a_crash(tmp_path):
     serve(io.BytesIO(complete + complete[: len(complete) // 2]), out)
     assert out.getvalue() == b"."
     assert _load(tmp_path / "stack.json") == STACK
+
+
+def test_encoding_keeps_nan_infinity_and_big_integers():
+    value = {"a": (1.5, math.nan, math.inf, -math.inf, None, 2 ** 70, "null-ish"), "b": [0.1, 1e-05]}
+    text = encode_dump_json({"data": {"x": value, "y": {"z": 0.17833003401756287}}})
+    loaded = json.loads(text)["data"]
+    assert loaded["x"]["a"][:1] == [1.5] and math.isnan(loaded["x"]["a"][1])
+    assert loaded["x"]["a"][2:] == [math.inf, -math.inf, None, 2 ** 70, "null-ish"]
+    assert loaded["x"]["b"] == [0.1, 1e-05] and loaded["y"]["z"] == 0.17833003401756287
+    assert "NaN" in text and "-Infinity" in text and len(text.splitlines()) == 6  # one entry per line

@@ -24,7 +24,26 @@ __all__ = ["DumpWriter", "rank_dir_name", "encode_dump_json", "write_json_files"
 TENSOR_DIR = "dump_tensor_data"
 
 
-_compact = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+try:  # ~7x faster than the json module; optional
+    import orjson
+except ImportError:
+    orjson = None
+
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _encode(value):
+    """Compact JSON text of one value. orjson writes NaN and Infinity as null (the json module writes
+    NaN, Infinity, -Infinity, as the reference's files hold them), so any output holding a null is
+    encoded again by the json module: a few percent of a dump's entries."""
+    if orjson is not None:
+        try:
+            text = orjson.dumps(value)
+        except TypeError:  # a value orjson does not take (e.g. an int over 64 bits)
+            return _compact(value)
+        if b"null" not in text:
+            return text.decode("utf-8")
+    return _compact(value)
 _YIELD_EVERY = 32  # entries encoded between two GIL hand-offs to the training thread
 
 
@@ -36,9 +55,9 @@ def _entries(mapping, indent):
         if type(value) is list:
             text = memo.get(id(value))
             if text is None:
-                text = memo[id(value)] = _compact(value)
+                text = memo[id(value)] = _encode(value)
         else:
-            text = _compact(value)
+            text = _encode(value)
         lines.append(f"{pad}{_compact(str(key))}: {text}")
         if not count % _YIELD_EVERY:
             # the C encoder never releases the GIL; without this the training thread, which releases
