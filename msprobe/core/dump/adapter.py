@@ -54,6 +54,14 @@ class DumpAdapter:
         {"type": ..., "dtype": ..., "shape": [...]}."""
         raise NotImplementedError
 
+    def tensor_facts(self, tensor):
+        """(type, dtype, shape, requires_grad, content key) in one call: what a descriptor needs
+        besides statistics. requires_grad is None for frameworks without it. Adapters may fuse this;
+        by default it is composed from tensor_header / requires_grad / content_identity."""
+        header = self.tensor_header(tensor)
+        requires_grad = self.requires_grad(tensor) if self.has_requires_grad else None
+        return header["type"], header["dtype"], header["shape"], requires_grad, self.content_identity(tensor)
+
     def requires_grad(self, tensor):
         """Value of the "requires_grad" key (only used when `has_requires_grad`)."""
         return False

@@ -46,23 +46,6 @@ class RecordBuilder:
         self._stats_cache = {}  # identity -> (weakref or None, handle)
 
     # -- statistics -------------------------------------------------------------------------
-    def _stats_handle(self, tensor):
-        adapter = self.adapter
-        key = adapter.content_identity(tensor)
-        if key is None:
-            return adapter.tensor_stats(tensor)
-        hit = self._stats_cache.get(key)
-        # the memory owner of the first tensor must still be alive: then its memory cannot have been reused
-        if hit is not None and hit[0] is not None and hit[0]() is not None:
-            return hit[1]
-        handle = adapter.tensor_stats(tensor)
-        try:
-            ref = weakref.ref(adapter.memory_owner(tensor))
-        except TypeError:
-            ref = None
-        self._stats_cache[key] = (ref, handle)
-        return handle
-
     def forget(self, tensor):
         """Drop cached statistics of a tensor changed behind the version counter (collectives)."""
         key = self.adapter.content_identity(tensor)
@@ -72,16 +55,29 @@ class RecordBuilder:
     def describe_tensor(self, tensor, data_name=None):
         """Descriptor of one tensor; deferred statistics are filled by `resolve()`."""
         adapter = self.adapter
-        desc = adapter.tensor_header(tensor)
-        stats = self._stats_handle(tensor)
-        if type(stats) is tuple:
-            desc["Max"], desc["Min"], desc["Mean"], desc["Norm"] = stats
+        kind, dtype, shape, requires_grad, key = adapter.tensor_facts(tensor)
+        hit = self._stats_cache.get(key) if key is not None else None
+        # the first tensor's memory must still be allocated: then it cannot have been reused
+        if hit is not None and hit[0] is not None and hit[0]() is not None:
+            stats = hit[1]
         else:
-            desc["Max"] = desc["Min"] = desc["Mean"] = desc["Norm"] = None
+            stats = adapter.tensor_stats(tensor)
+            if key is not None:
+                try:
+                    ref = weakref.ref(adapter.memory_owner(tensor))
+                except TypeError:
+                    ref = None
+                self._stats_cache[key] = (ref, stats)
+        if type(stats) is tuple:
+            desc = {"type": kind, "dtype": dtype, "shape": shape,
+                    "Max": stats[0], "Min": stats[1], "Mean": stats[2], "Norm": stats[3]}
+        else:
+            desc = {"type": kind, "dtype": dtype, "shape": shape, "Max": None, "Min": None, "Mean": None,
+                    "Norm": None}
             if stats is not None:
                 self._pending.append((desc, stats))
-        if adapter.has_requires_grad:
-            desc["requires_grad"] = adapter.requires_grad(tensor)
+        if requires_grad is not None:
+            desc["requires_grad"] = requires_grad
         if self.want_md5:
             desc["md5"] = adapter.crc32(tensor)
         if data_name is not None and self.save_tensor is not None:

@@ -93,6 +93,20 @@ def _raw_bits(data):
     return data
 
 
+def _content_key(tensor, dtype, shape):
+    """Statistics-cache key: a dense tensor in any dimension order covers exactly [data_ptr, data_ptr +
+    numel) and its statistics (reduced in memory order) are those of every other dense view of that
+    memory at the same version. None for tensors without a version counter or data pointer."""
+    try:
+        if tensor.is_contiguous() or _memory_order(tensor).is_contiguous():
+            layout = tensor.numel()
+        else:
+            layout = (shape, tensor.stride())
+        return (tensor.data_ptr(), dtype, layout, tensor._version, tensor.device)
+    except RuntimeError:  # inference tensors have no version counter; meta/sparse have no data_ptr
+        return None
+
+
 def _memory_order(data):
     """`data` permuted so that its dimensions follow memory order: a transposed or permuted dense tensor
     becomes contiguous without a copy. Whole-tensor reductions do not depend on the dimension order
@@ -148,6 +162,20 @@ class TorchAdapter(DumpAdapter):
     def requires_grad(self, tensor):
         return bool(tensor.requires_grad)
 
+    def tensor_facts(self, tensor):
+        # tensor_header + requires_grad + content_identity fused: this runs for every tensor of a dump
+        dtype = tensor.dtype
+        name = _DTYPE_NAMES.get(dtype)
+        if name is None:
+            name = _DTYPE_NAMES[dtype] = str(dtype)
+        size = tensor.shape
+        shape = _SHAPES.get(size)
+        if shape is None:
+            if len(_SHAPES) >= _SHAPES_MAX:
+                _SHAPES.clear()
+            shape = _SHAPES[size] = tuple(size)
+        return "torch.Tensor", name, shape, tensor.requires_grad, _content_key(tensor, dtype, shape)
+
     def tensor_identity(self, tensor):
         # memory + layout + version: a gradient and its view-of-the-same-memory twin (what the
         # next op's hook receives) share one tensor file
@@ -158,16 +186,7 @@ class TorchAdapter(DumpAdapter):
             return None
 
     def content_identity(self, tensor):
-        # a dense tensor in any dimension order covers exactly [data_ptr, data_ptr + numel) and its
-        # statistics (reduced in memory order) are those of every other dense view of that memory
-        try:
-            if tensor.is_contiguous() or _memory_order(tensor).is_contiguous():
-                layout = tensor.numel()
-            else:
-                layout = (tuple(tensor.shape), tensor.stride())
-            return (tensor.data_ptr(), tensor.dtype, layout, tensor._version, tensor.device)
-        except RuntimeError:
-            return None
+        return _content_key(tensor, tensor.dtype, tuple(tensor.shape))
 
     def memory_owner(self, tensor):
         # torch keeps one Python object per storage for as long as the storage lives, so a weak
