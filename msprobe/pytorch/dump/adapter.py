@@ -93,6 +93,23 @@ def _raw_bits(data):
     return data
 
 
+def _dtype_name(dtype):
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype)
+    return name
+
+
+def _shape_tuple(size):
+    """One shared tuple per torch.Size (see _SHAPES)."""
+    shape = _SHAPES.get(size)
+    if shape is None:
+        if len(_SHAPES) >= _SHAPES_MAX:
+            _SHAPES.clear()
+        shape = _SHAPES[size] = tuple(size)
+    return shape
+
+
 def _content_key(tensor, dtype, shape):
     """Statistics-cache key: a dense tensor in any dimension order covers exactly [data_ptr, data_ptr +
     numel) and its statistics (reduced in memory order) are those of every other dense view of that
@@ -146,35 +163,17 @@ class TorchAdapter(DumpAdapter):
         return isinstance(value, torch.Tensor)
 
     def tensor_header(self, tensor):
-        dtype = tensor.dtype
-        name = _DTYPE_NAMES.get(dtype)
-        if name is None:
-            name = _DTYPE_NAMES[dtype] = str(dtype)
-        size = tensor.shape
-        shape = _SHAPES.get(size)
-        if shape is None:
-            if len(_SHAPES) >= _SHAPES_MAX:
-                _SHAPES.clear()
-            shape = _SHAPES[size] = tuple(size)
         # a tuple (written as a JSON list) keeps the descriptor free of mutable containers
-        return {"type": "torch.Tensor", "dtype": name, "shape": shape}
+        return {"type": "torch.Tensor", "dtype": _dtype_name(tensor.dtype), "shape": _shape_tuple(tensor.shape)}
 
     def requires_grad(self, tensor):
         return bool(tensor.requires_grad)
 
     def tensor_facts(self, tensor):
-        # tensor_header + requires_grad + content_identity fused: this runs for every tensor of a dump
+        # tensor_header + requires_grad + content_identity in one call: this runs for every tensor
         dtype = tensor.dtype
-        name = _DTYPE_NAMES.get(dtype)
-        if name is None:
-            name = _DTYPE_NAMES[dtype] = str(dtype)
-        size = tensor.shape
-        shape = _SHAPES.get(size)
-        if shape is None:
-            if len(_SHAPES) >= _SHAPES_MAX:
-                _SHAPES.clear()
-            shape = _SHAPES[size] = tuple(size)
-        return "torch.Tensor", name, shape, tensor.requires_grad, _content_key(tensor, dtype, shape)
+        shape = _shape_tuple(tensor.shape)
+        return "torch.Tensor", _dtype_name(dtype), shape, tensor.requires_grad, _content_key(tensor, dtype, shape)
 
     def tensor_identity(self, tensor):
         # memory + layout + version: a gradient and its view-of-the-same-memory twin (what the
