@@ -102,7 +102,8 @@ def test_same_content_compares_bits():
 def test_tensor_files_are_byte_identical_to_torch_save(tmp_path):
     for tensor in (torch.randn(3, 5), torch.arange(10, dtype=torch.int64), torch.randn(4).to(torch.bfloat16)):
         ours, theirs = tmp_path / "ours.pt", tmp_path / "theirs.pt"
-        ADAPTER.save_tensor(ADAPTER.copy_for_save(tensor), str(ours))
-        torch.save(tensor.clone(), str(theirs), _use_new_zipfile_serialization=False)
+        snapshot = ADAPTER.copy_for_save(tensor)  # the storage key inside the file is the storage's address
+        ADAPTER.save_tensor(snapshot, str(ours))
+        torch.save(snapshot, str(theirs), _use_new_zipfile_serialization=False)
         assert ours.read_bytes() == theirs.read_bytes()
         assert torch.equal(torch.load(ours), tensor)
