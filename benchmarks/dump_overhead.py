@@ -9,14 +9,14 @@ the lowest is the run least disturbed by other processes) and their ratio. The m
 """
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 
 import torch
 import torch.nn as nn
+
+from overhead_runner import run_configs
 
 STEPS = int(os.environ.get("STEPS", "6"))
 REPEATS = int(os.environ.get("REPEATS", "2"))
@@ -89,28 +89,7 @@ def train(debugger_config=None, dump_path=None):
 
 def main(configs):
     torch.set_num_threads(2)
-    work = tempfile.mkdtemp(prefix="msprobe_bench_")
-    try:
-        train()  # warm-up: first-call costs of torch kernels are not overhead
-        for config in configs:
-            bases, tools, identical = [], [], True
-            for repeat in range(REPEATS):  # alternate, keep the least disturbed run of each
-                base, base_losses = train()
-                dump_path = os.path.join(work, f"{config.replace(':', '_')}_{repeat}")
-                tool, tool_losses = train(config, dump_path)
-                shutil.rmtree(dump_path, ignore_errors=True)
-                bases.append(base)
-                tools.append(tool)
-                identical = identical and base_losses == tool_losses
-            print(json.dumps({"config": config, "steps": STEPS, "repeats": REPEATS,
-                              "median_step_s_without": round(min(bases), 4),
-                              "median_step_s_with": round(min(tools), 4),
-                              "ratio": round(min(tools) / min(bases), 3), "target": TARGETS.get(config),
-                              "losses_identical": identical,
-                              "all_without": [round(b, 4) for b in bases], "all_with": [round(t, 4) for t in tools]}),
-                  flush=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    run_configs(train, configs, STEPS, REPEATS, TARGETS)
 
 
 if __name__ == "__main__":

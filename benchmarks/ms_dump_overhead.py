@@ -10,11 +10,11 @@ written with mint.
 """
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
+
+from overhead_runner import run_configs
 
 import numpy as np
 import mindspore as ms
@@ -110,28 +110,7 @@ def train(config=None, dump_path=None):
 
 def main(configs):
     ms.set_device("CPU")
-    work = tempfile.mkdtemp(prefix="msprobe_ms_bench_")
-    try:
-        train()  # warm-up: first-call costs of kernels are not overhead
-        for config in configs:
-            bases, tools, identical = [], [], True
-            for repeat in range(REPEATS):
-                base, base_losses = train()
-                dump_path = os.path.join(work, f"{config.replace(':', '_')}_{repeat}")
-                tool, tool_losses = train(config, dump_path)
-                shutil.rmtree(dump_path, ignore_errors=True)
-                bases.append(base)
-                tools.append(tool)
-                identical = identical and base_losses == tool_losses
-            print(json.dumps({"framework": "mindspore", "config": config, "steps": STEPS, "repeats": REPEATS,
-                              "median_step_s_without": round(min(bases), 4),
-                              "median_step_s_with": round(min(tools), 4),
-                              "ratio": round(min(tools) / min(bases), 3), "target": TARGETS.get(config),
-                              "losses_identical": identical,
-                              "all_without": [round(b, 4) for b in bases], "all_with": [round(t, 4) for t in tools]}),
-                  flush=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    run_configs(train, configs, STEPS, REPEATS, TARGETS, framework="mindspore")
 
 
 if __name__ == "__main__":
