@@ -10,7 +10,8 @@ import numpy as np
 
 from msprobe.core.run_ut.random_data import random_values
 
-__all__ = ["TensorSlot", "ValueSlot", "CallTemplate", "template_of", "fill", "slot_arrays", "plain_scalar"]
+__all__ = ["TensorSlot", "ValueSlot", "CallTemplate", "template_of", "fill", "slot_arrays", "plain_scalar",
+           "dotted_attribute"]
 
 TENSOR_TYPE_SUFFIXES = ("Tensor", "Parameter", "StubTensor")
 
@@ -78,6 +79,16 @@ def slot_arrays(records, rng, load):
         else:
             arrays.append(random_values(record, rng))
     return arrays
+
+
+def dotted_attribute(root, path):
+    """root.a.b for path 'a.b', or None when a part is missing."""
+    obj = root
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
 
 
 def plain_scalar(record):

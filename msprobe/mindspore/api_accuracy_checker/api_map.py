@@ -1,5 +1,6 @@
 """Which MindSpore APIs run_ut checks, their callables, and the PyTorch op used as the bench."""
 from msprobe.core.errors import UnsupportedError
+from msprobe.core.run_ut.arg_template import dotted_attribute
 
 __all__ = ["SUPPORTED_TENSOR_APIS", "resolve_mindspore", "resolve_torch", "ms_dtype", "torch_dtype_of"]
 
@@ -14,15 +15,6 @@ _RANDOM = frozenset(("dropout", "dropout1d", "dropout2d", "rand", "rand_like", "
                      "randint_like", "randperm", "normal", "bernoulli", "multinomial", "empty", "empty_like"))
 
 
-def _attribute(root, path):
-    obj = root
-    for part in path.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
-
-
 def resolve_mindspore(prefix, api):
     """The MindSpore callable of Mint / MintFunctional / supported Tensor APIs."""
     import mindspore as ms
@@ -31,9 +23,9 @@ def resolve_mindspore(prefix, api):
     if api in _RANDOM:
         raise UnsupportedError("random or uninitialised output: two runs cannot be compared")
     if prefix == "Mint":
-        function = _attribute(mint, api)
+        function = dotted_attribute(mint, api)
     elif prefix == "MintFunctional":
-        function = _attribute(mint.nn.functional, api)
+        function = dotted_attribute(mint.nn.functional, api)
     elif prefix == "Tensor":
         if api not in SUPPORTED_TENSOR_APIS:
             raise UnsupportedError(f"Tensor.{api} is not in the list of Tensor APIs run_ut supports")
@@ -55,7 +47,7 @@ def resolve_torch(prefix, api):
     roots = {"Mint": (torch, torch.special, torch.linalg), "MintFunctional": (torch.nn.functional,),
              "Tensor": (torch.Tensor,)}.get(prefix, ())
     for root in roots:
-        function = _attribute(root, api)
+        function = dotted_attribute(root, api)
         if callable(function):
             return function
     return None

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from msprobe.core.errors import UnsupportedError
+from msprobe.core.run_ut.arg_template import plain_scalar
 from msprobe.core.run_ut.random_data import random_values, rng_for
 
 __all__ = ["TENSOR_TYPES", "BENCH_DTYPE", "torch_dtype", "CallArgs", "build_call_args", "build_grads",
@@ -47,12 +48,8 @@ def _make_tensor(record, rng, tensor_dir, device):
 
 def _scalar(node, device):
     kind, value = node.get("type"), node.get("value")
-    if kind in ("int", "float", "bool", "str"):
-        return value
-    if kind == "slice":
-        return slice(*value)
-    if kind in ("ellipsis", "Ellipsis"):
-        return Ellipsis
+    if kind in ("int", "float", "bool", "str", "slice", "ellipsis", "Ellipsis"):
+        return plain_scalar(node)
     if kind in ("NoneType", None) and "value" in node:
         return value
     if kind == "torch.dtype":

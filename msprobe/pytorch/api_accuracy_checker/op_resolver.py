@@ -2,6 +2,7 @@
 import torch
 
 from msprobe.core.errors import UnsupportedError
+from msprobe.core.run_ut.arg_template import dotted_attribute
 
 __all__ = ["resolve_api", "is_inplace", "RANDOM_APIS"]
 
@@ -23,15 +24,6 @@ def is_inplace(api):
     return api in _INPLACE_DUNDERS or (api.endswith("_") and not api.endswith("__"))
 
 
-def _attribute(root, path):
-    obj = root
-    for part in path.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
-
-
 def resolve_api(prefix, api):
     """The callable for ('Functional', 'linear'), ('Torch', 'matmul'), ('Tensor', 'add_'), ('Aten', 'mm')."""
     if prefix == "Distributed":
@@ -50,7 +42,7 @@ def resolve_api(prefix, api):
     if roots is None:
         raise UnsupportedError(f"API type '{prefix}' is not supported by run_ut")
     for root in roots:
-        function = _attribute(root, api)
+        function = dotted_attribute(root, api)
         if callable(function):
             return function
     raise UnsupportedError(f"{prefix}.{api} does not exist in torch {torch.__version__}")
