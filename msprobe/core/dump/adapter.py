@@ -28,13 +28,15 @@ Example (a toy adapter for numpy arrays)::
             np.save(path, saved)
 """
 
+import abc
+
 __all__ = ["DumpAdapter", "STAT_KEYS"]
 
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 
 
-class DumpAdapter:
-    """Base class of framework adapters; subclasses override every method that raises."""
+class DumpAdapter(abc.ABC):
+    """Base class of framework adapters; subclasses implement the abstract methods."""
 
     #: value of the "framework" key of dump.json ("pytorch", "mindspore")
     framework = "unknown"
@@ -45,14 +47,14 @@ class DumpAdapter:
     #: whether tensor descriptors carry "requires_grad" (torch: yes, MindSpore: no)
     has_requires_grad = False
 
+    @abc.abstractmethod
     def is_tensor(self, value):
         """True for a framework tensor (parameters included)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def tensor_header(self, tensor):
         """The descriptor keys that precede the statistics, in order:
         {"type": ..., "dtype": ..., "shape": [...]}."""
-        raise NotImplementedError
 
     def tensor_facts(self, tensor):
         """(type, dtype, shape, requires_grad, content key) in one call: what a descriptor needs
@@ -82,32 +84,32 @@ class DumpAdapter:
         view); cached statistics stay valid while it is alive."""
         return tensor
 
+    @abc.abstractmethod
     def tensor_stats(self, tensor):
         """Max/Min/Mean/Norm of a tensor: a tuple of four Python numbers/bools/None when computed at
         once, None when the tensor has no statistics (no elements, meta tensor), or any other object
         as a deferred handle (e.g. values still on an accelerator) that `resolve_stats` converts."""
-        raise NotImplementedError
 
     def resolve_stats(self, handles):
         """Turn deferred handles into tuples (Max, Min, Mean, Norm) (same order)."""
         return [tuple(handle) for handle in handles]
 
+    @abc.abstractmethod
     def crc32(self, tensor):
         """CRC-32 of the tensor's raw bytes as 8 lowercase hex digits (summary_mode "md5")."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def copy_for_save(self, tensor):
         """A snapshot of the tensor that later in-place ops cannot change (saved off-thread)."""
-        raise NotImplementedError
 
     def same_content(self, snapshot, tensor):
         """Whether `tensor` holds exactly the values of `snapshot` (made by `copy_for_save` from a tensor
         of the same dtype and shape); used to write one file for both. False when unsure."""
         return False
 
+    @abc.abstractmethod
     def save_tensor(self, saved, path):
         """Write a snapshot made by `copy_for_save` to `path` (called on the writer thread)."""
-        raise NotImplementedError
 
     def describe_other(self, value):
         """Descriptor of a framework-specific non-tensor value (dtype, device, shape object,
