@@ -6,15 +6,16 @@ Example::
     debugger = PrecisionDebugger(config_path="config.json", model=model)
     debugger.start(); ...; debugger.stop(); debugger.step()
 
-The dump API is imported on first use, so `msprobe -f pytorch compare` (which needs no torch in
-statistics mode) does not pay for importing torch. Nothing is hooked until `start()`.
+Everything is imported on first use: `msprobe -f pytorch compare` (which needs no torch in
+statistics mode) does not pay for importing torch, and run_ut does not pay for the compare code.
+Nothing is hooked until `start()`.
 """
-from msprobe.pytorch.compare import compare, compare_distributed
 
 __all__ = ["PrecisionDebugger", "seed_all", "module_dump", "module_dump_end", "compare", "compare_distributed"]
 
 _LAZY = {"PrecisionDebugger": "msprobe.pytorch.debugger", "module_dump": "msprobe.pytorch.debugger",
-         "module_dump_end": "msprobe.pytorch.debugger", "seed_all": "msprobe.pytorch.seed"}
+         "module_dump_end": "msprobe.pytorch.debugger", "seed_all": "msprobe.pytorch.seed",
+         "compare": "msprobe.pytorch.compare", "compare_distributed": "msprobe.pytorch.compare"}
 
 
 def __getattr__(name):
@@ -24,7 +25,7 @@ def __getattr__(name):
     import importlib
 
     value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
+    globals()[name] = value  # after the import, which binds the submodule `compare` to this name
     return value
 
 

@@ -80,6 +80,8 @@ class WorkerPool:
         method = os.environ.get("MSPROBE_RUN_UT_START") or start_method
         if method not in multiprocessing.get_all_start_methods():
             method = "spawn"
+        if method == "fork":
+            import numpy  # noqa: F401 - every executor needs it: imported once here, not once per worker
         context = multiprocessing.get_context(method)
         device_queue = context.SimpleQueue()
         for device_id in device_plan(device_ids, workers):
