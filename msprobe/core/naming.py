@@ -9,7 +9,7 @@ Tensor files:   `{entry}.{input|output|parameters}.{index or key}[.{sub}].{pt|np
 import re
 from dataclasses import dataclass
 
-__all__ = ["FORWARD", "BACKWARD", "MODULE_PREFIXES", "api_name", "module_name", "params_grad_name",
+__all__ = ["dotted_attribute", "FORWARD", "BACKWARD", "MODULE_PREFIXES", "api_name", "module_name", "params_grad_name",
            "ParsedName", "parse_name", "strip_call_index", "is_module_name"]
 
 FORWARD, BACKWARD = "forward", "backward"
@@ -69,3 +69,13 @@ def strip_call_index(name):
     """'Functional.linear.3.forward' -> 'Functional.linear.forward' (modules keep their name shape)."""
     parsed = parse_name(name)
     return parsed.op_name if parsed else name
+
+
+def dotted_attribute(root, path):
+    """root.a.b for an API path 'a.b' ('linalg.vector_norm'), or None when a part is missing."""
+    obj = root
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj

@@ -10,8 +10,7 @@ import numpy as np
 
 from msprobe.core.run_ut.random_data import random_values
 
-__all__ = ["TensorSlot", "ValueSlot", "CallTemplate", "template_of", "fill", "slot_arrays", "plain_scalar",
-           "dotted_attribute"]
+__all__ = ["TensorSlot", "ValueSlot", "CallTemplate", "template_of", "fill", "slot_arrays", "plain_scalar"]
 
 TENSOR_TYPE_SUFFIXES = ("Tensor", "Parameter", "StubTensor")
 
@@ -79,16 +78,6 @@ def slot_arrays(records, rng, load):
         else:
             arrays.append(random_values(record, rng))
     return arrays
-
-
-def dotted_attribute(root, path):
-    """root.a.b for path 'a.b', or None when a part is missing."""
-    obj = root
-    for part in path.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
 
 
 def plain_scalar(record):

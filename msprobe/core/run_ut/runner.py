@@ -17,10 +17,10 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from msprobe.core.errors import MsprobeError
+from msprobe.core.errors import MsprobeError, UnsupportedError
 from msprobe.core.log import logger
 
-__all__ = ["load_factory", "run_cases", "skip_outcome", "device_plan", "WorkerPool"]
+__all__ = ["load_factory", "run_cases", "skip_outcome", "run_or_skip", "device_plan", "WorkerPool"]
 
 _worker = {}  # in a worker process: its factory, device id, and the executor built for the current settings
 
@@ -35,6 +35,20 @@ def skip_outcome(case, reason, has_backward=None):
     backward = case.backward is not None if has_backward is None else has_backward
     return {"api": case.name, "forward": "SKIP", "backward": "SKIP" if backward else "", "message": reason,
             "details": [{"name": f"{case.name}.forward", "status": "SKIP", "message": reason}]}
+
+
+def run_or_skip(run_case, case, settings):
+    """run_case(case, settings), or SKIP rows with the reason when the API cannot run here (unsupported
+    argument, no kernel for the dtype on this device, ...): never a crash of the whole run."""
+    try:
+        return run_case(case, settings)
+    except UnsupportedError as exc:
+        reason = str(exc)
+    except Exception as exc:  # noqa: BLE001 - any failure of one API is that API's SKIP row
+        lines = str(exc).strip().splitlines()
+        reason = f"run failed: {type(exc).__name__}: {lines[0] if lines else ''}"
+        logger.debug("%s: %s", case.name, reason)
+    return skip_outcome(case, reason)
 
 
 def device_plan(device_ids, workers):

@@ -1,6 +1,6 @@
 """Which MindSpore APIs run_ut checks, their callables, and the PyTorch op used as the bench."""
 from msprobe.core.errors import UnsupportedError
-from msprobe.core.run_ut.arg_template import dotted_attribute
+from msprobe.core.naming import dotted_attribute
 
 __all__ = ["SUPPORTED_TENSOR_APIS", "resolve_mindspore", "resolve_torch", "ms_dtype", "torch_dtype_of"]
 

@@ -11,11 +11,11 @@ import os
 import numpy as np
 
 from msprobe.core.errors import UnsupportedError
-from msprobe.core.log import logger
 from msprobe.core.precision import metrics
 from msprobe.core.precision.output_check import ERROR, PASS, aggregate_status, judge_cosine_abs
 from msprobe.core.run_ut.arg_template import fill, plain_scalar, slot_arrays, template_of
 from msprobe.core.run_ut.random_data import kind_of_dtype, rng_for
+from msprobe.core.run_ut.runner import run_or_skip
 from msprobe.mindspore.api_accuracy_checker.api_map import (ms_dtype, resolve_mindspore, resolve_torch,
                                                             torch_dtype_of)
 
@@ -28,22 +28,20 @@ def _short(dtype):
     return str(dtype).rsplit(".", 1)[-1].lower()
 
 
-def _ms_scalar(record):
-    value = plain_scalar(record)
-    if value is not None or record.get("type") in ("int", "float", "bool", "str"):
-        return value
-    if "dtype" in str(record.get("type", "")).lower():
-        return ms_dtype(record.get("value"))
-    raise UnsupportedError(f"argument of type {record.get('type')!r} cannot be rebuilt")
+def _scalar_rebuilder(dtype_of):
+    """fill() callback for non-tensor arguments; dtype records become dtype_of(name) (MindSpore or torch)."""
+    def rebuild(record):
+        value = plain_scalar(record)
+        if value is not None or record.get("type") in ("int", "float", "bool", "str"):
+            return value
+        if "dtype" in str(record.get("type", "")).lower():
+            return dtype_of(record.get("value"))
+        raise UnsupportedError(f"argument of type {record.get('type')!r} cannot be rebuilt")
+    return rebuild
 
 
-def _torch_scalar(record):
-    value = plain_scalar(record)
-    if value is not None or record.get("type") in ("int", "float", "bool", "str"):
-        return value
-    if "dtype" in str(record.get("type", "")).lower():
-        return torch_dtype_of(record.get("value"))
-    raise UnsupportedError(f"argument of type {record.get('type')!r} cannot be rebuilt")
+_ms_scalar = _scalar_rebuilder(ms_dtype)
+_torch_scalar = _scalar_rebuilder(torch_dtype_of)
 
 
 def _ms_to_numpy(value):
@@ -253,14 +251,5 @@ def make_executor(settings):
             pass
 
     def execute(case):
-        from msprobe.core.run_ut.runner import skip_outcome
-        try:
-            return run_case(case, settings)
-        except UnsupportedError as exc:
-            reason = str(exc)
-        except Exception as exc:  # a missing kernel or unsupported dtype is a SKIP row, never a crash
-            text = str(exc).strip().splitlines()
-            reason = f"run failed: {type(exc).__name__}: {text[0] if text else ''}"
-            logger.debug("%s: %s", case.name, reason)
-        return skip_outcome(case, reason)
+        return run_or_skip(run_case, case, settings)
     return execute

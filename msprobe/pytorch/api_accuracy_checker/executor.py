@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from msprobe.core.errors import UnsupportedError
-from msprobe.core.log import logger
 from msprobe.core.precision.output_check import ERROR, SKIP, WARNING, aggregate_status, check_output
+from msprobe.core.run_ut.runner import run_or_skip
 from msprobe.pytorch.api_accuracy_checker.arguments import (bench_copy, build_call_args, build_grads,
                                                             flatten_tensors)
 from msprobe.pytorch.api_accuracy_checker.op_resolver import is_inplace, resolve_api
@@ -150,13 +150,5 @@ def make_executor(settings):
     settings = dict(settings, device=settings.get("device") or device_for(settings.get("device_id", 0)))
 
     def execute(case):
-        try:
-            return run_case(case, settings)
-        except UnsupportedError as exc:
-            reason = str(exc)
-        except Exception as exc:  # a failing kernel is a SKIP row with the reason, never a crash
-            reason = f"run failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            logger.debug("%s: %s", case.name, reason)
-        from msprobe.core.run_ut.runner import skip_outcome
-        return skip_outcome(case, reason)
+        return run_or_skip(run_case, case, settings)
     return execute

@@ -2,7 +2,7 @@
 import torch
 
 from msprobe.core.errors import UnsupportedError
-from msprobe.core.run_ut.arg_template import dotted_attribute
+from msprobe.core.naming import dotted_attribute
 
 __all__ = ["resolve_api", "is_inplace", "RANDOM_APIS"]
 

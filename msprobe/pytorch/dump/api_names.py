@@ -11,6 +11,7 @@ import os
 
 import torch
 
+from msprobe.core.naming import dotted_attribute
 from msprobe.core.paths import load_yaml
 
 __all__ = ["api_table", "distributed_api_names", "is_inplace_api", "SUPPORT_YAML"]
@@ -54,15 +55,6 @@ def _reference_lists():
     return {key: list(value or []) for key, value in data.items()}
 
 
-def _resolve(root, dotted):
-    obj = root
-    for part in dotted.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
-
-
 def _add(table, obj, name):
     if obj is None or not callable(obj) or isinstance(obj, type):
         return
@@ -88,7 +80,7 @@ def api_table():
     for name in sorted(torch_names):
         if name.split(".")[-1] in _NOT_APIS or name.startswith("is_"):
             continue
-        _add(table, _resolve(torch, name), f"Torch.{name}")
+        _add(table, dotted_attribute(torch, name), f"Torch.{name}")
     tensor_names = list(lists.get("tensor", [])) + [n for n in _REFLECTED if n not in lists.get("tensor", [])]
     for name in tensor_names:
         obj = getattr(torch.Tensor, name, None)
