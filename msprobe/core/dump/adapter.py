@@ -69,9 +69,9 @@ class DumpAdapter(abc.ABC):
         return False
 
     def tensor_identity(self, tensor):
-        """A hashable key that is equal for tensors with the same content while the tensor it was
-        first computed for is alive (torch: data pointer, dtype, shape, strides, version counter),
-        or None to disable caching of statistics."""
+        """A hashable key equal for tensors of the same memory, layout and version (torch: data pointer,
+        dtype, shape, strides, version counter): candidates for one tensor file, confirmed by
+        `same_content`. None to never share files."""
         return None
 
     def content_identity(self, tensor):
@@ -80,8 +80,8 @@ class DumpAdapter(abc.ABC):
         return self.tensor_identity(tensor)
 
     def memory_owner(self, tensor):
-        """The object whose life keeps the tensor's memory from being reused (torch: the base of a
-        view); cached statistics stay valid while it is alive."""
+        """The object whose life keeps the tensor's memory from being reused (torch: its storage);
+        cached statistics stay valid while it is alive."""
         return tensor
 
     @abc.abstractmethod

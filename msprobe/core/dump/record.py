@@ -2,8 +2,8 @@
 
 A `RecordBuilder` walks nested tuples/lists/dicts and asks the adapter about tensors. Tensor
 statistics are filled at once when the adapter has them (host tensors), or stay deferred (see
-adapter.py) until `resolve()` fills every pending descriptor with one batched call. In tensor mode it also queues the tensor files, and in md5 mode it adds the
-CRC-32. Descriptor key order follows the reference: type, dtype, shape, Max, Min, Mean, Norm,
+adapter.py) until `resolve()` fills every pending descriptor with one batched call. In tensor mode
+it also queues the tensor files, and in md5 mode it adds the CRC-32. Descriptor key order follows the reference: type, dtype, shape, Max, Min, Mean, Norm,
 requires_grad, then md5 or data_name.
 """
 import weakref
@@ -112,14 +112,12 @@ class RecordBuilder:
     # encode them while the next step runs.
     def describe_args(self, args, stem):
         """input_args: one descriptor per positional argument (files `{stem}.0`, `{stem}.1`...)."""
-        if self.save_tensor is None:
-            return tuple([self.describe(arg) for arg in args])
+        stem = stem if self.save_tensor is not None else None  # file names only in tensor mode
         return tuple([self.describe(arg, _child(stem, i)) for i, arg in enumerate(args)])
 
     def describe_kwargs(self, kwargs, stem):
         """input_kwargs: name -> descriptor (files `{stem}.{name}`)."""
-        if self.save_tensor is None:
-            return {str(k): self.describe(v) for k, v in kwargs.items()}
+        stem = stem if self.save_tensor is not None else None
         return {str(k): self.describe(v, _child(stem, k)) for k, v in kwargs.items()}
 
     def describe_output(self, output, stem):

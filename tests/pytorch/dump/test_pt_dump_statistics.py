@@ -107,3 +107,18 @@ def test_tensor_files_are_byte_identical_to_torch_save(tmp_path):
         torch.save(snapshot, str(theirs), _use_new_zipfile_serialization=False)
         assert ours.read_bytes() == theirs.read_bytes()
         assert torch.equal(torch.load(ours), tensor)
+
+
+def test_deferred_handles_resolve_like_host_statistics():
+    # on an accelerator tensor_stats returns the four values stacked on the device; resolve_stats turns a
+    # whole step of them into numbers at once. The same code path, fed here with CPU tensors.
+    from msprobe.pytorch.dump.adapter import tensor_statistics
+
+    tensors = [torch.randn(5, 7), torch.tensor([True, False]), torch.randn(3, dtype=torch.float64),
+               torch.randn(4).to(torch.bfloat16)]
+    handles = [torch.stack(tensor_statistics(t)) for t in tensors]
+    for tensor, resolved in zip(tensors, ADAPTER.resolve_stats(handles)):
+        host = ADAPTER.tensor_stats(tensor)
+        assert resolved[:2] == host[:2]
+        for got, expected in zip(resolved[2:], host[2:]):
+            assert got == pytest.approx(expected, rel=1e-6) if expected is not None else got is None
