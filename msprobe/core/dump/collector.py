@@ -17,6 +17,7 @@ import math
 import os
 
 from msprobe.core.dump.filters import CallFilter
+from msprobe.core.dump.guard import DumpGuard
 from msprobe.core.dump.record import RecordBuilder
 from msprobe.core.dump.stack import StackCapture
 from msprobe.core.dump.writer import TENSOR_DIR, DumpWriter, rank_dir_name
@@ -76,6 +77,7 @@ class DumpCollector:
         self.task = config.task
         self.level = config.level
         self.filter = CallFilter(config)
+        self.guard = DumpGuard()  # hooks report their failures here (the user's call goes on)
         self.writer = DumpWriter(config.dump_path, adapter.save_tensor)
         self.stack_capture = stack_capture or StackCapture()
         self.current_step = 0

@@ -4,7 +4,6 @@ All of them report to one `HookContext`, which holds the collector and a re-entr
 a call made while another dumped call (or msprobe itself) is running is not recorded, so
 `Tensor.__add__` implemented with `ops.add`, or the statistics code, never appear as extra calls.
 """
-from msprobe.core.log import logger
 from msprobe.mindspore.dump.api_registry import ApiPatcher
 from msprobe.mindspore.dump.grad_capture import GradGather, flush_pending, grad_enabled, is_float_tensor
 
@@ -40,7 +39,6 @@ class HookContext:
         self.enabled = False      # between start() and stop()
         self.pending = []         # open GradGathers
         self.apis = ApiPatcher()
-        self._failed = set()      # keys whose dump failed once (warned)
 
     def recording(self):
         return self.enabled and self.depth == 0 and self.collector.active
@@ -75,15 +73,8 @@ class HookContext:
             self.depth -= 1
 
     def guarded(self, key, fn, *args):
-        """fn(*args), or None after logging once per API: a dump failure must not stop training."""
-        try:
-            return fn(*args)
-        except Exception as exc:  # noqa: BLE001 - reported, and the user's call still runs
-            if key not in self._failed:
-                self._failed.add(key)
-                logger.warning(f"msprobe: cannot dump {key} ({type(exc).__name__}: {exc}); "
-                               "the call runs undumped.")
-            return None
+        """fn(*args), or None after the collector's guard logged the failure: the user's call goes on."""
+        return self.collector.guard.call(key, fn, *args)
 
     def api_call(self, prefix, api, original, args, kwargs):
         """Entry point of every wrapped API (see api_registry)."""

@@ -45,20 +45,27 @@ class ApiDumpMode(TorchFunctionMode):
         if key is None or self.paused_depth or not self.collector.active:
             return func(*args, **kwargs)
         collector = self.collector
-        # our bookkeeping must not pay for nn.Parameter's Python __torch_function__ on every .shape
-        with _NoSubclassDispatch():
-            call = collector.begin_forward(key, args, kwargs)
-            pending = aliases = None
-            if call.dump and self.track_grads and torch.is_grad_enabled():
-                args, kwargs, pending, aliases = self.tracker.alias_inputs(
-                    call, args, kwargs, is_inplace_api(key, kwargs))
+        try:  # a dump failure must not reach the user's code (see core/dump/guard.py)
+            # our bookkeeping must not pay for nn.Parameter's Python __torch_function__ on every .shape
+            with _NoSubclassDispatch():
+                call = collector.begin_forward(key, args, kwargs)
+                pending = aliases = None
+                if call.dump and self.track_grads and torch.is_grad_enabled():
+                    args, kwargs, pending, aliases = self.tracker.alias_inputs(
+                        call, args, kwargs, is_inplace_api(key, kwargs))
+        except Exception as exc:  # noqa: BLE001
+            collector.guard.report(key, exc)
+            return func(*args, **kwargs)
         output = func(*args, **kwargs)
-        with _NoSubclassDispatch():
-            if aliases:
-                output = _unalias(output, aliases)
-            collector.end_forward(call, output)
-            if pending is not None:
-                self.tracker.watch_outputs(pending, output)
+        try:
+            with _NoSubclassDispatch():
+                if aliases:
+                    output = _unalias(output, aliases)
+                collector.end_forward(call, output)
+                if pending is not None:
+                    self.tracker.watch_outputs(pending, output)
+        except Exception as exc:  # noqa: BLE001
+            collector.guard.report(key, exc)
         return output
 
 

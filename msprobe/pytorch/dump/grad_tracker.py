@@ -147,7 +147,10 @@ class GradTracker:
         of_outputs = [pending.output_grads.get(i) for i in range(pending.out_count)]
         pending.input_grads, pending.output_grads = {}, {}  # do not keep grads alive until step end
         with self.pause():
-            self.collector.backward(pending.call, of_outputs, of_inputs)
+            try:  # raised inside autograd's backward it would abort the user's loss.backward()
+                self.collector.backward(pending.call, of_outputs, of_inputs)
+            except Exception as exc:  # noqa: BLE001
+                self.collector.guard.report(pending.call.backward_name, exc)
 
     def flush(self):
         """Emit the entries whose grads arrived only partly (unused outputs, step end)."""

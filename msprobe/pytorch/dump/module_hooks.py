@@ -54,11 +54,18 @@ class ModuleHooks:
             collector = self.collector
             if not collector.active or (self.only is not None and module is not self.only):
                 return None
-            with self.pause():
-                call = collector.begin_forward(key, args, kwargs, is_module=True)
-                pending = swapped = None
-                if call.dump and self.track_grads and torch.is_grad_enabled():
-                    args, kwargs, pending, swapped = self.tracker.alias_inputs(call, args, kwargs, False)
+            call = None
+            try:  # a dump failure must not reach the user's code (see core/dump/guard.py)
+                with self.pause():
+                    call = collector.begin_forward(key, args, kwargs, is_module=True)
+                    pending = swapped = None
+                    if call.dump and self.track_grads and torch.is_grad_enabled():
+                        args, kwargs, pending, swapped = self.tracker.alias_inputs(call, args, kwargs, False)
+            except Exception as exc:  # noqa: BLE001
+                if call is not None:
+                    collector.abandon_forward(call)  # keep the module stack right
+                collector.guard.report(key, exc)
+                return None
             # the exception being handled around this call, if any (to tell it from one raised inside)
             self.calls.setdefault(id(module), []).append((call, pending, swapped, sys.exc_info()[1]))
             return (args, kwargs) if pending is not None else None
@@ -76,11 +83,14 @@ class ModuleHooks:
                 return None
             if swapped:
                 output = _unalias(output, swapped)
-            with self.pause():
-                params = dict(module.named_parameters(recurse=False))
-                self.collector.end_forward(call, output, parameters=params)
-                if pending is not None:
-                    self.tracker.watch_outputs(pending, output)
+            try:
+                with self.pause():
+                    params = dict(module.named_parameters(recurse=False))
+                    self.collector.end_forward(call, output, parameters=params)
+                    if pending is not None:
+                        self.tracker.watch_outputs(pending, output)
+            except Exception as exc:  # noqa: BLE001
+                self.collector.guard.report(key, exc)
             return output if swapped else None
         return post_hook
 
@@ -88,7 +98,7 @@ class ModuleHooks:
         def on_grad(param):
             if param.grad is not None and self.collector.active:
                 with self.pause():
-                    self.collector.parameters_grad(key, name, param.grad)
+                    self.collector.guard.call(key, self.collector.parameters_grad, key, name, param.grad)
         return on_grad
 
     def remove(self):

@@ -178,3 +178,25 @@ def test_a_module_that_raises_does_not_become_the_parent_of_later_calls(tmp_path
     assert construct["Module.1.Linear.forward.0"] is None
     assert construct["Functional.linear.0.forward"] == "Module.1.Linear.forward.0"
     assert "Module.1.Linear.forward.1" in dump["data"]
+
+
+@pytest.mark.parametrize("level", ["L1", "mix"])
+def test_a_failing_dump_never_breaks_training(tmp_path, monkeypatch, level):
+    from msprobe.pytorch.dump.adapter import TorchAdapter
+
+    def broken(self, tensor):
+        raise RuntimeError("statistics exploded")
+
+    torch.manual_seed(0)
+    plain = TinyTransformer()
+    torch.manual_seed(0)
+    dumped = TinyTransformer()
+    plain_losses = train(plain, steps=2)
+    monkeypatch.setattr(TorchAdapter, "tensor_stats", broken)
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", level), model=dumped)
+    dumped_losses = train(dumped, debugger, steps=2)
+    debugger.close()
+    assert plain_losses == dumped_losses
+    failed = debugger.collector.guard.failed
+    assert "Functional.linear" in failed
+    assert (level == "mix") == any(key.startswith("Module.") for key in failed)
