@@ -2,7 +2,7 @@
 import os
 import re
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(HERE, "msprobe", "__init__.py"), encoding="utf-8") as handle:
@@ -17,6 +17,9 @@ EXTRAS = {
     "test": ["pytest>=7", "pytest-timeout>=2"],
 }
 EXTRAS["all"] = sorted(set(EXTRAS["pytorch"] + EXTRAS["mindspore"]))
+# one-pass tensor statistics for the dump; optional: without a C compiler msprobe uses framework kernels
+FAST_STATS = Extension("msprobe.core.dump._fast_stats", ["msprobe/core/dump/_fast_stats.c"], optional=True,
+                       extra_compile_args=[] if os.name == "nt" else ["-O3"])
 
 setup(
     name="msprobe",
@@ -29,6 +32,7 @@ setup(
     packages=find_packages(include=["msprobe", "msprobe.*"]),
     package_data={"msprobe": ["config.json", "**/*.yaml", "**/*.json", "**/*.html", "**/*.js", "**/*.css"]},
     include_package_data=True,
+    ext_modules=[FAST_STATS],
     install_requires=BASE,
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["msprobe=msprobe.cli:console_main"]},

@@ -3,20 +3,22 @@
 Statistics follow the reference: float16/bfloat16 and integer tensors are reduced in float32,
 bool tensors give Max = any, Min = all (Mean/Norm null), a 0-d tensor gives its value for all four,
 complex tensors are described by their absolute values, empty and meta tensors give nulls.
-Each tensor costs three passes over its memory (aminmax, mean, and a BLAS dot product for the norm,
-which is twice as fast as vector_norm and more accurate). CPU results become Python numbers at once
+A dense float32/float64 CPU tensor costs two passes over its memory: torch's sum (so that Mean equals
+torch.mean bit for bit) and the C kernel of msprobe/core/dump/native.py for Max, Min and the sum of
+squares (without the kernel: aminmax and BLAS dot products, three passes). CPU results become Python numbers at once
 (nothing to synchronise, and no small tensors kept alive for the garbage collector to scan); on an
 accelerator each tensor's four values stay on the device, stacked, and a whole step is copied to the
 host with one `tolist()` per (dtype, device) group.
 """
 import math
 import os
+import struct
 import zlib
 
-import numpy as np
 import torch
 
 from msprobe.core.dump.adapter import DumpAdapter
+from msprobe.core.dump.native import minmax_sumsq
 
 __all__ = ["TorchAdapter", "tensor_statistics"]
 
@@ -24,6 +26,7 @@ _LOW_PRECISION = (torch.float16, torch.bfloat16)
 _DOT_DTYPES = (torch.float32, torch.float64)
 _DOT_SINGLE = 1 << 20  # longest vector reduced by one dot product
 _DOT_CHUNK = 1 << 16
+_FLOAT32 = struct.Struct("f")
 _DTYPE_NAMES = {}
 _SHAPES = {}  # torch.Size -> tuple: a shared tuple is untracked by the GC after its first collection,
 _SHAPES_MAX = 4096  # and then so is every descriptor dict holding it (thousands live until step end)
@@ -58,27 +61,41 @@ def tensor_statistics(tensor):
 
 
 def _host_float_statistics(data):
-    """The common case, a dense float32/float64 CPU tensor, in three kernels and no 0-d tensor ops:
-    Mean is torch's own formula (sum, then one division in the tensor's dtype), Norm the correctly
-    rounded square root of the dot product. None when the tensor needs the general path."""
-    count = data.numel()
-    if not count or not data.dim():
-        return None
+    """The common case, a dense float32/float64 CPU tensor, without 0-d tensor ops: Mean is torch's own
+    formula (sum, then one division in the tensor's dtype), so it equals torch.mean bit for bit; Max,
+    Min and the sum of squares come from one pass of the C kernel (squares added in double precision)
+    or, without it, from aminmax and BLAS dot products. Norm is the correctly rounded square root.
+    None when the tensor needs the general path."""
     if not data.is_contiguous():
         data = _memory_order(data)
         if not data.is_contiguous():
             return None
-    flat = data.view(-1)
-    low, high = torch.aminmax(flat)
-    total = flat.sum().item()
-    if count > _DOT_SINGLE:  # one long float32 BLAS accumulation drifts (1e-4 at 16M elements)
-        squares = math.fsum(torch.dot(part, part).item() for part in flat.split(_DOT_CHUNK))
+    count = data.numel()
+    if not count or not data.dim():
+        return None
+    total = data.sum().item()
+    if minmax_sumsq is not None:
+        high, low, squares = minmax_sumsq(data.data_ptr(), count, data.element_size())
     else:
-        squares = torch.dot(flat, flat).item()
-    if data.dtype == torch.float32:
-        return (high.item(), low.item(), float(np.float32(total) / np.float32(count)),
-                float(np.sqrt(np.float32(squares))))
-    return (high.item(), low.item(), total / count, math.sqrt(squares))
+        flat = data.view(-1)
+        low, high = torch.aminmax(flat)
+        high, low = high.item(), low.item()
+        if count > _DOT_SINGLE:  # one long float32 BLAS accumulation drifts (1e-4 at 16M elements)
+            squares = math.fsum(torch.dot(part, part).item() for part in flat.split(_DOT_CHUNK))
+        else:
+            squares = torch.dot(flat, flat).item()
+    if data.dtype is torch.float32:
+        # float32 division and square root, correctly rounded (double has the bits to spare)
+        return (high, low, _to_float32(total / _to_float32(count)), _to_float32(math.sqrt(squares)))
+    return (high, low, total / count, math.sqrt(squares))
+
+
+def _to_float32(value):
+    """The float32 nearest to a Python float (inf beyond float32's range, as float32 arithmetic gives)."""
+    try:
+        return _FLOAT32.unpack(_FLOAT32.pack(value))[0]
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
