@@ -136,7 +136,7 @@ def serve(stdin=None, stdout=None):
             return  # the training process died while sending: nothing complete to write
         directory, files = marshal.loads(payload)
         try:
-            write_json_files(directory, files)
+            write_json_files(directory, files, share_gil=False)  # no training thread here
             stdout.write(b".")
         except Exception as exc:  # reported to the training process, which logs it
             text = f"{type(exc).__name__}: {exc}".encode("utf-8")

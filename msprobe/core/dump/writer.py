@@ -47,7 +47,7 @@ def _encode(value):
 _YIELD_EVERY = 32  # entries encoded between two GIL hand-offs to the training thread
 
 
-def _entries(mapping, indent):
+def _entries(mapping, indent, share_gil):
     pad = " " * indent
     memo = {}  # stack.json: every call from one code location shares one list object
     lines = []
@@ -59,24 +59,26 @@ def _entries(mapping, indent):
         else:
             text = _encode(value)
         lines.append(f"{pad}{_compact(str(key))}: {text}")
-        if not count % _YIELD_EVERY:
+        if share_gil and not count % _YIELD_EVERY:
             # the C encoder never releases the GIL; without this the training thread, which releases
             # it in every torch op, waits a whole switch interval (5 ms) to get it back each time
             time.sleep(0)
     return "{\n" + ",\n".join(lines) + "\n" + pad[:-1] + "}" if lines else "{}"
 
 
-def encode_dump_json(obj):
+def encode_dump_json(obj, share_gil=True):
     """JSON text with one entry per line: top-level keys, and every entry of "data" (or of a flat
     mapping such as stack.json) on its own line, each entry compact. Same content as indent=1, but
-    encoded by the C encoder (indent=1 forces the pure-Python one, ~4x slower, holding the GIL)."""
+    encoded by the C encoder (indent=1 forces the pure-Python one, ~4x slower, holding the GIL).
+    share_gil: hand the GIL over every few entries (in a training process; the helper needs not:
+    each hand-over costs a system call)."""
     if not isinstance(obj, dict):
         return _compact(obj)
     if "data" in obj and isinstance(obj["data"], dict):
-        lines = [f" {_compact(key)}: {_entries(value, 2) if key == 'data' else _compact(value)}"
+        lines = [f" {_compact(key)}: {_entries(value, 2, share_gil) if key == 'data' else _compact(value)}"
                  for key, value in obj.items()]
         return "{\n" + ",\n".join(lines) + "\n}"
-    return _entries(obj, 1)
+    return _entries(obj, 1, share_gil)
 
 
 def rank_dir_name(rank):
@@ -235,10 +237,10 @@ class DumpWriter:
             write_json_files(directory, files.items())
 
 
-def write_json_files(directory, files):
+def write_json_files(directory, files, share_gil=True):
     """Encode and atomically write each (name, object) of `files` into `directory`."""
     for name, obj in files:
-        atomic_write_text(os.path.join(directory, name), encode_dump_json(obj))
+        atomic_write_text(os.path.join(directory, name), encode_dump_json(obj, share_gil))
 
 
 def _link(source, target):
