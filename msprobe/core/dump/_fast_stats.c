@@ -7,11 +7,15 @@
  * stays with the framework, whose own summation order the reference's Mean reproduces bit for bit.
  *
  *     minmax_sumsq(address, count, itemsize) -> (max, min, sumsq)
+ *     float_stats(address, count, itemsize, total) -> (max, min, mean, norm)
  *
  * address: the first element (an int from data_ptr() / ndarray.ctypes.data); count >= 1 elements,
  * contiguous; itemsize 4 (float32) or 8 (float64). The caller keeps the memory alive and unchanged
  * for the call (the GIL is released while it runs). Any NaN gives NaN for max and min (and sumsq),
- * as torch.aminmax and numpy do.
+ * as torch.aminmax and numpy do. float_stats takes the buffer's sum as the framework computed it and
+ * returns the four statistics in the buffer's precision: for float32 the mean total / count and the
+ * norm sqrt(sumsq) are rounded once to float32 (correctly: double carries more than twice float32's
+ * bits), beyond float32's range they are inf, as float32 arithmetic gives.
  *
  * Built as an optional extension: without a C compiler the package falls back to framework kernels.
  */
@@ -174,53 +178,90 @@ static void f64_avx2(const double *p, Py_ssize_t n, stats_t *out)
 static int use_avx2 = -1;
 #endif
 
-static PyObject *minmax_sumsq(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+/* parse (address, count, itemsize) and run the kernel; 0 on success, -1 with an exception set */
+static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "minmax_sumsq(address, count, itemsize) takes 3 arguments");
-        return NULL;
-    }
     void *address = PyLong_AsVoidPtr(args[0]);
     if (address == NULL && PyErr_Occurred())
-        return NULL;
+        return -1;
     Py_ssize_t count = PyLong_AsSsize_t(args[1]);
     if (count == -1 && PyErr_Occurred())
-        return NULL;
+        return -1;
     long itemsize = PyLong_AsLong(args[2]);
     if (itemsize == -1 && PyErr_Occurred())
-        return NULL;
+        return -1;
     if (address == NULL || count < 1 || (itemsize != 4 && itemsize != 8)) {
-        PyErr_SetString(PyExc_ValueError, "minmax_sumsq: need a non-null address, count >= 1, itemsize 4 or 8");
-        return NULL;
+        PyErr_SetString(PyExc_ValueError, "need a non-null address, count >= 1, itemsize 4 or 8");
+        return -1;
     }
-    stats_t out;
     Py_BEGIN_ALLOW_THREADS
 #ifdef MSPROBE_X86
     if (use_avx2 < 0)
         use_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (use_avx2) {
         if (itemsize == 4)
-            f32_avx2((const float *)address, count, &out);
+            f32_avx2((const float *)address, count, out);
         else
-            f64_avx2((const double *)address, count, &out);
+            f64_avx2((const double *)address, count, out);
     } else
 #endif
     if (itemsize == 4)
-        f32_scalar((const float *)address, count, &out);
+        f32_scalar((const float *)address, count, out);
     else
-        f64_scalar((const double *)address, count, &out);
+        f64_scalar((const double *)address, count, out);
     Py_END_ALLOW_THREADS
-    if (out.has_nan) {
-        out.max = NAN;
-        out.min = NAN;
-        out.sumsq = NAN;
+    if (out->has_nan) {
+        out->max = NAN;
+        out->min = NAN;
+        out->sumsq = NAN;
     }
+    *itemsize_out = itemsize;
+    return 0;
+}
+
+static PyObject *minmax_sumsq(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "minmax_sumsq(address, count, itemsize) takes 3 arguments");
+        return NULL;
+    }
+    stats_t out;
+    long itemsize;
+    if (compute(args, &out, &itemsize) < 0)
+        return NULL;
     return Py_BuildValue("(ddd)", out.max, out.min, out.sumsq);
+}
+
+static PyObject *float_stats(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "float_stats(address, count, itemsize, total) takes 4 arguments");
+        return NULL;
+    }
+    double total = PyFloat_AsDouble(args[3]);
+    if (total == -1.0 && PyErr_Occurred())
+        return NULL;
+    stats_t out;
+    long itemsize;
+    if (compute(args, &out, &itemsize) < 0)
+        return NULL;
+    double count = (double)PyLong_AsSsize_t(args[1]);
+    double mean, norm;
+    if (itemsize == 4) {
+        mean = (float)((double)(float)total / (double)(float)count);
+        norm = (float)sqrt(out.sumsq);
+    } else {
+        mean = total / count;
+        norm = sqrt(out.sumsq);
+    }
+    return Py_BuildValue("(dddd)", out.max, out.min, mean, norm);
 }
 
 static PyMethodDef methods[] = {
     {"minmax_sumsq", (PyCFunction)(void (*)(void))minmax_sumsq, METH_FASTCALL,
      "minmax_sumsq(address, count, itemsize) -> (max, min, sum of squares) of a dense float buffer"},
+    {"float_stats", (PyCFunction)(void (*)(void))float_stats, METH_FASTCALL,
+     "float_stats(address, count, itemsize, total) -> (max, min, mean, norm) of a dense float buffer"},
     {NULL, NULL, 0, NULL},
 };
 

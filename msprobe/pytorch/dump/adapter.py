@@ -18,7 +18,7 @@ import zlib
 import torch
 
 from msprobe.core.dump.adapter import DumpAdapter
-from msprobe.core.dump.native import minmax_sumsq
+from msprobe.core.dump.native import float_stats
 
 __all__ = ["TorchAdapter", "tensor_statistics"]
 
@@ -71,23 +71,24 @@ def _host_float_statistics(data):
         if not data.is_contiguous():
             return None
     count = data.numel()
-    if not count or not data.dim():
+    if not data.dim():  # a 0-d tensor (a step counter, a loss): its value for all four, as the reference
+        value = data.item()
+        return (value, value, value, value)
+    if not count:
         return None
     total = data.sum().item()
-    if minmax_sumsq is not None:
-        high, low, squares = minmax_sumsq(data.data_ptr(), count, data.element_size())
+    if float_stats is not None:
+        return float_stats(data.data_ptr(), count, data.element_size(), total)
+    flat = data.view(-1)
+    low, high = torch.aminmax(flat)
+    if count > _DOT_SINGLE:  # one long float32 BLAS accumulation drifts (1e-4 at 16M elements)
+        squares = math.fsum(torch.dot(part, part).item() for part in flat.split(_DOT_CHUNK))
     else:
-        flat = data.view(-1)
-        low, high = torch.aminmax(flat)
-        high, low = high.item(), low.item()
-        if count > _DOT_SINGLE:  # one long float32 BLAS accumulation drifts (1e-4 at 16M elements)
-            squares = math.fsum(torch.dot(part, part).item() for part in flat.split(_DOT_CHUNK))
-        else:
-            squares = torch.dot(flat, flat).item()
+        squares = torch.dot(flat, flat).item()
     if data.dtype is torch.float32:
         # float32 division and square root, correctly rounded (double has the bits to spare)
-        return (high, low, _to_float32(total / _to_float32(count)), _to_float32(math.sqrt(squares)))
-    return (high, low, total / count, math.sqrt(squares))
+        return (high.item(), low.item(), _to_float32(total / _to_float32(count)), _to_float32(math.sqrt(squares)))
+    return (high.item(), low.item(), total / count, math.sqrt(squares))
 
 
 def _to_float32(value):
