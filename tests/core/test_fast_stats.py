@@ -60,3 +60,22 @@ def test_bad_arguments_raise():
     for args in [(0, 4, 4), (array.ctypes.data, 0, 4), (array.ctypes.data, 4, 2), (array.ctypes.data, 4)]:
         with pytest.raises((ValueError, TypeError)):
             minmax_sumsq(*args)
+
+
+@pytest.mark.parametrize("count", [1, 9, 1025, 70_001])
+def test_float_stats_rounds_mean_and_norm_to_float32(count):
+    rng = np.random.default_rng(count)
+    array = (rng.standard_normal(count) * 5 + 2).astype(np.float32)
+    pointer = array.ctypes.data
+    high, low, mean, norm = native.float_stats(pointer, count, 4, None)
+    exact = [float(v) for v in array]
+    assert (high, low) == (float(array.max()), float(array.min()))
+    assert mean == pytest.approx(math.fsum(exact) / count, rel=1e-6)
+    assert norm == pytest.approx(math.sqrt(math.fsum(v * v for v in exact)), rel=1e-7)
+    assert float(np.float32(mean)) == mean and float(np.float32(norm)) == norm  # float32 values
+    # with a framework's own sum, Mean is that sum divided in float32
+    total = float(array.sum(dtype=np.float32))
+    assert native.float_stats(pointer, count, 4, total)[2] == float(np.float32(total) / np.float32(count))
+    doubles = array.astype(np.float64)
+    assert native.float_stats(doubles.ctypes.data, count, 8, None)[2] == pytest.approx(float(doubles.mean()),
+                                                                                     rel=1e-12, abs=1e-15)

@@ -7,15 +7,16 @@
  * stays with the framework, whose own summation order the reference's Mean reproduces bit for bit.
  *
  *     minmax_sumsq(address, count, itemsize) -> (max, min, sumsq)
- *     float_stats(address, count, itemsize, total) -> (max, min, mean, norm)
+ *     float_stats(address, count, itemsize, total=None) -> (max, min, mean, norm)
  *
  * address: the first element (an int from data_ptr() / ndarray.ctypes.data); count >= 1 elements,
  * contiguous; itemsize 4 (float32) or 8 (float64). The caller keeps the memory alive and unchanged
  * for the call (the GIL is released while it runs). Any NaN gives NaN for max and min (and sumsq),
- * as torch.aminmax and numpy do. float_stats takes the buffer's sum as the framework computed it and
- * returns the four statistics in the buffer's precision: for float32 the mean total / count and the
- * norm sqrt(sumsq) are rounded once to float32 (correctly: double carries more than twice float32's
- * bits), beyond float32's range they are inf, as float32 arithmetic gives.
+ * as torch.aminmax and numpy do. The same pass sums the elements (float32 blocks of 16 per lane, then
+ * double), so float_stats gives Mean without another pass; given `total` (a framework's own sum) it
+ * divides that instead, in the buffer's precision. For float32 the mean and the norm sqrt(sumsq) are
+ * rounded once to float32 (correctly: double carries more than twice float32's bits); beyond
+ * float32's range they are inf, as float32 arithmetic gives.
  *
  * Built as an optional extension: without a C compiler the package falls back to framework kernels.
  */
@@ -30,7 +31,7 @@
 #endif
 
 typedef struct {
-    double max, min, sumsq;
+    double max, min, sumsq, sum;
     int has_nan;
 } stats_t;
 
@@ -38,7 +39,7 @@ typedef struct {
 static void f32_scalar(const float *p, Py_ssize_t n, stats_t *out)
 {
     float hi = p[0], lo = p[0];
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, t0 = 0.0, t1 = 0.0;
     int nan = 0;
     Py_ssize_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -47,6 +48,7 @@ static void f32_scalar(const float *p, Py_ssize_t n, stats_t *out)
         hi = a > hi ? a : hi; hi = b > hi ? b : hi; hi = c > hi ? c : hi; hi = d > hi ? d : hi;
         lo = a < lo ? a : lo; lo = b < lo ? b : lo; lo = c < lo ? c : lo; lo = d < lo ? d : lo;
         s0 += (double)a * a; s1 += (double)b * b; s2 += (double)c * c; s3 += (double)d * d;
+        t0 += (double)a + (double)b; t1 += (double)c + (double)d;
     }
     for (; i < n; i++) {
         float a = p[i];
@@ -54,14 +56,15 @@ static void f32_scalar(const float *p, Py_ssize_t n, stats_t *out)
         hi = a > hi ? a : hi;
         lo = a < lo ? a : lo;
         s0 += (double)a * a;
+        t0 += a;
     }
-    out->max = hi; out->min = lo; out->sumsq = (s0 + s1) + (s2 + s3); out->has_nan = nan;
+    out->max = hi; out->min = lo; out->sumsq = (s0 + s1) + (s2 + s3); out->sum = t0 + t1; out->has_nan = nan;
 }
 
 static void f64_scalar(const double *p, Py_ssize_t n, stats_t *out)
 {
     double hi = p[0], lo = p[0];
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, t0 = 0.0, t1 = 0.0;
     int nan = 0;
     Py_ssize_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -70,6 +73,7 @@ static void f64_scalar(const double *p, Py_ssize_t n, stats_t *out)
         hi = a > hi ? a : hi; hi = b > hi ? b : hi; hi = c > hi ? c : hi; hi = d > hi ? d : hi;
         lo = a < lo ? a : lo; lo = b < lo ? b : lo; lo = c < lo ? c : lo; lo = d < lo ? d : lo;
         s0 += a * a; s1 += b * b; s2 += c * c; s3 += d * d;
+        t0 += a + b; t1 += c + d;
     }
     for (; i < n; i++) {
         double a = p[i];
@@ -77,8 +81,9 @@ static void f64_scalar(const double *p, Py_ssize_t n, stats_t *out)
         hi = a > hi ? a : hi;
         lo = a < lo ? a : lo;
         s0 += a * a;
+        t0 += a;
     }
-    out->max = hi; out->min = lo; out->sumsq = (s0 + s1) + (s2 + s3); out->has_nan = nan;
+    out->max = hi; out->min = lo; out->sumsq = (s0 + s1) + (s2 + s3); out->sum = t0 + t1; out->has_nan = nan;
 }
 
 #ifdef MSPROBE_X86
@@ -107,7 +112,7 @@ static double hsum4d(__m256d v)
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
 }
 
-/* 16 floats per round: two max and two min chains, and squares summed in float32 over blocks of 256
+/* 16 floats per round: two max and two min chains, elements and squares summed in float32 over blocks of 256
  * elements (each of the 16 lanes then adds 16 squares: relative error ~1e-8, far below a float32 dot
  * product over the whole tensor) before the block sums are added in double; squares beyond float32
  * overflow to inf, as in torch's float32 norm. NaN needs no test of its own: a NaN element
@@ -119,29 +124,33 @@ static void f32_avx2(const float *p, Py_ssize_t n, stats_t *out)
     Py_ssize_t i = 0;
     __m256 first = _mm256_set1_ps(p[0]);
     __m256 hi0 = first, hi1 = first, lo0 = first, lo1 = first;
-    __m256d total = _mm256_setzero_pd();
+    __m256d total = _mm256_setzero_pd(), plain = _mm256_setzero_pd();
     while (i + 16 <= n) {
         Py_ssize_t stop = i + BLOCK <= n ? i + BLOCK : n - (n - i) % 16;
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), t0 = _mm256_setzero_ps(), t1 = _mm256_setzero_ps();
         for (; i < stop; i += 16) {
             __m256 a = _mm256_loadu_ps(p + i), b = _mm256_loadu_ps(p + i + 8);
             hi0 = _mm256_max_ps(hi0, a); hi1 = _mm256_max_ps(hi1, b);
             lo0 = _mm256_min_ps(lo0, a); lo1 = _mm256_min_ps(lo1, b);
             s0 = _mm256_fmadd_ps(a, a, s0); s1 = _mm256_fmadd_ps(b, b, s1);
+            t0 = _mm256_add_ps(t0, a); t1 = _mm256_add_ps(t1, b);
         }
-        __m256 s = _mm256_add_ps(s0, s1);
+        __m256 s = _mm256_add_ps(s0, s1), t = _mm256_add_ps(t0, t1);
         total = _mm256_add_pd(total, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s)),
                                                    _mm256_cvtps_pd(_mm256_extractf128_ps(s, 1))));
+        plain = _mm256_add_pd(plain, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(t)),
+                                                   _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1))));
     }
     float hi = hmax8(_mm256_max_ps(hi0, hi1)), lo = hmin8(_mm256_min_ps(lo0, lo1));
-    double sumsq = hsum4d(total);
+    double sumsq = hsum4d(total), sum = hsum4d(plain);
     for (; i < n; i++) {
         float a = p[i];
         hi = a > hi ? a : hi;
         lo = a < lo ? a : lo;
         sumsq += (double)a * a;
+        sum += a;
     }
-    out->max = hi; out->min = lo; out->sumsq = sumsq; out->has_nan = sumsq != sumsq;
+    out->max = hi; out->min = lo; out->sumsq = sumsq; out->sum = sum; out->has_nan = sumsq != sumsq;
 }
 
 __attribute__((target("avx2,fma")))
@@ -150,12 +159,13 @@ static void f64_avx2(const double *p, Py_ssize_t n, stats_t *out)
     Py_ssize_t i = 0;
     __m256d first = _mm256_set1_pd(p[0]);
     __m256d hi0 = first, hi1 = first, lo0 = first, lo1 = first;
-    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), t0 = _mm256_setzero_pd(), t1 = _mm256_setzero_pd();
     for (; i + 8 <= n; i += 8) {
         __m256d a = _mm256_loadu_pd(p + i), b = _mm256_loadu_pd(p + i + 4);
         hi0 = _mm256_max_pd(hi0, a); hi1 = _mm256_max_pd(hi1, b);
         lo0 = _mm256_min_pd(lo0, a); lo1 = _mm256_min_pd(lo1, b);
         s0 = _mm256_fmadd_pd(a, a, s0); s1 = _mm256_fmadd_pd(b, b, s1);
+        t0 = _mm256_add_pd(t0, a); t1 = _mm256_add_pd(t1, b);
     }
     double lanes_hi[4], lanes_lo[4];
     _mm256_storeu_pd(lanes_hi, _mm256_max_pd(hi0, hi1));
@@ -165,14 +175,15 @@ static void f64_avx2(const double *p, Py_ssize_t n, stats_t *out)
         hi = lanes_hi[k] > hi ? lanes_hi[k] : hi;
         lo = lanes_lo[k] < lo ? lanes_lo[k] : lo;
     }
-    double sumsq = hsum4d(_mm256_add_pd(s0, s1));
+    double sumsq = hsum4d(_mm256_add_pd(s0, s1)), sum = hsum4d(_mm256_add_pd(t0, t1));
     for (; i < n; i++) {
         double a = p[i];
         hi = a > hi ? a : hi;
         lo = a < lo ? a : lo;
         sumsq += a * a;
+        sum += a;
     }
-    out->max = hi; out->min = lo; out->sumsq = sumsq; out->has_nan = sumsq != sumsq;
+    out->max = hi; out->min = lo; out->sumsq = sumsq; out->sum = sum; out->has_nan = sumsq != sumsq;
 }
 
 static int use_avx2 = -1;
@@ -238,17 +249,25 @@ static PyObject *float_stats(PyObject *Py_UNUSED(self), PyObject *const *args, P
         PyErr_SetString(PyExc_TypeError, "float_stats(address, count, itemsize, total) takes 4 arguments");
         return NULL;
     }
-    double total = PyFloat_AsDouble(args[3]);
-    if (total == -1.0 && PyErr_Occurred())
-        return NULL;
+    double total = 0.0;
+    if (args[3] != Py_None) {
+        total = PyFloat_AsDouble(args[3]);
+        if (total == -1.0 && PyErr_Occurred())
+            return NULL;
+    }
     stats_t out;
     long itemsize;
     if (compute(args, &out, &itemsize) < 0)
         return NULL;
+    if (args[3] == Py_None)
+        total = out.has_nan ? NAN : out.sum;
     double count = (double)PyLong_AsSsize_t(args[1]);
     double mean, norm;
-    if (itemsize == 4) {
-        mean = (float)((double)(float)total / (double)(float)count);
+    if (itemsize == 4 && args[3] == Py_None) {
+        mean = (float)(total / count);  /* the double sum: one rounding, to float32 */
+        norm = (float)sqrt(out.sumsq);
+    } else if (itemsize == 4) {
+        mean = (float)((double)(float)total / (double)(float)count);  /* float32 division, as torch */
         norm = (float)sqrt(out.sumsq);
     } else {
         mean = total / count;

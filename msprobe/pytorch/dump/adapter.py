@@ -3,9 +3,8 @@
 Statistics follow the reference: float16/bfloat16 and integer tensors are reduced in float32,
 bool tensors give Max = any, Min = all (Mean/Norm null), a 0-d tensor gives its value for all four,
 complex tensors are described by their absolute values, empty and meta tensors give nulls.
-A dense float32/float64 CPU tensor costs two passes over its memory: torch's sum (so that Mean equals
-torch.mean bit for bit) and the C kernel of msprobe/core/dump/native.py for Max, Min and the sum of
-squares (without the kernel: aminmax and BLAS dot products, three passes). CPU results become Python numbers at once
+A dense float32/float64 CPU tensor costs one pass over its memory, by the C kernel of
+msprobe/core/dump/native.py (without it: aminmax, sum and BLAS dot products, three passes). CPU results become Python numbers at once
 (nothing to synchronise, and no small tensors kept alive for the garbage collector to scan); on an
 accelerator each tensor's four values stay on the device, stacked, and a whole step is copied to the
 host with one `tolist()` per (dtype, device) group.
@@ -61,11 +60,10 @@ def tensor_statistics(tensor):
 
 
 def _host_float_statistics(data):
-    """The common case, a dense float32/float64 CPU tensor, without 0-d tensor ops: Mean is torch's own
-    formula (sum, then one division in the tensor's dtype), so it equals torch.mean bit for bit; Max,
-    Min and the sum of squares come from one pass of the C kernel (squares added in double precision)
-    or, without it, from aminmax and BLAS dot products. Norm is the correctly rounded square root.
-    None when the tensor needs the general path."""
+    """The common case, a dense float32/float64 CPU tensor, without 0-d tensor ops: one pass of the C
+    kernel gives Max, Min, Mean and Norm (sums in float32 blocks, then double; float32 results rounded
+    once). Without the kernel: aminmax, torch's sum (Mean = torch.mean bit for bit) and BLAS dot
+    products. None when the tensor needs the general path."""
     if not data.is_contiguous():
         data = _memory_order(data)
         if not data.is_contiguous():
@@ -76,9 +74,9 @@ def _host_float_statistics(data):
         return (value, value, value, value)
     if not count:
         return None
-    total = data.sum().item()
     if float_stats is not None:
-        return float_stats(data.data_ptr(), count, data.element_size(), total)
+        return float_stats(data.data_ptr(), count, data.element_size(), None)
+    total = data.sum().item()
     flat = data.view(-1)
     low, high = torch.aminmax(flat)
     if count > _DOT_SINGLE:  # one long float32 BLAS accumulation drifts (1e-4 at 16M elements)

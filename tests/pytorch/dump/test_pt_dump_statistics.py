@@ -82,11 +82,18 @@ def test_tensor_descriptors_are_not_tracked_by_the_garbage_collector():
 
 @pytest.mark.parametrize("count", [3, 1000, 65537, (1 << 24) + 3])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_host_mean_is_exactly_torch_mean(count, dtype):
+def test_host_mean_is_as_accurate_as_torch_mean(count, dtype):
+    # the kernel sums in float32 blocks then in double; torch.mean's float32 sum changes with the
+    # thread count. Its error stays within a few roundings of the mean magnitude (no error growth with
+    # the length), and within torch.mean's own error where that is larger
     torch.manual_seed(count)
-    tensor = torch.randn(count, dtype=dtype) * 7
+    tensor = torch.randn(count, dtype=dtype) * 7 + 0.5
     high, low, mean, norm = ADAPTER.tensor_stats(tensor)
-    assert mean == tensor.mean().item() and (high, low) == (tensor.max().item(), tensor.min().item())
+    assert (high, low) == (tensor.max().item(), tensor.min().item())
+    values = tensor.double().tolist()
+    exact = math.fsum(values) / count
+    scale = math.fsum(abs(v) for v in values) / count
+    assert abs(mean - exact) <= max(abs(tensor.mean().item() - exact), 4 * torch.finfo(dtype).eps * scale)
     assert norm == pytest.approx(torch.linalg.vector_norm(tensor.double()).item(), rel=1e-6)
 
 
@@ -127,15 +134,17 @@ def test_deferred_handles_resolve_like_host_statistics():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("count", [5, 4099, 1 << 20 | 3])
 def test_kernel_and_fallback_paths_agree(monkeypatch, dtype, count):
-    """The C kernel and the torch fallback (no compiler at install) give the same Max/Min/Mean and a Norm
-    within float32 rounding; the kernel's Norm is far closer to the exact one than a float32 dot product."""
+    """The C kernel and the torch fallback (no compiler at install) give the same Max/Min, and Mean/Norm
+    within float32 rounding; the fallback's Mean is torch.mean bit for bit, the kernel's Norm is far
+    closer to the exact one than a float32 dot product."""
     import msprobe.pytorch.dump.adapter as adapter_module
 
     tensor = (torch.randn(count, generator=torch.Generator().manual_seed(count)) * 3 + 1).to(dtype)
     fast = ADAPTER.tensor_stats(tensor)
     monkeypatch.setattr(adapter_module, "float_stats", None)
     slow = ADAPTER.tensor_stats(tensor)
-    assert fast[:3] == slow[:3] == (tensor.max().item(), tensor.min().item(), tensor.mean().item())
-    assert fast[3] == pytest.approx(slow[3], rel=1e-6)
+    assert fast[:2] == slow[:2] == (tensor.max().item(), tensor.min().item())
+    assert slow[2] == tensor.mean().item()
+    assert fast[2] == pytest.approx(slow[2], rel=1e-6) and fast[3] == pytest.approx(slow[3], rel=1e-6)
     exact = math.sqrt(math.fsum(v * v for v in tensor.double().tolist()))
     assert fast[3] == pytest.approx(exact, rel=1e-7 if dtype == torch.float32 else 1e-13)
