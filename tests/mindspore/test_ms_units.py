@@ -40,6 +40,21 @@ def test_array_statistics_empty_nan_and_inf():
     assert stats[0] == math.inf and stats[1] == -math.inf and math.isnan(stats[2]) and stats[3] == math.inf
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_array_statistics_kernel_and_numpy_paths_agree(monkeypatch, dtype):
+    import msprobe.mindspore.dump.adapter as adapter_module
+
+    array = (np.random.default_rng(7).standard_normal((300, 70)) * 4 - 1).astype(dtype)
+    fast = array_statistics(array)
+    monkeypatch.setattr(adapter_module, "float_stats", None)
+    slow = array_statistics(array)
+    assert fast[:2] == slow[:2] == [float(array.max()), float(array.min())]
+    rel = 1e-6 if dtype == np.float32 else 1e-12
+    assert fast[2] == pytest.approx(slow[2], rel=rel) and fast[3] == pytest.approx(slow[3], rel=rel)
+    if dtype == np.float32:  # float32 statistics of a float32 tensor, as MindSpore's own reductions give
+        assert float(np.float32(fast[2])) == fast[2] and float(np.float32(fast[3])) == fast[3]
+
+
 def test_adapter_describes_bfloat16_and_md5(ms):
     from mindspore import Tensor
     from msprobe.mindspore.dump.adapter import get_adapter

@@ -1,7 +1,9 @@
 """MindSpore implementation of the core dump adapter: descriptors, statistics, CRC-32, .npy files.
 
-Statistics are computed with numpy on a host copy of the tensor, because several MindSpore
-reductions (mint.norm among them) have no CPU kernel and a host copy is needed anyway on CPU.
+Statistics are computed on a host copy of the tensor (several MindSpore reductions, mint.norm among
+them, have no CPU kernel, and a host copy is needed anyway on CPU): float32/float64 arrays in one pass
+of the C kernel of msprobe/core/dump/native.py, other dtypes (and every dtype without the kernel) with
+numpy.
 bfloat16 has no numpy type, so such tensors are widened to float32 first.
 """
 import os
@@ -10,6 +12,7 @@ import zlib
 import numpy as np
 
 from msprobe.core.dump.adapter import DumpAdapter
+from msprobe.core.dump.native import float_stats
 
 __all__ = ["MindSporeAdapter", "get_adapter", "current_rank", "to_numpy", "array_statistics", "dtype_name"]
 
@@ -32,6 +35,9 @@ def to_numpy(tensor):
     return tensor.asnumpy()
 
 
+_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def array_statistics(array):
     """[Max, Min, Mean, Norm] of a numpy array as Python numbers; None for an empty array.
 
@@ -50,6 +56,9 @@ def array_statistics(array):
         flat = np.abs(flat)
     if flat.dtype.itemsize < 4:
         flat = flat.astype(np.float32)
+    if float_stats is not None and flat.dtype in _KERNEL_DTYPES and flat.flags.c_contiguous:
+        # one pass of the C kernel (see msprobe/core/dump/native.py); float32 results in float32
+        return list(float_stats(flat.ctypes.data, flat.size, flat.itemsize, None))
     # linalg.norm on a 1-D array is one BLAS nrm2 call: no temporary, no overflow of x*x
     with np.errstate(invalid="ignore", over="ignore"):  # inf/nan are results here, not errors
         return [float(flat.max()), float(flat.min()), float(flat.mean(dtype=np.float64)),
