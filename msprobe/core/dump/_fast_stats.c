@@ -1,18 +1,17 @@
 /*
- * One pass over a dense float32/float64 buffer: maximum, minimum and the sum of squares.
+ * One pass over a dense float32/float64 buffer: maximum, minimum, sum and sum of squares.
  *
  * The dump's statistics need Max, Min, Mean and Norm of every tensor. Framework kernels give them in
- * three passes (aminmax, sum, dot); this computes three of the four numbers in one pass, with the sum
- * of squares accumulated in double precision (more accurate than a float32 dot product). The Mean
- * stays with the framework, whose own summation order the reference's Mean reproduces bit for bit.
+ * three passes (aminmax, sum, dot); this computes all four in one pass, sums in float32 blocks then in
+ * double (more accurate than a float32 dot product or a float32 cascade sum).
  *
  *     minmax_sumsq(address, count, itemsize) -> (max, min, sumsq)
  *     float_stats(address, count, itemsize, total=None) -> (max, min, mean, norm)
  *
  * address: the first element (an int from data_ptr() / ndarray.ctypes.data); count >= 1 elements,
  * contiguous; itemsize 4 (float32) or 8 (float64). The caller keeps the memory alive and unchanged
- * for the call (the GIL is released while it runs). Any NaN gives NaN for max and min (and sumsq),
- * as torch.aminmax and numpy do. The same pass sums the elements (float32 blocks of 16 per lane, then
+ * for the call (the GIL is released while it runs over 64 K elements or more). Any NaN gives NaN for
+ * max and min (and sumsq), as torch.aminmax and numpy do. The same pass sums the elements (float32 blocks of 16 per lane, then
  * double), so float_stats gives Mean without another pass; given `total` (a framework's own sum) it
  * divides that instead, in the buffer's precision. For float32 the mean and the norm sqrt(sumsq) are
  * rounded once to float32 (correctly: double carries more than twice float32's bits); beyond
@@ -205,7 +204,8 @@ static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
         PyErr_SetString(PyExc_ValueError, "need a non-null address, count >= 1, itemsize 4 or 8");
         return -1;
     }
-    Py_BEGIN_ALLOW_THREADS
+    /* short buffers take less time than handing the GIL over and back */
+    PyThreadState *saved = count >= (1 << 16) ? PyEval_SaveThread() : NULL;
 #ifdef MSPROBE_X86
     if (use_avx2 < 0)
         use_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -220,7 +220,8 @@ static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
         f32_scalar((const float *)address, count, out);
     else
         f64_scalar((const double *)address, count, out);
-    Py_END_ALLOW_THREADS
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
     if (out->has_nan) {
         out->max = NAN;
         out->min = NAN;
