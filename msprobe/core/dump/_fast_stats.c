@@ -23,6 +23,8 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define MSPROBE_X86 1
@@ -34,56 +36,37 @@ typedef struct {
     int has_nan;
 } stats_t;
 
-/* portable versions: four independent accumulators so the compiler can keep them in registers */
-static void f32_scalar(const float *p, Py_ssize_t n, stats_t *out)
-{
-    float hi = p[0], lo = p[0];
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, t0 = 0.0, t1 = 0.0;
-    int nan = 0;
-    Py_ssize_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        float a = p[i], b = p[i + 1], c = p[i + 2], d = p[i + 3];
-        nan |= (a != a) | (b != b) | (c != c) | (d != d);
-        hi = a > hi ? a : hi; hi = b > hi ? b : hi; hi = c > hi ? c : hi; hi = d > hi ? d : hi;
-        lo = a < lo ? a : lo; lo = b < lo ? b : lo; lo = c < lo ? c : lo; lo = d < lo ? d : lo;
-        s0 += (double)a * a; s1 += (double)b * b; s2 += (double)c * c; s3 += (double)d * d;
-        t0 += (double)a + (double)b; t1 += (double)c + (double)d;
+/* portable versions, one per element type: four independent accumulators so the compiler can keep
+ * them in registers; every element is widened to double before it is squared or added */
+#define SCALAR_KERNEL(name, type)                                                                       \
+    static void name(const type *p, Py_ssize_t n, stats_t *out)                                         \
+    {                                                                                                   \
+        type hi = p[0], lo = p[0];                                                                      \
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, t0 = 0.0, t1 = 0.0;                             \
+        int nan = 0;                                                                                    \
+        Py_ssize_t i = 0;                                                                               \
+        for (; i + 4 <= n; i += 4) {                                                                    \
+            type a = p[i], b = p[i + 1], c = p[i + 2], d = p[i + 3];                                    \
+            nan |= (a != a) | (b != b) | (c != c) | (d != d);                                           \
+            hi = a > hi ? a : hi; hi = b > hi ? b : hi; hi = c > hi ? c : hi; hi = d > hi ? d : hi;     \
+            lo = a < lo ? a : lo; lo = b < lo ? b : lo; lo = c < lo ? c : lo; lo = d < lo ? d : lo;     \
+            s0 += (double)a * a; s1 += (double)b * b; s2 += (double)c * c; s3 += (double)d * d;         \
+            t0 += (double)a + (double)b; t1 += (double)c + (double)d;                                   \
+        }                                                                                               \
+        for (; i < n; i++) {                                                                            \
+            type a = p[i];                                                                              \
+            nan |= (a != a);                                                                            \
+            hi = a > hi ? a : hi;                                                                       \
+            lo = a < lo ? a : lo;                                                                       \
+            s0 += (double)a * a;                                                                        \
+            t0 += (double)a;                                                                            \
+        }                                                                                               \
+        out->max = hi; out->min = lo; out->sumsq = (s0 + s1) + (s2 + s3); out->sum = t0 + t1;           \
+        out->has_nan = nan;                                                                             \
     }
-    for (; i < n; i++) {
-        float a = p[i];
-        nan |= (a != a);
-        hi = a > hi ? a : hi;
-        lo = a < lo ? a : lo;
-        s0 += (double)a * a;
-        t0 += a;
-    }
-    out->max = hi; out->min = lo; out->sumsq = (s0 + s1) + (s2 + s3); out->sum = t0 + t1; out->has_nan = nan;
-}
 
-static void f64_scalar(const double *p, Py_ssize_t n, stats_t *out)
-{
-    double hi = p[0], lo = p[0];
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, t0 = 0.0, t1 = 0.0;
-    int nan = 0;
-    Py_ssize_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        double a = p[i], b = p[i + 1], c = p[i + 2], d = p[i + 3];
-        nan |= (a != a) | (b != b) | (c != c) | (d != d);
-        hi = a > hi ? a : hi; hi = b > hi ? b : hi; hi = c > hi ? c : hi; hi = d > hi ? d : hi;
-        lo = a < lo ? a : lo; lo = b < lo ? b : lo; lo = c < lo ? c : lo; lo = d < lo ? d : lo;
-        s0 += a * a; s1 += b * b; s2 += c * c; s3 += d * d;
-        t0 += a + b; t1 += c + d;
-    }
-    for (; i < n; i++) {
-        double a = p[i];
-        nan |= (a != a);
-        hi = a > hi ? a : hi;
-        lo = a < lo ? a : lo;
-        s0 += a * a;
-        t0 += a;
-    }
-    out->max = hi; out->min = lo; out->sumsq = (s0 + s1) + (s2 + s3); out->sum = t0 + t1; out->has_nan = nan;
-}
+SCALAR_KERNEL(f32_scalar, float)
+SCALAR_KERNEL(f64_scalar, double)
 
 #ifdef MSPROBE_X86
 __attribute__((target("avx2,fma")))
@@ -188,6 +171,22 @@ static void f64_avx2(const double *p, Py_ssize_t n, stats_t *out)
 static int use_avx2 = -1;
 #endif
 
+/* whether the AVX2 kernels run: the CPU has AVX2 and FMA, and MSPROBE_NATIVE_SIMD is not "0" (tests use
+ * it to check the portable kernels on x86 too) */
+static int simd_enabled(void)
+{
+#ifdef MSPROBE_X86
+    if (use_avx2 < 0) {
+        const char *setting = getenv("MSPROBE_NATIVE_SIMD");
+        use_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                   !(setting != NULL && strcmp(setting, "0") == 0);
+    }
+    return use_avx2;
+#else
+    return 0;
+#endif
+}
+
 /* parse (address, count, itemsize) and run the kernel; 0 on success, -1 with an exception set */
 static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
 {
@@ -204,12 +203,12 @@ static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
         PyErr_SetString(PyExc_ValueError, "need a non-null address, count >= 1, itemsize 4 or 8");
         return -1;
     }
+    int simd = simd_enabled();
+    (void)simd;
     /* short buffers take less time than handing the GIL over and back */
     PyThreadState *saved = count >= (1 << 16) ? PyEval_SaveThread() : NULL;
 #ifdef MSPROBE_X86
-    if (use_avx2 < 0)
-        use_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (use_avx2) {
+    if (simd) {
         if (itemsize == 4)
             f32_avx2((const float *)address, count, out);
         else
@@ -277,7 +276,13 @@ static PyObject *float_stats(PyObject *Py_UNUSED(self), PyObject *const *args, P
     return Py_BuildValue("(dddd)", out.max, out.min, mean, norm);
 }
 
+static PyObject *simd(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
+{
+    return PyBool_FromLong(simd_enabled());
+}
+
 static PyMethodDef methods[] = {
+    {"simd", (PyCFunction)simd, METH_NOARGS, "simd() -> whether the AVX2 kernels are in use"},
     {"minmax_sumsq", (PyCFunction)(void (*)(void))minmax_sumsq, METH_FASTCALL,
      "minmax_sumsq(address, count, itemsize) -> (max, min, sum of squares) of a dense float buffer"},
     {"float_stats", (PyCFunction)(void (*)(void))float_stats, METH_FASTCALL,
