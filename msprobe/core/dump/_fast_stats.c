@@ -69,23 +69,16 @@ SCALAR_KERNEL(f32_scalar, float)
 SCALAR_KERNEL(f64_scalar, double)
 
 #ifdef MSPROBE_X86
-__attribute__((target("avx2,fma")))
-static float hmax8(__m256 v)
-{
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-    return _mm_cvtss_f32(m);
-}
-
-__attribute__((target("avx2,fma")))
-static float hmin8(__m256 v)
-{
-    __m128 m = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_min_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_min_ss(m, _mm_shuffle_ps(m, m, 1));
-    return _mm_cvtss_f32(m);
-}
+/* the largest / smallest of 8 lanes */
+#define HORIZONTAL8(name, packed, single)                                                        \
+    __attribute__((target("avx2,fma"))) static float name(__m256 v)                              \
+    {                                                                                            \
+        __m128 m = packed(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));               \
+        m = packed(m, _mm_movehl_ps(m, m));                                                      \
+        return _mm_cvtss_f32(single(m, _mm_shuffle_ps(m, m, 1)));                                \
+    }
+HORIZONTAL8(hmax8, _mm_max_ps, _mm_max_ss)
+HORIZONTAL8(hmin8, _mm_min_ps, _mm_min_ss)
 
 __attribute__((target("avx2,fma")))
 static double hsum4d(__m256d v)
