@@ -37,6 +37,8 @@ def tensor_statistics(tensor):
     data = tensor.detach()
     if data.is_meta or data.numel() == 0:
         return None
+    if data.layout != torch.strided:  # sparse / mkldnn: the statistics of the values it stands for
+        data = data.to_dense()
     if data.dtype == torch.bool:
         return (data.any(), data.all())
     if data.is_complex():
@@ -74,7 +76,8 @@ def _host_float_statistics(data):
         return (value, value, value, value)
     if not count:
         return None
-    if float_stats is not None:
+    if float_stats is not None and type(data) is torch.Tensor and not data.is_neg():
+        # plain memory only: a negative-bit view stores the values un-negated, a subclass may have none
         return float_stats(data.data_ptr(), count, data.element_size(), None)
     total = data.sum().item()
     flat = data.view(-1)
@@ -213,7 +216,7 @@ class TorchAdapter(DumpAdapter):
             return tensor
 
     def tensor_stats(self, tensor):
-        if tensor.is_cpu and tensor.dtype in _DOT_DTYPES:
+        if tensor.is_cpu and tensor.dtype in _DOT_DTYPES and tensor.layout is torch.strided:
             stats = _host_float_statistics(tensor.detach())
             if stats is not None:
                 return stats

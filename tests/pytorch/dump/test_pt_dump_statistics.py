@@ -148,3 +148,19 @@ def test_kernel_and_fallback_paths_agree(monkeypatch, dtype, count):
     assert fast[2] == pytest.approx(slow[2], rel=1e-6) and fast[3] == pytest.approx(slow[3], rel=1e-6)
     exact = math.sqrt(math.fsum(v * v for v in tensor.double().tolist()))
     assert fast[3] == pytest.approx(exact, rel=1e-7 if dtype == torch.float32 else 1e-13)
+
+
+def test_negative_views_sparse_and_subclasses_give_the_values_they_stand_for():
+    base = torch.tensor([[1.0, -2.0], [3.0, 0.5]])
+    negated = torch._neg_view(base)  # stores the un-negated values, reads as -base
+    assert negated.is_neg()
+    assert ADAPTER.tensor_stats(negated)[:3] == ADAPTER.tensor_stats(-base)[:3] == (2.0, -3.0, -0.625)
+    sparse = base.to_sparse()
+    assert ADAPTER.tensor_stats(sparse) == ADAPTER.tensor_stats(base)
+
+    class Tagged(torch.Tensor):
+        pass
+
+    tagged = base.as_subclass(Tagged)  # through torch's kernels (a subclass may hold no memory of its own)
+    assert ADAPTER.tensor_stats(tagged)[:3] == ADAPTER.tensor_stats(base)[:3]
+    assert ADAPTER.tensor_stats(tagged)[3] == pytest.approx(ADAPTER.tensor_stats(base)[3], rel=1e-6)
