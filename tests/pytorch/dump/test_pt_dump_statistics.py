@@ -155,8 +155,9 @@ def test_negative_views_sparse_and_subclasses_give_the_values_they_stand_for():
     negated = torch._neg_view(base)  # stores the un-negated values, reads as -base
     assert negated.is_neg()
     assert ADAPTER.tensor_stats(negated)[:3] == ADAPTER.tensor_stats(-base)[:3] == (2.0, -3.0, -0.625)
-    sparse = base.to_sparse()
-    assert ADAPTER.tensor_stats(sparse) == ADAPTER.tensor_stats(base)
+    sparse = base.to_sparse()  # through torch's kernels on the dense values
+    assert ADAPTER.tensor_stats(sparse)[:3] == ADAPTER.tensor_stats(base)[:3]
+    assert ADAPTER.tensor_stats(sparse)[3] == pytest.approx(ADAPTER.tensor_stats(base)[3], rel=1e-6)
 
     class Tagged(torch.Tensor):
         pass
