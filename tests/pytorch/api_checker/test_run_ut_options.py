@@ -63,6 +63,25 @@ def test_workers_share_the_devices_in_turn():
     assert device_plan([], 2) == [0, 0]
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_run_ut_processes_reuse_freed_memory_instead_of_faulting_in_fresh_pages():
+    # each API allocates and frees arrays of the same sizes again; without keep_freed_memory glibc
+    # maps large blocks afresh every time (one page fault per 4 KB)
+    script = ("import resource, sys, torch\n"
+              "from msprobe.core.run_ut.runner import keep_freed_memory\n"
+              "if sys.argv[1] == '1': assert keep_freed_memory()\n"
+              "def work():\n"
+              "    tensors = [torch.ones(n) for n in (300_000, 700_000, 1_500_000, 3_000_000)]\n"
+              "    return sum(float((t.double() * 2).sum()) for t in tensors)\n"
+              "work()\n"
+              "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+              "for _ in range(20): work()\n"
+              "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)\n")
+    faults = {flag: int(subprocess.run([sys.executable, "-c", script, flag], capture_output=True, text=True,
+                                       check=True).stdout) for flag in ("0", "1")}
+    assert faults["0"] > 20_000 and faults["1"] < faults["0"] / 4, faults
+
+
 def test_error_data_path_of_the_config_receives_the_failing_apis(bf16_statistics_dump, tmp_path, monkeypatch):
     import torch
     import torch.nn.functional as F
