@@ -189,10 +189,13 @@ class TorchAdapter(DumpAdapter):
         return bool(tensor.requires_grad)
 
     def tensor_facts(self, tensor):
-        # tensor_header + requires_grad + content_identity in one call: this runs for every tensor
+        # tensor_header + requires_grad + content_identity in one call: this runs for every tensor, so
+        # the two lookups are inlined (their helpers run only on a miss)
         dtype = tensor.dtype
-        shape = _shape_tuple(tensor.shape)
-        return "torch.Tensor", _dtype_name(dtype), shape, tensor.requires_grad, _content_key(tensor, dtype, shape)
+        size = tensor.shape
+        shape = _SHAPES.get(size) or _shape_tuple(size)
+        name = _DTYPE_NAMES.get(dtype) or _dtype_name(dtype)
+        return "torch.Tensor", name, shape, tensor.requires_grad, _content_key(tensor, dtype, shape)
 
     def tensor_identity(self, tensor):
         # memory + layout + version: a gradient and its view-of-the-same-memory twin (what the
