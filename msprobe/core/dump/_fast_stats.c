@@ -9,13 +9,13 @@
  *     float_stats(address, count, itemsize, total=None) -> (max, min, mean, norm)
  *
  * address: the first element (an int from data_ptr() / ndarray.ctypes.data); count >= 1 elements,
- * contiguous; itemsize 4 (float32) or 8 (float64). The caller keeps the memory alive and unchanged
- * for the call (the GIL is released while it runs over 64 K elements or more). Any NaN gives NaN for
- * max and min (and sumsq), as torch.aminmax and numpy do. The same pass sums the elements (float32 blocks of 16 per lane, then
- * double), so float_stats gives Mean without another pass; given `total` (a framework's own sum) it
- * divides that instead, in the buffer's precision. For float32 the mean and the norm sqrt(sumsq) are
- * rounded once to float32 (correctly: double carries more than twice float32's bits); beyond
- * float32's range they are inf, as float32 arithmetic gives.
+ * contiguous; itemsize 4 (float32) or 8 (float64). The caller keeps the memory alive and unchanged for the
+ * call (the GIL is released while it runs over 64 K elements or more). Any NaN gives NaN for max and min
+ * (and sumsq), as torch.aminmax and numpy do. The same pass sums the elements (float32 blocks of 16 per
+ * lane, then double), so float_stats gives Mean without another pass; given `total` (a framework's own
+ * sum) it divides that instead, in the buffer's precision. For float32 the mean and the norm sqrt(sumsq)
+ * are rounded once to float32 (correctly: double carries more than twice float32's bits); beyond float32's
+ * range they are inf, as float32 arithmetic gives.
  *
  * Built as an optional extension: without a C compiler the package falls back to framework kernels.
  */

@@ -4,10 +4,10 @@ Statistics follow the reference: float16/bfloat16 and integer tensors are reduce
 bool tensors give Max = any, Min = all (Mean/Norm null), a 0-d tensor gives its value for all four,
 complex tensors are described by their absolute values, empty and meta tensors give nulls.
 A dense float32/float64 CPU tensor costs one pass over its memory, by the C kernel of
-msprobe/core/dump/native.py (without it: aminmax, sum and BLAS dot products, three passes). CPU results become Python numbers at once
-(nothing to synchronise, and no small tensors kept alive for the garbage collector to scan); on an
-accelerator each tensor's four values stay on the device, stacked, and a whole step is copied to the
-host with one `tolist()` per (dtype, device) group.
+msprobe/core/dump/native.py (without it: aminmax, sum and BLAS dot products, three passes). CPU results
+become Python numbers at once (nothing to synchronise, and no small tensors kept alive for the garbage
+collector to scan); on an accelerator each tensor's four values stay on the device, stacked, and a whole
+step is copied to the host with one `tolist()` per (dtype, device) group.
 """
 import math
 import os
