@@ -9,14 +9,17 @@ become Python numbers at once (nothing to synchronise, and no small tensors kept
 collector to scan); on an accelerator each tensor's four values stay on the device, stacked, and a whole
 step is copied to the host with one `tolist()` per (dtype, device) group.
 """
+import ctypes
 import math
 import os
 import struct
+import threading
 import zlib
 
 import torch
 
 from msprobe.core.dump.adapter import DumpAdapter
+from msprobe.core.dump.direct_io import DirectFile, direct_io_enabled
 from msprobe.core.dump.native import float_stats
 
 __all__ = ["TorchAdapter", "tensor_statistics"]
@@ -26,6 +29,7 @@ _DOT_DTYPES = (torch.float32, torch.float64)
 _DOT_SINGLE = 1 << 20  # longest vector reduced by one dot product
 _DOT_CHUNK = 1 << 16
 _FLOAT32 = struct.Struct("f")
+_HEADER_ROOM = 1 << 14  # pickled tensor header of a .pt file (a few hundred bytes; more spills to a plain write)
 _DTYPE_NAMES = {}
 _SHAPES = {}  # torch.Size -> tuple: a shared tuple is untracked by the GC after its first collection,
 _SHAPES_MAX = 4096  # and then so is every descriptor dict holding it (thousands live until step end)
@@ -153,8 +157,86 @@ def _memory_order(data):
     return permuted if permuted.is_contiguous() else data
 
 
+class _CaptureWriter:
+    """File object that keeps what torch.save writes, up to `keep` bytes (the rest is only counted)."""
+
+    def __init__(self, keep):
+        self.keep, self.parts, self.size = keep, [], 0
+
+    def write(self, data):
+        view = memoryview(data).cast("B")
+        room = self.keep - sum(len(p) for p in self.parts)
+        if room > 0:
+            self.parts.append(bytes(view[:room]))
+        self.size += len(view)
+        return len(view)
+
+    def flush(self):
+        pass
+
+
+class _PtHeaders:
+    """The bytes torch.save (non-zip format) writes before a tensor's data, without running torch.save.
+
+    They depend on the tensor's dtype, shape, strides, offset and storage size, and on the storage's
+    key, the decimal address `str(storage._cdata)`, which appears twice as a pickled string. The first
+    tensor of a kind is saved by torch.save (its bytes become the template), the second is checked
+    against torch.save too; from then on the key is substituted in the template (~40x cheaper, the
+    Python of torch.save being most of the cost of a small file). A kind whose check fails keeps
+    using torch.save.
+    """
+
+    def __init__(self):
+        self._templates = {}  # kind -> (header bytes, pickled key) or None (not templatable)
+        self._checked = set()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _rendered(tensor, storage):
+        capture = _CaptureWriter(1 << 16)
+        torch.save(tensor, capture, _use_new_zipfile_serialization=False)
+        header_size = capture.size - storage.nbytes()
+        header = b"".join(capture.parts)[:header_size]
+        return header if len(header) == header_size else None
+
+    def header(self, tensor, storage):
+        """The header bytes, or None when torch.save must write the whole file."""
+        if type(tensor) is not torch.Tensor or tensor.requires_grad or not storage.nbytes():
+            return None
+        key = str(storage._cdata).encode()
+        pickled_key = b"X" + struct.pack("<I", len(key)) + key
+        kind = (tensor.dtype, tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), storage.nbytes(),
+                len(key))
+        with self._lock:
+            template = self._templates.get(kind, False)
+        if template is None:
+            return None
+        if template is False:
+            rendered = self._rendered(tensor, storage)
+            if rendered is None or rendered.count(pickled_key) != 2:
+                rendered_template = None
+            else:
+                rendered_template = (rendered, pickled_key)
+            with self._lock:
+                self._templates[kind] = rendered_template
+            return rendered
+        header = template[0].replace(template[1], pickled_key)
+        if kind not in self._checked:
+            ok = self._rendered(tensor, storage) == header
+            with self._lock:
+                self._checked.add(kind)
+                if not ok:
+                    self._templates[kind] = None
+            if not ok:
+                return None
+        return header
+
+
+_PT_HEADERS = _PtHeaders()
+
+
 class _FdWriter:
-    """A minimal binary file object over a descriptor whose writes release the GIL."""
+    """A minimal binary file object over a descriptor whose writes release the GIL (closes it on exit)."""
 
     def __init__(self, fd):
         self.fd = fd
@@ -166,8 +248,18 @@ class _FdWriter:
             view = view[os.write(self.fd, view):]
         return total
 
+    def write_from(self, address, count):
+        """Write `count` bytes found at memory `address` (a tensor's storage)."""
+        return self.write((ctypes.c_char * count).from_address(address)) if count else 0
+
     def flush(self):
         pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
 
 
 class TorchAdapter(DumpAdapter):
@@ -263,14 +355,23 @@ class TorchAdapter(DumpAdapter):
         return bool(torch.equal(_raw_bits(snapshot), _raw_bits(data)))
 
     def save_tensor(self, saved, path):
-        # torch's non-zip format: ~2x faster for the many small files of a dump (torch.load reads both).
-        # Handed a plain file object, torch writes it holding the GIL (the training thread then stalls);
-        # through _FdWriter the same bytes go out by os.write, which releases it.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
-        try:
-            torch.save(saved, _FdWriter(fd), _use_new_zipfile_serialization=False)
-        finally:
-            os.close(fd)
+        # torch's non-zip format, byte for byte: ~2x faster than the zip format for the many small files of
+        # a dump (torch.load reads both). Its header comes from _PT_HEADERS (torch.save's Python was most
+        # of a small file's cost), the data straight from the storage. Handed a plain file object, torch
+        # writes holding the GIL (the training thread then stalls); these writers copy and write without
+        # it: O_DIRECT from an aligned buffer (core/dump/direct_io.py), else os.write.
+        storage = saved.untyped_storage()
+        header = _PT_HEADERS.header(saved, storage)
+        if direct_io_enabled():
+            handle = DirectFile(path, storage.nbytes() + (len(header) if header else _HEADER_ROOM))
+        else:
+            handle = _FdWriter(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640))
+        with handle:
+            if header is None:
+                torch.save(saved, handle, _use_new_zipfile_serialization=False)
+            else:
+                handle.write(header)
+                handle.write_from(storage.data_ptr(), storage.nbytes())
 
     def describe_other(self, value):
         if isinstance(value, torch.dtype):

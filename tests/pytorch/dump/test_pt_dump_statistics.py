@@ -1,6 +1,7 @@
 """Tensor statistics of the torch adapter: exact values, views, the per-memory cache, GC tracking."""
 import gc
 import math
+import os
 
 import pytest
 import torch
@@ -106,14 +107,51 @@ def test_same_content_compares_bits():
     assert ADAPTER.same_content(torch.tensor([1.5], dtype=torch.bfloat16), torch.tensor([1.5], dtype=torch.bfloat16))
 
 
-def test_tensor_files_are_byte_identical_to_torch_save(tmp_path):
-    for tensor in (torch.randn(3, 5), torch.arange(10, dtype=torch.int64), torch.randn(4).to(torch.bfloat16)):
-        ours, theirs = tmp_path / "ours.pt", tmp_path / "theirs.pt"
-        snapshot = ADAPTER.copy_for_save(tensor)  # the storage key inside the file is the storage's address
-        ADAPTER.save_tensor(snapshot, str(ours))
-        torch.save(snapshot, str(theirs), _use_new_zipfile_serialization=False)
-        assert ours.read_bytes() == theirs.read_bytes()
-        assert torch.equal(torch.load(ours), tensor)
+@pytest.mark.parametrize("direct", [True, False])
+def test_tensor_files_are_byte_identical_to_torch_save(tmp_path, monkeypatch, direct):
+    """Every kind of tensor, three times over (the first file of a kind comes from torch.save, the second
+    is checked against it, the third uses the header template), with and without O_DIRECT."""
+    import msprobe.core.dump.direct_io as direct_io
+
+    monkeypatch.setattr(direct_io, "_enabled", direct)
+    kinds = [lambda: torch.randn(3, 5), lambda: torch.arange(10, dtype=torch.int64), lambda: torch.randn(4).bfloat16(),
+             lambda: torch.randn(6, 4).t(), lambda: torch.tensor(2.5), lambda: torch.zeros(0, 3),
+             lambda: torch.randn(300_001), lambda: torch.tensor([True, False]), lambda: torch.randn(8, 8)[:, ::2],
+             lambda: torch.randn(2, 3, dtype=torch.complex64)]
+    for round_ in range(3):
+        for index, make in enumerate(kinds):
+            tensor = make()
+            ours, theirs = tmp_path / f"ours{index}_{round_}.pt", tmp_path / f"theirs{index}_{round_}.pt"
+            snapshot = ADAPTER.copy_for_save(tensor)  # the storage key inside the file is the storage's address
+            ADAPTER.save_tensor(snapshot, str(ours))
+            torch.save(snapshot, str(theirs), _use_new_zipfile_serialization=False)
+            assert ours.read_bytes() == theirs.read_bytes(), (index, round_)
+            assert torch.equal(torch.load(ours), tensor)
+
+
+def test_direct_files_fall_back_to_the_page_cache_and_spill_past_their_capacity(tmp_path, monkeypatch):
+    import msprobe.core.dump.direct_io as direct_io
+
+    payload = bytes(range(256)) * 40 + b"tail"  # not a whole number of blocks
+    real_open = os.open
+
+    def refuse_direct(path, flags, *args):
+        if flags & direct_io._O_DIRECT:
+            raise OSError(22, "Invalid argument")  # what tmpfs answers
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(direct_io.os, "open", refuse_direct)
+    monkeypatch.setattr(direct_io, "_refused", set())
+    for name in ("a.bin", "b.bin"):  # the second file skips the O_DIRECT attempt on this file system
+        with direct_io.DirectFile(str(tmp_path / name), len(payload)) as handle:
+            handle.write(payload[:100])
+            handle.write(payload[100:])
+        assert (tmp_path / name).read_bytes() == payload
+        assert oct((tmp_path / name).stat().st_mode & 0o777) == "0o640"
+    assert direct_io._refused
+    with direct_io.DirectFile(str(tmp_path / "c.bin"), 10) as handle:  # capacity (+ one block) exceeded
+        handle.write(payload * 3)
+    assert (tmp_path / "c.bin").read_bytes() == payload * 3
 
 
 def test_deferred_handles_resolve_like_host_statistics():
