@@ -6,9 +6,10 @@ fault in the host (~8.5 us measured here: 334 MB of files took ~1 s of CPU per s
 the bytes go from our buffer to the device: no page-cache pages, little CPU, and the file is on the
 device when the write returns. O_DIRECT wants the buffer address, the length and the file offset
 aligned to the device block, so a file is assembled in a page-aligned buffer (taken from a pool: fresh
-buffers would fault their pages in every time), padded to whole blocks, written in one call and cut
-back to its exact length with ftruncate. Where O_DIRECT is refused (tmpfs, some network file systems,
-non-Linux), the same buffer is written through the page cache.
+buffers would fault their pages in every time), its whole blocks are written in one O_DIRECT call and
+the last partial block through the page cache (cheaper than padding and truncating: a truncate is a
+journal transaction per file). Files under one block, and every file where O_DIRECT is refused (tmpfs,
+some network file systems, non-Linux), are written through the page cache.
 
     with DirectFile(path, capacity) as handle:   # capacity: an upper bound of the file size
         handle.write(b"...")                     # any number of writes (bytes, memoryviews)
@@ -16,6 +17,7 @@ non-Linux), the same buffer is written through the page cache.
 Set MSPROBE_DIRECT_IO=0 to write every file through the page cache.
 """
 import ctypes
+import fcntl
 import mmap
 import os
 import threading
@@ -129,9 +131,9 @@ class DirectFile:
 
     def _write_out(self):
         size = self._size
-        padded = -(-size // _BLOCK) * _BLOCK
+        aligned = size - size % _BLOCK
         view = memoryview(self._buffer)
-        if _enabled:
+        if _enabled and aligned:
             directory_device = _device_of(os.path.dirname(os.path.abspath(self.path)))
             if directory_device not in _refused:
                 try:
@@ -140,11 +142,13 @@ class DirectFile:
                     _refused.add(directory_device)
                 else:
                     try:
-                        if padded > size:
-                            self._buffer[size:padded] = bytes(padded - size)
-                        if _write_all(fd, view[:padded]):
-                            os.ftruncate(fd, size)
-                            return
+                        if _write_all(fd, view[:aligned]):
+                            if size > aligned:  # the last partial block, through the page cache
+                                fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_O_DIRECT)
+                                if _write_all(fd, view[aligned:size]):
+                                    return
+                            else:
+                                return
                     except OSError:
                         _refused.add(directory_device)
                     finally:
