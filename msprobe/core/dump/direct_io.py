@@ -27,7 +27,8 @@ __all__ = ["DirectFile", "direct_io_enabled"]
 _BLOCK = 4096
 _SMALL_COPY = 1 << 16  # shorter pieces are copied holding the GIL (a ctypes call costs more)
 _MIN_CLASS = 1 << 16
-_PER_CLASS = 4  # spare buffers kept per size class (writer threads use one each at a time)
+_PER_CLASS = 2  # spare buffers kept per size class (the writer threads use one each at a time)
+_MAX_KEPT = 1 << 26  # larger buffers are not kept: their page faults are small next to their writes
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 _refused = set()  # st_dev of file systems that refused O_DIRECT
 _enabled = os.environ.get("MSPROBE_DIRECT_IO", "1") != "0" and bool(_O_DIRECT)
@@ -55,6 +56,8 @@ class _Pool:
 
     def give(self, entry):
         size_class = len(entry[0])
+        if size_class > _MAX_KEPT:
+            return
         with self._lock:
             spare = self._free.setdefault(size_class, [])
             if len(spare) < _PER_CLASS:
