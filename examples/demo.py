@@ -34,9 +34,11 @@ def main(argv=None):
     print(f"== comparing bf16 (npu side) against fp32 (bench side) -> {report_dir}")
     from msprobe.cli import main as msprobe_main
 
+    before = set(os.listdir(report_dir)) if os.path.isdir(report_dir) else set()
     code = msprobe_main(["-f", "pytorch", "compare", "-i", compare_json, "-o", report_dir])
     if code == 0:
-        reports = sorted(f for f in os.listdir(report_dir) if f.endswith((".xlsx", ".txt")))
+        # this run's files only (the directory keeps the reports of earlier runs)
+        reports = sorted(f for f in set(os.listdir(report_dir)) - before if f.endswith((".xlsx", ".txt")))
         print("== done. Reports:")
         for name in reports:
             print("   ", os.path.join(report_dir, name))
