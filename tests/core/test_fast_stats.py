@@ -59,7 +59,7 @@ def test_float32_squares_overflow_like_a_float32_norm():
 
 def test_bad_arguments_raise():
     array = np.ones(4, dtype=np.float32)
-    for args in [(0, 4, 4), (array.ctypes.data, 0, 4), (array.ctypes.data, 4, 2), (array.ctypes.data, 4)]:
+    for args in [(0, 4, 4), (array.ctypes.data, 0, 4), (array.ctypes.data, 4, 3), (array.ctypes.data, 4)]:
         with pytest.raises((ValueError, TypeError)):
             minmax_sumsq(*args)
 
@@ -95,9 +95,11 @@ def test_portable_kernels_agree_with_the_simd_ones():
         "from msprobe.core.dump import _fast_stats as f\n"
         "rows = []\n"
         "for count in (1, 3, 17, 1025, 70001):\n"
-        "    for dtype in (np.float32, np.float64):\n"
+        "    for dtype in (np.float32, np.float64, np.float16):\n"
         "        a = (np.random.default_rng(count).standard_normal(count) * 3 - 1).astype(dtype)\n"
         "        rows.append(f.float_stats(a.ctypes.data, count, a.itemsize, None))\n"
+        "    b = (a.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)\n"
+        "    rows.append(f.float_stats(b.ctypes.data, count, f.BFLOAT16, None))\n"
         "b = np.ones(40, np.float32); b[33] = np.nan\n"
         "rows.append(f.minmax_sumsq(b.ctypes.data, 40, 4))\n"
         "print(json.dumps({'simd': f.simd(), 'rows': [[repr(v) for v in r] for r in rows]}))\n")
@@ -114,3 +116,29 @@ def test_portable_kernels_agree_with_the_simd_ones():
             continue
         assert portable[:2] == simd[:2]
         assert portable[2:] == pytest.approx(simd[2:], rel=1e-6, abs=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("count", [1, 15, 16, 1025, 70_001])
+def test_16_bit_floats_are_widened_exactly(kind, count):
+    rng = np.random.default_rng(count)
+    wide = (rng.standard_normal(count) * 9 - 2).astype(np.float32)
+    if kind == "float16":
+        bits = wide.astype(np.float16).view(np.uint16)
+        code = native.FLOAT16
+    else:  # bfloat16 = the upper 16 bits of a float32
+        bits = (wide.view(np.uint32) >> 16).astype(np.uint16)
+        code = native.BFLOAT16
+    exact = (bits.view(np.float16).astype(np.float64) if kind == "float16"
+             else (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64))
+    high, low, mean, norm = native.float_stats(bits.ctypes.data, count, code, None)
+    assert (high, low) == (float(exact.max()), float(exact.min()))
+    assert mean == pytest.approx(math.fsum(exact) / count, rel=1e-6, abs=1e-6)
+    assert norm == pytest.approx(math.sqrt(math.fsum(exact * exact)), rel=1e-6)
+
+
+def test_every_float16_bit_pattern_converts_exactly():
+    patterns = np.arange(1 << 16, dtype=np.uint16)
+    expected = patterns.view(np.float16).astype(np.float64)
+    got = np.array([native.minmax_sumsq(patterns[k:].ctypes.data, 1, native.FLOAT16)[0] for k in range(1 << 16)])
+    assert np.array_equal(got, expected, equal_nan=True)

@@ -9,7 +9,8 @@
  *     float_stats(address, count, itemsize, total=None) -> (max, min, mean, norm)
  *
  * address: the first element (an int from data_ptr() / ndarray.ctypes.data); count >= 1 elements,
- * contiguous; itemsize 4 (float32) or 8 (float64). The caller keeps the memory alive and unchanged for the
+ * contiguous; itemsize 4 (float32), 8 (float64), FLOAT16 (2) or BFLOAT16 (258), 16-bit floats being widened to
+ * float32 exactly. The caller keeps the memory alive and unchanged for the
  * call (the GIL is released while it runs over 64 K elements or more). Any NaN gives NaN for max and min
  * (and sumsq), as torch.aminmax and numpy do. The same pass sums the elements (float32 blocks of 16 per
  * lane, then double), so float_stats gives Mean without another pass; given `total` (a framework's own
@@ -31,22 +32,55 @@
 #include <immintrin.h>
 #endif
 
+/* the "itemsize" argument names the element type: 4 float32, 8 float64, and for 16-bit floats */
+#define KIND_FLOAT16 2
+#define KIND_BFLOAT16 258
+
 typedef struct {
     double max, min, sumsq, sum;
     int has_nan;
 } stats_t;
 
+/* 16-bit floats widened to float32, exactly */
+static float bf16_to_float(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static float f16_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu, bits;
+    if (exponent == 0) { /* zero or subnormal: mantissa * 2^-24, exact in float32 */
+        float f = (float)mantissa * 5.9604644775390625e-08f;
+        return sign ? -f : f;
+    }
+    if (exponent == 31)
+        bits = sign | 0x7f800000u | (mantissa << 13);
+    else
+        bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+#define LOAD_SAME(p, i) ((p)[i])
+#define LOAD_BF16(p, i) bf16_to_float((p)[i])
+#define LOAD_F16(p, i) f16_to_float((p)[i])
+
 /* portable versions, one per element type: four independent accumulators so the compiler can keep
  * them in registers; every element is widened to double before it is squared or added */
-#define SCALAR_KERNEL(name, type)                                                                       \
-    static void name(const type *p, Py_ssize_t n, stats_t *out)                                         \
+#define SCALAR_KERNEL(name, in_type, type, LOAD)                                                        \
+    static void name(const in_type *p, Py_ssize_t n, stats_t *out)                                      \
     {                                                                                                   \
-        type hi = p[0], lo = p[0];                                                                      \
+        type hi = LOAD(p, 0), lo = LOAD(p, 0);                                                          \
         double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, t0 = 0.0, t1 = 0.0;                             \
         int nan = 0;                                                                                    \
         Py_ssize_t i = 0;                                                                               \
         for (; i + 4 <= n; i += 4) {                                                                    \
-            type a = p[i], b = p[i + 1], c = p[i + 2], d = p[i + 3];                                    \
+            type a = LOAD(p, i), b = LOAD(p, i + 1), c = LOAD(p, i + 2), d = LOAD(p, i + 3);            \
             nan |= (a != a) | (b != b) | (c != c) | (d != d);                                           \
             hi = a > hi ? a : hi; hi = b > hi ? b : hi; hi = c > hi ? c : hi; hi = d > hi ? d : hi;     \
             lo = a < lo ? a : lo; lo = b < lo ? b : lo; lo = c < lo ? c : lo; lo = d < lo ? d : lo;     \
@@ -54,7 +88,7 @@ typedef struct {
             t0 += (double)a + (double)b; t1 += (double)c + (double)d;                                   \
         }                                                                                               \
         for (; i < n; i++) {                                                                            \
-            type a = p[i];                                                                              \
+            type a = LOAD(p, i);                                                                        \
             nan |= (a != a);                                                                            \
             hi = a > hi ? a : hi;                                                                       \
             lo = a < lo ? a : lo;                                                                       \
@@ -65,8 +99,10 @@ typedef struct {
         out->has_nan = nan;                                                                             \
     }
 
-SCALAR_KERNEL(f32_scalar, float)
-SCALAR_KERNEL(f64_scalar, double)
+SCALAR_KERNEL(f32_scalar, float, float, LOAD_SAME)
+SCALAR_KERNEL(f64_scalar, double, double, LOAD_SAME)
+SCALAR_KERNEL(bf16_scalar, uint16_t, float, LOAD_BF16)
+SCALAR_KERNEL(f16_scalar, uint16_t, float, LOAD_F16)
 
 #ifdef MSPROBE_X86
 /* the largest / smallest of 8 lanes */
@@ -93,40 +129,48 @@ static double hsum4d(__m256d v)
  * overflow to inf, as in torch's float32 norm. NaN needs no test of its own: a NaN element
  * makes the sum of squares NaN (squares are never negative, so inf never turns into NaN). */
 #define BLOCK 256
-__attribute__((target("avx2,fma")))
-static void f32_avx2(const float *p, Py_ssize_t n, stats_t *out)
-{
-    Py_ssize_t i = 0;
-    __m256 first = _mm256_set1_ps(p[0]);
-    __m256 hi0 = first, hi1 = first, lo0 = first, lo1 = first;
-    __m256d total = _mm256_setzero_pd(), plain = _mm256_setzero_pd();
-    while (i + 16 <= n) {
-        Py_ssize_t stop = i + BLOCK <= n ? i + BLOCK : n - (n - i) % 16;
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), t0 = _mm256_setzero_ps(), t1 = _mm256_setzero_ps();
-        for (; i < stop; i += 16) {
-            __m256 a = _mm256_loadu_ps(p + i), b = _mm256_loadu_ps(p + i + 8);
-            hi0 = _mm256_max_ps(hi0, a); hi1 = _mm256_max_ps(hi1, b);
-            lo0 = _mm256_min_ps(lo0, a); lo1 = _mm256_min_ps(lo1, b);
-            s0 = _mm256_fmadd_ps(a, a, s0); s1 = _mm256_fmadd_ps(b, b, s1);
-            t0 = _mm256_add_ps(t0, a); t1 = _mm256_add_ps(t1, b);
-        }
-        __m256 s = _mm256_add_ps(s0, s1), t = _mm256_add_ps(t0, t1);
-        total = _mm256_add_pd(total, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s)),
-                                                   _mm256_cvtps_pd(_mm256_extractf128_ps(s, 1))));
-        plain = _mm256_add_pd(plain, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(t)),
-                                                   _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1))));
+#define AVX2_FLOAT_KERNEL(name, in_type, target_list, LOAD8, LOAD)                                    \
+    __attribute__((target(target_list))) static void name(const in_type *p, Py_ssize_t n, stats_t *out) \
+    {                                                                                                 \
+        Py_ssize_t i = 0;                                                                             \
+        __m256 first = _mm256_set1_ps(LOAD(p, 0));                                                    \
+        __m256 hi0 = first, hi1 = first, lo0 = first, lo1 = first;                                    \
+        __m256d total = _mm256_setzero_pd(), plain = _mm256_setzero_pd();                             \
+        while (i + 16 <= n) {                                                                         \
+            Py_ssize_t stop = i + BLOCK <= n ? i + BLOCK : n - (n - i) % 16;                          \
+            __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();                                \
+            __m256 t0 = _mm256_setzero_ps(), t1 = _mm256_setzero_ps();                                \
+            for (; i < stop; i += 16) {                                                               \
+                __m256 a = LOAD8(p + i), b = LOAD8(p + i + 8);                                        \
+                hi0 = _mm256_max_ps(hi0, a); hi1 = _mm256_max_ps(hi1, b);                             \
+                lo0 = _mm256_min_ps(lo0, a); lo1 = _mm256_min_ps(lo1, b);                             \
+                s0 = _mm256_fmadd_ps(a, a, s0); s1 = _mm256_fmadd_ps(b, b, s1);                       \
+                t0 = _mm256_add_ps(t0, a); t1 = _mm256_add_ps(t1, b);                                 \
+            }                                                                                         \
+            __m256 s = _mm256_add_ps(s0, s1), t = _mm256_add_ps(t0, t1);                              \
+            total = _mm256_add_pd(total, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s)),    \
+                                                       _mm256_cvtps_pd(_mm256_extractf128_ps(s, 1)))); \
+            plain = _mm256_add_pd(plain, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(t)),    \
+                                                       _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1)))); \
+        }                                                                                             \
+        float hi = hmax8(_mm256_max_ps(hi0, hi1)), lo = hmin8(_mm256_min_ps(lo0, lo1));               \
+        double sumsq = hsum4d(total), sum = hsum4d(plain);                                            \
+        for (; i < n; i++) {                                                                          \
+            float a = LOAD(p, i);                                                                     \
+            hi = a > hi ? a : hi;                                                                     \
+            lo = a < lo ? a : lo;                                                                     \
+            sumsq += (double)a * a;                                                                   \
+            sum += a;                                                                                 \
+        }                                                                                             \
+        out->max = hi; out->min = lo; out->sumsq = sumsq; out->sum = sum; out->has_nan = sumsq != sumsq; \
     }
-    float hi = hmax8(_mm256_max_ps(hi0, hi1)), lo = hmin8(_mm256_min_ps(lo0, lo1));
-    double sumsq = hsum4d(total), sum = hsum4d(plain);
-    for (; i < n; i++) {
-        float a = p[i];
-        hi = a > hi ? a : hi;
-        lo = a < lo ? a : lo;
-        sumsq += (double)a * a;
-        sum += a;
-    }
-    out->max = hi; out->min = lo; out->sumsq = sumsq; out->sum = sum; out->has_nan = sumsq != sumsq;
-}
+
+#define LOAD8_F32(q) _mm256_loadu_ps(q)
+#define LOAD8_BF16(q) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(q))), 16))
+#define LOAD8_F16(q) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(q)))
+AVX2_FLOAT_KERNEL(f32_avx2, float, "avx2,fma", LOAD8_F32, LOAD_SAME)
+AVX2_FLOAT_KERNEL(bf16_avx2, uint16_t, "avx2,fma", LOAD8_BF16, LOAD_BF16)
+AVX2_FLOAT_KERNEL(f16_avx2, uint16_t, "avx2,fma,f16c", LOAD8_F16, LOAD_F16)
 
 __attribute__((target("avx2,fma")))
 static void f64_avx2(const double *p, Py_ssize_t n, stats_t *out)
@@ -164,7 +208,7 @@ static void f64_avx2(const double *p, Py_ssize_t n, stats_t *out)
 static int use_avx2 = -1;
 #endif
 
-/* whether the AVX2 kernels run: the CPU has AVX2 and FMA, and MSPROBE_NATIVE_SIMD is not "0" (tests use
+/* whether the AVX2 kernels run: the CPU has AVX2, FMA and F16C, and MSPROBE_NATIVE_SIMD is not "0" (tests use
  * it to check the portable kernels on x86 too) */
 static int simd_enabled(void)
 {
@@ -172,7 +216,7 @@ static int simd_enabled(void)
     if (use_avx2 < 0) {
         const char *setting = getenv("MSPROBE_NATIVE_SIMD");
         use_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                   !(setting != NULL && strcmp(setting, "0") == 0);
+                   __builtin_cpu_supports("f16c") && !(setting != NULL && strcmp(setting, "0") == 0);
     }
     return use_avx2;
 #else
@@ -192,8 +236,10 @@ static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
     long itemsize = PyLong_AsLong(args[2]);
     if (itemsize == -1 && PyErr_Occurred())
         return -1;
-    if (address == NULL || count < 1 || (itemsize != 4 && itemsize != 8)) {
-        PyErr_SetString(PyExc_ValueError, "need a non-null address, count >= 1, itemsize 4 or 8");
+    if (address == NULL || count < 1 ||
+        (itemsize != 4 && itemsize != 8 && itemsize != KIND_FLOAT16 && itemsize != KIND_BFLOAT16)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "need a non-null address, count >= 1, itemsize 4, 8, FLOAT16 (2) or BFLOAT16 (258)");
         return -1;
     }
     int simd = simd_enabled();
@@ -204,14 +250,22 @@ static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
     if (simd) {
         if (itemsize == 4)
             f32_avx2((const float *)address, count, out);
-        else
+        else if (itemsize == 8)
             f64_avx2((const double *)address, count, out);
+        else if (itemsize == KIND_FLOAT16)
+            f16_avx2((const uint16_t *)address, count, out);
+        else
+            bf16_avx2((const uint16_t *)address, count, out);
     } else
 #endif
     if (itemsize == 4)
         f32_scalar((const float *)address, count, out);
-    else
+    else if (itemsize == 8)
         f64_scalar((const double *)address, count, out);
+    else if (itemsize == KIND_FLOAT16)
+        f16_scalar((const uint16_t *)address, count, out);
+    else
+        bf16_scalar((const uint16_t *)address, count, out);
     if (saved != NULL)
         PyEval_RestoreThread(saved);
     if (out->has_nan) {
@@ -256,10 +310,10 @@ static PyObject *float_stats(PyObject *Py_UNUSED(self), PyObject *const *args, P
         total = out.has_nan ? NAN : out.sum;
     double count = (double)PyLong_AsSsize_t(args[1]);
     double mean, norm;
-    if (itemsize == 4 && args[3] == Py_None) {
+    if (itemsize != 8 && args[3] == Py_None) {  /* float32, float16, bfloat16: float32 results */
         mean = (float)(total / count);  /* the double sum: one rounding, to float32 */
         norm = (float)sqrt(out.sumsq);
-    } else if (itemsize == 4) {
+    } else if (itemsize != 8) {
         mean = (float)((double)(float)total / (double)(float)count);  /* float32 division, as torch */
         norm = (float)sqrt(out.sumsq);
     } else {
@@ -289,5 +343,13 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__fast_stats(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "FLOAT16", KIND_FLOAT16) < 0 ||
+        PyModule_AddIntConstant(m, "BFLOAT16", KIND_BFLOAT16) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

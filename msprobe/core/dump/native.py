@@ -1,7 +1,7 @@
 """The optional C kernel of the dump statistics (msprobe/core/dump/_fast_stats.c).
 
 `minmax_sumsq(address, count, itemsize) -> (max, min, sum of squares)` reads a dense float32 (itemsize
-4) or float64 (itemsize 8) buffer once (without the GIL for long buffers). `float_stats(address, count, itemsize,
+4), float64 (8), float16 (FLOAT16) or bfloat16 (BFLOAT16) buffer once (without the GIL for long buffers). `float_stats(address, count, itemsize,
 total=None) -> (max, min, mean, norm)` gives all four statistics from that one pass (the elements are
 summed in float32 blocks, then in double: Mean is as accurate as torch.mean or better, and does not
 change with the thread count as torch's float32 sum does), or divides a framework's own sum `total` for
@@ -11,8 +11,9 @@ kernels, which give the same Max/Min/Mean and a Norm equal to within float32 rou
 """
 import os
 
-__all__ = ["minmax_sumsq", "float_stats"]
+__all__ = ["minmax_sumsq", "float_stats", "FLOAT16", "BFLOAT16"]
 
+FLOAT16, BFLOAT16 = 2, 258  # the `itemsize` that names a 16-bit float buffer (widened to float32 exactly)
 minmax_sumsq = float_stats = None
 if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
     try:

@@ -20,7 +20,7 @@ import torch
 
 from msprobe.core.dump.adapter import DumpAdapter
 from msprobe.core.dump.direct_io import DirectFile, direct_io_enabled
-from msprobe.core.dump.native import float_stats
+from msprobe.core.dump.native import FLOAT16, BFLOAT16, float_stats
 
 __all__ = ["TorchAdapter", "tensor_statistics"]
 
@@ -29,6 +29,8 @@ _DOT_DTYPES = (torch.float32, torch.float64)
 _DOT_SINGLE = 1 << 20  # longest vector reduced by one dot product
 _DOT_CHUNK = 1 << 16
 _FLOAT32 = struct.Struct("f")
+# dtypes whose host tensors the C kernel reduces, and the element kind it is told
+_KERNEL_KINDS = {torch.float32: 4, torch.float64: 8, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16}
 _HEADER_ROOM = 1 << 14  # pickled tensor header of a .pt file (a few hundred bytes; more spills to a plain write)
 _DTYPE_NAMES = {}
 _SHAPES = {}  # torch.Size -> tuple: a shared tuple is untracked by the GC after its first collection,
@@ -66,10 +68,11 @@ def tensor_statistics(tensor):
 
 
 def _host_float_statistics(data):
-    """The common case, a dense float32/float64 CPU tensor, without 0-d tensor ops: one pass of the C
-    kernel gives Max, Min, Mean and Norm (sums in float32 blocks, then double; float32 results rounded
-    once). Without the kernel: aminmax, torch's sum (Mean = torch.mean bit for bit) and BLAS dot
-    products. None when the tensor needs the general path."""
+    """The common case, a dense float32/float64/float16/bfloat16 CPU tensor, without 0-d tensor ops: one
+    pass of the C kernel gives Max, Min, Mean and Norm (16-bit floats widened to float32 exactly; sums in
+    float32 blocks, then double; float32 results rounded once). Without the kernel: aminmax, torch's sum
+    (Mean = torch.mean bit for bit) and BLAS dot products for float32/float64. None when the tensor
+    needs the general path."""
     if not data.is_contiguous():
         data = _memory_order(data)
         if not data.is_contiguous():
@@ -82,7 +85,9 @@ def _host_float_statistics(data):
         return None
     if float_stats is not None and type(data) is torch.Tensor and not data.is_neg():
         # plain memory only: a negative-bit view stores the values un-negated, a subclass may have none
-        return float_stats(data.data_ptr(), count, data.element_size(), None)
+        return float_stats(data.data_ptr(), count, _KERNEL_KINDS[data.dtype], None)
+    if data.dtype in _LOW_PRECISION:
+        return None  # torch's kernels in float32 (tensor_statistics)
     total = data.sum().item()
     flat = data.view(-1)
     low, high = torch.aminmax(flat)
@@ -311,7 +316,7 @@ class TorchAdapter(DumpAdapter):
             return tensor
 
     def tensor_stats(self, tensor):
-        if tensor.is_cpu and tensor.dtype in _DOT_DTYPES and tensor.layout is torch.strided:
+        if tensor.is_cpu and tensor.dtype in _KERNEL_KINDS and tensor.layout is torch.strided:
             stats = _host_float_statistics(tensor.detach())
             if stats is not None:
                 return stats

@@ -25,6 +25,7 @@ def _reference(tensor):
     lambda: torch.randn(64, 48)[:, 5:30],                   # strided, not dense
     lambda: torch.randn(64, 48, dtype=torch.float64),
     lambda: torch.randn(64, 48).to(torch.bfloat16),
+    lambda: torch.randn(64, 48).to(torch.float16).t(),
     lambda: torch.randint(-5, 9, (7, 3)),
 ])
 def test_statistics_match_a_float64_reference(make):
@@ -203,3 +204,19 @@ def test_negative_views_sparse_and_subclasses_give_the_values_they_stand_for():
     tagged = base.as_subclass(Tagged)  # through torch's kernels (a subclass may hold no memory of its own)
     assert ADAPTER.tensor_stats(tagged)[:3] == ADAPTER.tensor_stats(base)[:3]
     assert ADAPTER.tensor_stats(tagged)[3] == pytest.approx(ADAPTER.tensor_stats(base)[3], rel=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16_bit_tensors_kernel_and_torch_paths_agree(monkeypatch, dtype):
+    """bfloat16/float16 host tensors go through the C kernel (widened to float32 exactly); without it,
+    through torch's float32 reductions. Same Max/Min, Mean/Norm to float32 rounding."""
+    import msprobe.pytorch.dump.adapter as adapter_module
+
+    tensor = (torch.randn(70_001, generator=torch.Generator().manual_seed(3)) * 4 + 1).to(dtype)
+    fast = ADAPTER.tensor_stats(tensor)
+    monkeypatch.setattr(adapter_module, "float_stats", None)
+    slow = ADAPTER.tensor_stats(tensor)
+    assert fast[:2] == slow[:2] == (tensor.float().max().item(), tensor.float().min().item())
+    assert fast[2] == pytest.approx(slow[2], rel=1e-5) and fast[3] == pytest.approx(slow[3], rel=1e-5)
+    exact_norm = torch.linalg.vector_norm(tensor.double()).item()
+    assert abs(fast[3] - exact_norm) <= abs(slow[3] - exact_norm) + 1e-7 * exact_norm  # the kernel is closer
