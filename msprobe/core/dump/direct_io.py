@@ -22,7 +22,7 @@ import mmap
 import os
 import threading
 
-__all__ = ["DirectFile", "direct_io_enabled"]
+__all__ = ["DirectFile"]
 
 _BLOCK = 4096
 _SMALL_COPY = 1 << 16  # shorter pieces are copied holding the GIL (a ctypes call costs more)
@@ -32,10 +32,6 @@ _MAX_KEPT = 1 << 26  # larger buffers are not kept: their page faults are small 
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 _refused = set()  # st_dev of file systems that refused O_DIRECT
 _enabled = os.environ.get("MSPROBE_DIRECT_IO", "1") != "0" and bool(_O_DIRECT)
-
-
-def direct_io_enabled():
-    return _enabled
 
 
 class _Pool:

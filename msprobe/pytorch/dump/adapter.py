@@ -9,7 +9,6 @@ become Python numbers at once (nothing to synchronise, and no small tensors kept
 collector to scan); on an accelerator each tensor's four values stay on the device, stacked, and a whole
 step is copied to the host with one `tolist()` per (dtype, device) group.
 """
-import ctypes
 import math
 import os
 import struct
@@ -19,7 +18,7 @@ import zlib
 import torch
 
 from msprobe.core.dump.adapter import DumpAdapter
-from msprobe.core.dump.direct_io import DirectFile, direct_io_enabled
+from msprobe.core.dump.direct_io import DirectFile
 from msprobe.core.dump.native import FLOAT16, BFLOAT16, float_stats
 
 __all__ = ["TorchAdapter", "tensor_statistics"]
@@ -170,7 +169,7 @@ class _CaptureWriter:
 
     def write(self, data):
         view = memoryview(data).cast("B")
-        room = self.keep - sum(len(p) for p in self.parts)
+        room = self.keep - self.size
         if room > 0:
             self.parts.append(bytes(view[:room]))
         self.size += len(view)
@@ -238,33 +237,6 @@ class _PtHeaders:
 
 
 _PT_HEADERS = _PtHeaders()
-
-
-class _FdWriter:
-    """A minimal binary file object over a descriptor whose writes release the GIL (closes it on exit)."""
-
-    def __init__(self, fd):
-        self.fd = fd
-
-    def write(self, data):
-        view = memoryview(data).cast("B")
-        total = len(view)
-        while view:
-            view = view[os.write(self.fd, view):]
-        return total
-
-    def write_from(self, address, count):
-        """Write `count` bytes found at memory `address` (a tensor's storage)."""
-        return self.write((ctypes.c_char * count).from_address(address)) if count else 0
-
-    def flush(self):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        os.close(self.fd)
 
 
 class TorchAdapter(DumpAdapter):
@@ -363,15 +335,11 @@ class TorchAdapter(DumpAdapter):
         # torch's non-zip format, byte for byte: ~2x faster than the zip format for the many small files of
         # a dump (torch.load reads both). Its header comes from _PT_HEADERS (torch.save's Python was most
         # of a small file's cost), the data straight from the storage. Handed a plain file object, torch
-        # writes holding the GIL (the training thread then stalls); these writers copy and write without
+        # writes holding the GIL (the training thread then stalls); DirectFile copies and writes without
         # it: O_DIRECT from an aligned buffer (core/dump/direct_io.py), else os.write.
         storage = saved.untyped_storage()
         header = _PT_HEADERS.header(saved, storage)
-        if direct_io_enabled():
-            handle = DirectFile(path, storage.nbytes() + (len(header) if header else _HEADER_ROOM))
-        else:
-            handle = _FdWriter(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640))
-        with handle:
+        with DirectFile(path, storage.nbytes() + (len(header) if header else _HEADER_ROOM)) as handle:
             if header is None:
                 torch.save(saved, handle, _use_new_zipfile_serialization=False)
             else:
