@@ -73,8 +73,9 @@ static float f16_to_float(uint16_t h)
 /* portable versions, one per element type: four independent accumulators so the compiler can keep
  * them in registers; every element is widened to double before it is squared or added */
 #define SCALAR_KERNEL(name, in_type, type, LOAD)                                                        \
-    static void name(const in_type *p, Py_ssize_t n, stats_t *out)                                      \
+    static void name(const void *data, Py_ssize_t n, stats_t *out)                                      \
     {                                                                                                   \
+        const in_type *p = (const in_type *)data;                                                       \
         type hi = LOAD(p, 0), lo = LOAD(p, 0);                                                          \
         double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, t0 = 0.0, t1 = 0.0;                             \
         int nan = 0;                                                                                    \
@@ -130,8 +131,9 @@ static double hsum4d(__m256d v)
  * makes the sum of squares NaN (squares are never negative, so inf never turns into NaN). */
 #define BLOCK 256
 #define AVX2_FLOAT_KERNEL(name, in_type, target_list, LOAD8, LOAD)                                    \
-    __attribute__((target(target_list))) static void name(const in_type *p, Py_ssize_t n, stats_t *out) \
+    __attribute__((target(target_list))) static void name(const void *data, Py_ssize_t n, stats_t *out) \
     {                                                                                                 \
+        const in_type *p = (const in_type *)data;                                                     \
         Py_ssize_t i = 0;                                                                             \
         __m256 first = _mm256_set1_ps(LOAD(p, 0));                                                    \
         __m256 hi0 = first, hi1 = first, lo0 = first, lo1 = first;                                    \
@@ -173,8 +175,9 @@ AVX2_FLOAT_KERNEL(bf16_avx2, uint16_t, "avx2,fma", LOAD8_BF16, LOAD_BF16)
 AVX2_FLOAT_KERNEL(f16_avx2, uint16_t, "avx2,fma,f16c", LOAD8_F16, LOAD_F16)
 
 __attribute__((target("avx2,fma")))
-static void f64_avx2(const double *p, Py_ssize_t n, stats_t *out)
+static void f64_avx2(const void *data, Py_ssize_t n, stats_t *out)
 {
+    const double *p = (const double *)data;
     Py_ssize_t i = 0;
     __m256d first = _mm256_set1_pd(p[0]);
     __m256d hi0 = first, hi1 = first, lo0 = first, lo1 = first;
@@ -224,6 +227,24 @@ static int simd_enabled(void)
 #endif
 }
 
+/* the kernels by element kind: float32, float64, float16, bfloat16 */
+typedef void (*kernel_t)(const void *, Py_ssize_t, stats_t *);
+static const kernel_t portable_kernels[] = {f32_scalar, f64_scalar, f16_scalar, bf16_scalar};
+#ifdef MSPROBE_X86
+static const kernel_t avx2_kernels[] = {f32_avx2, f64_avx2, f16_avx2, bf16_avx2};
+#endif
+
+static int kind_index(long itemsize)
+{
+    switch (itemsize) {
+    case 4: return 0;
+    case 8: return 1;
+    case KIND_FLOAT16: return 2;
+    case KIND_BFLOAT16: return 3;
+    default: return -1;
+    }
+}
+
 /* parse (address, count, itemsize) and run the kernel; 0 on success, -1 with an exception set */
 static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
 {
@@ -236,36 +257,20 @@ static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
     long itemsize = PyLong_AsLong(args[2]);
     if (itemsize == -1 && PyErr_Occurred())
         return -1;
-    if (address == NULL || count < 1 ||
-        (itemsize != 4 && itemsize != 8 && itemsize != KIND_FLOAT16 && itemsize != KIND_BFLOAT16)) {
+    int kind = kind_index(itemsize);
+    if (address == NULL || count < 1 || kind < 0) {
         PyErr_SetString(PyExc_ValueError,
                         "need a non-null address, count >= 1, itemsize 4, 8, FLOAT16 (2) or BFLOAT16 (258)");
         return -1;
     }
-    int simd = simd_enabled();
-    (void)simd;
+    kernel_t kernel = portable_kernels[kind];
+#ifdef MSPROBE_X86
+    if (simd_enabled())
+        kernel = avx2_kernels[kind];
+#endif
     /* short buffers take less time than handing the GIL over and back */
     PyThreadState *saved = count >= (1 << 16) ? PyEval_SaveThread() : NULL;
-#ifdef MSPROBE_X86
-    if (simd) {
-        if (itemsize == 4)
-            f32_avx2((const float *)address, count, out);
-        else if (itemsize == 8)
-            f64_avx2((const double *)address, count, out);
-        else if (itemsize == KIND_FLOAT16)
-            f16_avx2((const uint16_t *)address, count, out);
-        else
-            bf16_avx2((const uint16_t *)address, count, out);
-    } else
-#endif
-    if (itemsize == 4)
-        f32_scalar((const float *)address, count, out);
-    else if (itemsize == 8)
-        f64_scalar((const double *)address, count, out);
-    else if (itemsize == KIND_FLOAT16)
-        f16_scalar((const uint16_t *)address, count, out);
-    else
-        bf16_scalar((const uint16_t *)address, count, out);
+    kernel(address, count, out);
     if (saved != NULL)
         PyEval_RestoreThread(saved);
     if (out->has_nan) {
