@@ -13,10 +13,12 @@ import os
 
 __all__ = ["minmax_sumsq", "float_stats", "FLOAT16", "BFLOAT16"]
 
-FLOAT16, BFLOAT16 = 2, 258  # the `itemsize` that names a 16-bit float buffer (widened to float32 exactly)
+# the `itemsize` that names a 16-bit float buffer (widened to float32 exactly); the built module's own
+# values replace these below
+FLOAT16, BFLOAT16 = 2, 258
 minmax_sumsq = float_stats = None
 if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
     try:
-        from msprobe.core.dump._fast_stats import float_stats, minmax_sumsq
+        from msprobe.core.dump._fast_stats import BFLOAT16, FLOAT16, float_stats, minmax_sumsq
     except ImportError:  # built without a compiler: the framework path serves
         minmax_sumsq = float_stats = None
