@@ -1,9 +1,9 @@
 """The optional C kernel of the dump statistics (msprobe/core/dump/_fast_stats.c).
 
 `minmax_sumsq(address, count, itemsize) -> (max, min, sum of squares)` reads a dense float32 (itemsize
-4), float64 (8), float16 (FLOAT16) or bfloat16 (BFLOAT16) buffer once (without the GIL for long buffers). `float_stats(address, count, itemsize,
-total=None) -> (max, min, mean, norm)` gives all four statistics from that one pass (the elements are
-summed in float32 blocks, then in double: Mean is as accurate as torch.mean or better, and does not
+4), float64 (8), float16 (FLOAT16) or bfloat16 (BFLOAT16) buffer once (without the GIL for long buffers).
+`float_stats(address, count, itemsize, total=None) -> (max, min, mean, norm)` gives all four statistics from that
+one pass (the elements are summed in float32 blocks, then in double: Mean is as accurate as torch.mean or better, and does not
 change with the thread count as torch's float32 sum does), or divides a framework's own sum `total` for
 Mean; float32 buffers get float32-rounded Mean and Norm. Both are None when the extension was not built
 (no C compiler at install time) or when MSPROBE_NATIVE_STATS=0: adapters then use their framework

@@ -3,8 +3,8 @@
 A `RecordBuilder` walks nested tuples/lists/dicts and asks the adapter about tensors. Tensor
 statistics are filled at once when the adapter has them (host tensors), or stay deferred (see
 adapter.py) until `resolve()` fills every pending descriptor with one batched call. In tensor mode
-it also queues the tensor files, and in md5 mode it adds the CRC-32. Descriptor key order follows the reference: type, dtype, shape, Max, Min, Mean, Norm,
-requires_grad, then md5 or data_name.
+it also queues the tensor files, and in md5 mode it adds the CRC-32. Descriptor key order follows the reference: type, dtype,
+shape, Max, Min, Mean, Norm, requires_grad, then md5 or data_name.
 """
 import weakref
 

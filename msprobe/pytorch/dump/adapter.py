@@ -10,7 +10,6 @@ collector to scan); on an accelerator each tensor's four values stay on the devi
 step is copied to the host with one `tolist()` per (dtype, device) group.
 """
 import math
-import os
 import struct
 import threading
 import zlib

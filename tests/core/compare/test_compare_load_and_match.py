@@ -2,7 +2,6 @@
 import json
 import os
 
-import numpy as np
 import pytest
 
 from msprobe.core.compare.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR, detect_mode, load_dump, load_stack

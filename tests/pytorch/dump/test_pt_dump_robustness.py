@@ -1,5 +1,4 @@
 """Hooks never change training, survive awkward tensors and ops, and leave nothing behind."""
-import json
 import subprocess
 import sys
 import textwrap

@@ -1,0 +1,91 @@
+"""One hook lifecycle: every hook of a start()..stop() window is installed through a `HookSession`.
+
+A session keeps an `ExitStack` of undo actions. Each install step registers how to undo itself at once,
+so a failing install rolls back whatever was installed before it, and `close()` leaves the framework
+exactly as it was (hooks removed, patched attributes restored, modes exited) in reverse order::
+
+    session = HookSession()
+    with session.installing():                       # an exception here undoes the earlier steps
+        session.add_handle(module.register_forward_hook(hook))      # anything with .remove()
+        session.enter(SomeTorchFunctionMode())                      # a context manager
+        session.patch(primitive_class, "__call__", wrapped_call)    # setattr, restored on close
+        session.callback(cleanup_fn, arg)                           # any undo action
+    ...
+    session.close()                                  # idempotent
+
+`Reentrancy` is the one guard against our own work being recorded: hooks run their bookkeeping inside
+`with guard.inside():` and skip recording while `guard.active` (per thread).
+"""
+import contextlib
+import threading
+from typing import Any, Callable, ContextManager, Iterator
+
+__all__ = ["HookSession", "Reentrancy"]
+
+_MISSING = object()
+
+
+class HookSession:
+    """Undo actions of installed hooks, run in reverse order by `close()` (or on a failed install)."""
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self.closed = False
+
+    def callback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Register an undo action."""
+        self._stack.callback(fn, *args, **kwargs)
+
+    def add_handle(self, handle: Any) -> Any:
+        """Register a handle with a `.remove()` method (torch RemovableHandle, MindSpore hook handles)."""
+        self._stack.callback(handle.remove)
+        return handle
+
+    def enter(self, manager: ContextManager[Any]) -> Any:
+        """Enter a context manager now and exit it at close."""
+        return self._stack.enter_context(manager)
+
+    def patch(self, owner: Any, name: str, value: Any) -> None:
+        """setattr(owner, name, value) now; the previous attribute (or its absence) comes back at close."""
+        previous = owner.__dict__.get(name, _MISSING) if isinstance(owner, type) else getattr(owner, name, _MISSING)
+        setattr(owner, name, value)
+        if previous is _MISSING:
+            self._stack.callback(delattr, owner, name)
+        else:
+            self._stack.callback(setattr, owner, name, previous)
+
+    @contextlib.contextmanager
+    def installing(self) -> Iterator["HookSession"]:
+        """Install steps inside this block: if one raises, everything installed so far is undone."""
+        try:
+            yield self
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Undo every install step, last first. Safe to call twice."""
+        if self.closed:
+            return
+        self.closed = True
+        self._stack.close()
+
+
+class Reentrancy:
+    """Per-thread depth counter: `active` is True while our own code runs inside a hook."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    @property
+    def active(self) -> bool:
+        return getattr(self._local, "depth", 0) > 0
+
+    @contextlib.contextmanager
+    def inside(self) -> Iterator[None]:
+        local = self._local
+        local.depth = getattr(local, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            local.depth -= 1

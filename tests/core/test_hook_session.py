@@ -1,0 +1,55 @@
+"""HookSession undoes every install step (also after a failed install); Reentrancy is per thread."""
+import threading
+
+import pytest
+
+from msprobe.core.dump.session import HookSession, Reentrancy
+
+
+class Target:
+    value = "class attribute"
+
+
+class Handle:
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def remove(self):
+        self.log.append(self.name)
+
+
+def test_close_restores_patched_attributes_in_reverse_order():
+    log = []
+    session = HookSession()
+    with session.installing():
+        session.add_handle(Handle(log, "first"))
+        session.patch(Target, "value", "patched")
+        session.patch(Target, "extra", 1)
+        session.add_handle(Handle(log, "last"))
+    assert Target.value == "patched" and Target.extra == 1
+    session.close()
+    session.close()  # idempotent
+    assert log == ["last", "first"]
+    assert Target.value == "class attribute" and "extra" not in Target.__dict__
+
+
+def test_failed_install_rolls_back_what_was_installed():
+    log = []
+    session = HookSession()
+    with pytest.raises(RuntimeError, match="third step"):
+        with session.installing():
+            session.add_handle(Handle(log, "a"))
+            session.patch(Target, "value", "patched")
+            raise RuntimeError("third step failed")
+    assert log == ["a"] and Target.value == "class attribute" and session.closed
+
+
+def test_reentrancy_is_per_thread():
+    guard = Reentrancy()
+    seen = []
+    with guard.inside():
+        assert guard.active
+        thread = threading.Thread(target=lambda: seen.append(guard.active))
+        thread.start()
+        thread.join()
+    assert seen == [False] and not guard.active
