@@ -1,6 +1,7 @@
 """Helpers for the MindSpore tests: config files, dump loading, fixed inputs."""
 import json
 import os
+import sys
 
 import numpy as np
 
@@ -27,3 +28,22 @@ def load_dump(dump_path, step=0, rank=""):
 
 def fixed_input(shape=(2, 4), seed=0):
     return np.random.RandomState(seed).randn(*shape).astype(np.float32)
+
+
+def msrun_command(*msrun_args):
+    """msrun started by this interpreter, not by the `msrun` or `python` first on PATH."""
+    return [sys.executable, "-c", "import sys; from mindspore.parallel.cluster.run import main; sys.exit(main())",
+            *msrun_args]
+
+
+def env_with_this_python(directory, env=None):
+    """`env` whose PATH starts with a folder where `python` is this interpreter: msrun starts every
+    worker as `python SCRIPT`, looked up on PATH."""
+    bin_dir = os.path.join(str(directory), "this_python_bin")
+    os.makedirs(bin_dir, exist_ok=True)
+    link = os.path.join(bin_dir, "python")
+    if not os.path.lexists(link):
+        os.symlink(sys.executable, link)
+    env = dict(os.environ if env is None else env)
+    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    return env

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+from ms_test_helpers import env_with_this_python, msrun_command
+
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ms_rank_script.py")
 
 
@@ -49,10 +51,17 @@ def test_msrun_job_dumps_per_rank_and_records_in_place_collectives(tmp_path):
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"task": "statistics", "level": "L1", "dump_path": str(dump_path)}))
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ms_msrun_script.py")
-    msrun = os.path.join(os.path.dirname(sys.executable), "msrun")
-    done = subprocess.run([msrun, "--worker_num=2", "--local_worker_num=2", f"--master_port={_free_port()}",
-                           f"--log_dir={tmp_path / 'logs'}", "--join=True", script, str(config)],
-                          capture_output=True, text=True, timeout=240)
+    # a `python` first on PATH that is not this interpreter (another venv, a system python without
+    # mindspore) must not be the one that runs the workers
+    wrong_bin = tmp_path / "wrong_bin"
+    wrong_bin.mkdir()
+    for name in ("python", "msrun"):
+        (wrong_bin / name).write_text("#!/bin/sh\necho wrong interpreter >&2\nexit 3\n")
+        (wrong_bin / name).chmod(0o755)
+    env = env_with_this_python(tmp_path, {**os.environ, "PATH": f"{wrong_bin}{os.pathsep}{os.environ['PATH']}"})
+    done = subprocess.run(msrun_command("--worker_num=2", "--local_worker_num=2", f"--master_port={_free_port()}",
+                                        f"--log_dir={tmp_path / 'logs'}", "--join=True", script, str(config)),
+                          capture_output=True, text=True, timeout=240, env=env)
     logs = "".join(p.read_text() for p in (tmp_path / "logs").glob("worker_*.log"))
     assert done.returncode == 0, logs[-3000:]
     assert "rank 0: [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]" in logs and "rank 1: [[3.0" in logs
