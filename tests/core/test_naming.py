@@ -1,7 +1,10 @@
 """Parsing and building dump entry names."""
 import pytest
 
-from msprobe.core.naming import api_name, module_name, params_grad_name, parse_name, strip_call_index
+from msprobe.core.errors import ConfigError
+from msprobe.core.naming import (EntryName, api_name, check_api_name, is_api_name, is_inplace, is_random_api,
+                                 is_tensor_descriptor, module_name, params_grad_name, parse_call_name, parse_name,
+                                 parse_row_name, parse_tensor_file_name, strip_call_index, tensor_file_name)
 
 
 @pytest.mark.parametrize("name, prefix, api, index, direction, is_module", [
@@ -30,3 +33,88 @@ def test_builders_round_trip():
     assert parse_name(api_name("Torch", "matmul", 3, "forward")).api == "matmul"
     assert module_name("Module", "l1", "Linear", "backward", 2) == "Module.l1.Linear.backward.2"
     assert params_grad_name("Cell", "fc", "Dense") == "Cell.fc.Dense.parameters_grad"
+
+
+# -- the one schema: EntryName, rows, tensor files, rules -------------------------------------------
+
+
+@pytest.mark.parametrize("name", [
+    "Functional.linear.0.forward", "Tensor.__mul__.0.forward", "Module.l1.Linear.forward.0",
+    "Cell.block.fc.Dense.backward.2", "Module.l1.Linear.parameters_grad", "Aten.addmm.default.4.backward",
+])
+def test_entry_name_round_trips_through_str(name):
+    assert str(EntryName.parse(name)) == name
+
+
+def test_entry_name_parts_and_derived_names():
+    entry = EntryName.parse("Torch.linalg.vector_norm.3.forward")
+    assert (entry.prefix, entry.api, entry.index, entry.short_api) == ("Torch", "linalg.vector_norm", "3", "vector_norm")
+    assert entry.call_name == "Torch.linalg.vector_norm.3"
+    assert str(entry.with_direction("backward")) == "Torch.linalg.vector_norm.3.backward"
+    assert EntryName.parse("Module.l1.Linear.forward.0").call_name == "Module.l1.Linear.0"
+
+
+def test_trailing_newline_is_not_a_name():
+    # `$` would accept a trailing newline; names that reach file names must not
+    assert EntryName.parse("Functional.linear.0.forward\n") is None
+    assert parse_row_name("Functional.linear.0.forward.output.0\n")[0] is None
+
+
+@pytest.mark.parametrize("row, entry, tail", [
+    ("Functional.linear.0.forward.output.1", "Functional.linear.0.forward", "output.1"),
+    ("Aten.addmm.default.4.backward.input.0", "Aten.addmm.default.4.backward", "input.0"),
+    ("Module.blocks.0.attn.MHA.forward.3.input.0", "Module.blocks.0.attn.MHA.forward.3", "input.0"),
+    ("Module.l1.Linear.parameters_grad.weight", "Module.l1.Linear.parameters_grad", "weight"),
+    ("Tensor.add_.3.forward", "Tensor.add_.3.forward", ""),
+])
+def test_row_names_split_into_entry_and_tail(row, entry, tail):
+    parsed, rest = parse_row_name(row)
+    assert (str(parsed), rest) == (entry, tail)
+
+
+def test_call_names_and_tensor_file_names():
+    assert parse_call_name("Functional.linear.0") == ("Functional", "linear", "0")
+    assert parse_call_name("Tensor.__add__.12.backward.output.0") == ("Tensor", "__add__", "12")
+    assert parse_call_name("garbage") is None
+    file_name = tensor_file_name("Functional.linear.0.forward", "input", 0, "x", suffix=".npy")
+    assert file_name == "Functional.linear.0.forward.input.0.x.npy"
+    entry, tail, suffix = parse_tensor_file_name(file_name)
+    assert (str(entry), tail, suffix) == ("Functional.linear.0.forward", "input.0.x", ".npy")
+    assert parse_tensor_file_name("notes.txt") == (None, "", "")
+
+
+@pytest.mark.parametrize("name", ["Functional.softmax.0", "Tensor.__mul__.2.forward", "Aten.addmm.default.4",
+                                  "Torch.linalg.vector_norm.0.backward"])
+def test_api_name_grammar_accepts_real_names(name):
+    assert is_api_name(name)
+    assert check_api_name(name).call_name == name.replace(".forward", "").replace(".backward", "")
+
+
+@pytest.mark.parametrize("name", [
+    "Functional.softmax.0\n", "Functional.a/b.0", "Functional.x\nimport os.0", "Functional.x(1).0",
+    "Functional.x'.0", "Functional..0", "Functional.softmax", "../evil.x.0", "Functional.0x.0",
+    "Functional.sóftmax.0", "F." + "a" * 300 + ".0", 3, None,
+])
+def test_api_name_grammar_rejects_everything_else_in_one_line(name):
+    assert not is_api_name(name)
+    with pytest.raises(ConfigError) as info:
+        check_api_name(name, what="api_name")
+    assert "\n" not in str(info.value) and "api_name" in str(info.value)
+
+
+@pytest.mark.parametrize("api, kwargs, expected", [
+    ("add_", None, True), ("__iadd__", None, True), ("__setitem__", None, True), ("add_.Tensor", None, True),
+    ("relu", {"inplace": True}, True), ("relu", {"inplace": False}, False), ("add", None, False),
+    ("__add__", None, False), ("__invert__", None, False), ("__index__", None, False), ("__init__", None, False),
+])
+def test_inplace_rule(api, kwargs, expected):
+    assert is_inplace(api, kwargs) is expected
+
+
+def test_random_rule_and_tensor_descriptor_rule():
+    assert is_random_api("dropout") and is_random_api("native_dropout.default") and is_random_api("rand_like")
+    assert not is_random_api("linear") and not is_random_api("linalg.vector_norm")
+    assert is_tensor_descriptor({"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0})
+    assert is_tensor_descriptor({"type": "mindspore.Parameter"}) and is_tensor_descriptor({"dtype": "x", "shape": []})
+    assert not is_tensor_descriptor({"type": "torch.Size", "value": [2]})
+    assert not is_tensor_descriptor({"type": "int", "value": 1}) and not is_tensor_descriptor([1])
