@@ -9,6 +9,7 @@ import time
 
 from msprobe.core.errors import ParseError
 from msprobe.core.log import logger
+from msprobe.core.naming import parse_row_name
 from msprobe.core.paths import check_path, make_dir
 from msprobe.core.precision.columns import (COMPARE_DETAIL_COLUMNS, COMPARE_RESULT_COLUMNS, DETAIL_KEYS,
                                             format_value, normalise_title)
@@ -52,11 +53,10 @@ def read_details_csv(path):
 
 def api_of_row(name):
     """'Functional.linear.0.forward.output.1' -> ('Functional.linear.0', 'forward')."""
-    for direction in ("forward", "backward"):
-        marker = f".{direction}"
-        if marker in name:
-            return name.split(marker, 1)[0], direction
-    return name, "forward"
+    entry, _ = parse_row_name(name)
+    if entry is None or entry.is_module:
+        return name, "forward"
+    return entry.call_name, entry.direction
 
 
 def _compare_one(npu, gpu):

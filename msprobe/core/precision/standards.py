@@ -3,7 +3,7 @@
 The API lists are those of msprobe 1.2.1's precision standard (the doc data file
 api_precision_standard.yaml); every API not listed is judged with the benchmark standard.
 """
-import re
+from msprobe.core.naming import parse_call_name
 
 __all__ = ["BENCHMARK", "ABSOLUTE_THRESHOLD", "BINARY", "ULP", "THOUSANDTH", "STANDARD_LABELS",
            "standard_of", "absolute_thresholds", "bare_api_name", "dtype_short_name"]
@@ -40,13 +40,10 @@ _ABS_THRESHOLDS = {
     "bfloat16": {"rtol": 4e-3, "small_value": 1e-3, "small_value_atol": 1e-5},
 }
 
-_ROW_NAME = re.compile(r"^[^.]+\.(?P<api>.+?)\.\d+(\.(forward|backward)(\..*)?)?$")
-
-
 def bare_api_name(name):
     """'Functional.linear.0.forward.output.0' or 'Tensor.add_.3' -> 'linear' / 'add_'."""
-    match = _ROW_NAME.match(name)
-    return match.group("api") if match else name
+    call = parse_call_name(name)
+    return call[1] if call else name
 
 
 def standard_of(name):

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass, field
 
 from msprobe.core.errors import ParseError
-from msprobe.core.naming import parse_name
+from msprobe.core.naming import BACKWARD, FORWARD, parse_name
 from msprobe.core.paths import load_json
 
 __all__ = ["ApiCase", "DumpInfo", "load_api_cases", "filter_by_lists", "drop_repeated_cases"]
@@ -61,11 +61,10 @@ def load_api_cases(dump_json):
     cases = []
     for entry_name, record in data.items():
         parsed = parse_name(entry_name)
-        if parsed is None or parsed.is_module or parsed.direction != "forward":
+        if parsed is None or parsed.is_module or parsed.direction != FORWARD:
             continue
-        name = f"{parsed.prefix}.{parsed.api}.{parsed.index}"
-        cases.append(ApiCase(name=name, prefix=parsed.prefix, api=parsed.api, forward=record,
-                             backward=data.get(f"{name}.backward"), index=len(cases)))
+        cases.append(ApiCase(name=parsed.call_name, prefix=parsed.prefix, api=parsed.api, forward=record,
+                             backward=data.get(str(parsed.with_direction(BACKWARD))), index=len(cases)))
     return DumpInfo(task=meta.get("task", "statistics"), framework=meta.get("framework", ""),
                     tensor_dir=_tensor_dir(dump_json, meta), cases=cases)
 

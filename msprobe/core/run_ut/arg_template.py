@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.run_ut.random_data import random_values
 
 __all__ = ["TensorSlot", "ValueSlot", "CallTemplate", "template_of", "fill", "slot_arrays", "plain_scalar"]
 
-TENSOR_TYPE_SUFFIXES = ("Tensor", "Parameter", "StubTensor")
 
 
 @dataclass(frozen=True)
@@ -32,10 +32,6 @@ class CallTemplate:
     tensors: list  # the tensor records, indexed by TensorSlot.index
 
 
-def _is_tensor(node):
-    return isinstance(node, dict) and str(node.get("type", "")).endswith(TENSOR_TYPE_SUFFIXES)
-
-
 def template_of(record):
     """CallTemplate of a forward record."""
     tensors = []
@@ -43,7 +39,7 @@ def template_of(record):
     def walk(node):
         if isinstance(node, list):
             return [walk(item) for item in node]
-        if _is_tensor(node):
+        if is_tensor_descriptor(node):
             tensors.append(node)
             return TensorSlot(len(tensors) - 1)
         if isinstance(node, dict) and "type" not in node:

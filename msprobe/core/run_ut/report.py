@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from msprobe.core.errors import PathError
 from msprobe.core.log import logger
+from msprobe.core.naming import parse_row_name
 from msprobe.core.paths import atomic_write_text, check_path, make_dir
 from msprobe.core.precision.columns import (DETAIL_KEYS, MS_DETAIL_COLUMNS, MS_RESULT_COLUMNS, RESULT_COLUMNS,
                                             format_value)
@@ -60,10 +61,8 @@ def _complete_rows(path):
 
 
 def _api_of_row_name(name):
-    for marker in (".forward", ".backward"):
-        if marker in name:
-            return name.split(marker, 1)[0]
-    return name
+    entry, _ = parse_row_name(name)
+    return entry.call_name if entry is not None else name
 
 
 class ResultWriter:

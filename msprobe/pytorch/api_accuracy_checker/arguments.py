@@ -10,13 +10,13 @@ import numpy as np
 import torch
 
 from msprobe.core.errors import UnsupportedError
+from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.run_ut.arg_template import plain_scalar
 from msprobe.core.run_ut.random_data import random_values, rng_for
 
-__all__ = ["TENSOR_TYPES", "BENCH_DTYPE", "torch_dtype", "CallArgs", "build_call_args", "build_grads",
+__all__ = ["BENCH_DTYPE", "torch_dtype", "CallArgs", "build_call_args", "build_grads",
            "bench_copy", "flatten_tensors"]
 
-TENSOR_TYPES = ("torch.Tensor", "torch.nn.parameter.Parameter", "torch.nn.Parameter")
 BENCH_DTYPE = {torch.bfloat16: torch.float32, torch.float16: torch.float32, torch.float32: torch.float64}
 
 
@@ -81,7 +81,7 @@ def build_call_args(record, name, tensor_dir, device, with_grad, seed=None):
     def build(node):
         if isinstance(node, list):
             return [build(item) for item in node]
-        if isinstance(node, dict) and node.get("type") in TENSOR_TYPES:
+        if isinstance(node, dict) and is_tensor_descriptor(node):
             tensor = _make_tensor(node, rng, tensor_dir, device)
             if with_grad and tensor.is_floating_point() and node.get("requires_grad", True) is not False:
                 tensor.requires_grad_(True)
@@ -129,8 +129,7 @@ def build_grads(backward_record, name, outputs, tensor_dir, seed=None):
     grads = []
     for position, output in enumerate(outputs):
         record = records[position] if position < len(records) else None
-        if not isinstance(output, torch.Tensor) or not isinstance(record, dict) \
-                or record.get("type") not in TENSOR_TYPES:
+        if not isinstance(output, torch.Tensor) or not is_tensor_descriptor(record):
             grads.append(None)
             continue
         grad = _make_tensor(record, rng, tensor_dir, output.device)

@@ -1,4 +1,5 @@
 """Run one API the way run_ut does and print its metrics and verdict (used by op_generate scripts)."""
+from msprobe.core.naming import check_api_name
 from msprobe.core.precision.new_standard import judge_row
 from msprobe.core.precision.output_check import ERROR, PASS
 from msprobe.core.precision.standards import (BENCHMARK, BINARY, STANDARD_LABELS, dtype_short_name,
@@ -48,9 +49,8 @@ def reproduce(api_name, function, forward, backward, propagation="forward", tens
               iter_times=1, device_id=0):
     """Run `function` on the recorded inputs `iter_times` times; print every output's metrics and verdict.
     Returns the worst verdict ('pass', 'warning' or 'error')."""
-    prefix, _, rest = api_name.partition(".")
-    api = rest.rsplit(".", 1)[0]
-    case = ApiCase(name=api_name, prefix=prefix, api=api, forward=forward,
+    call = check_api_name(api_name, what="api_name")
+    case = ApiCase(name=call.call_name, prefix=call.prefix, api=call.api, forward=forward,
                    backward=backward if propagation == "backward" else None)
     settings = {"device": device_for(device_id), "tensor_dir": tensor_dir}
     verdicts = []
