@@ -7,17 +7,16 @@ them extract_api_path must already hold them.
 """
 import json
 import os
-import re
 
-from msprobe.core.errors import ConfigError, ParseError
+from msprobe.core.errors import ConfigError, ParseError, PathError
 from msprobe.core.log import logger
+from msprobe.core.naming import check_api_name
 from msprobe.core.paths import atomic_write_json, atomic_write_text, check_path, load_json, make_dir
 
 __all__ = ["load_op_config", "extract_api", "generate_script", "CALL_TEMPLATES"]
 
 _DEFAULTS = {"dump_json_path": "", "api_name": "", "extract_api_path": "", "propagation": "forward",
              "data_mode": "random_data", "random_seed": 1234, "iter_times": 1}
-_API_NAME = re.compile(r"^[A-Za-z]+\.[\w.]+\.\d+$")
 CALL_TEMPLATES = {"Functional": "torch.nn.functional.{api}", "Torch": "torch.{api}", "Tensor": "torch.Tensor.{api}",
                   "Aten": "torch.ops.aten.{api}", "VF": "torch._VF.{api}"}
 
@@ -36,13 +35,13 @@ import torch
 
 from msprobe.pytorch.api_accuracy_checker.single_api import reproduce
 
-API_NAME = "{api_name}"
-PROPAGATION = "{propagation}"
+API_NAME = {api_literal}
+PROPAGATION = {propagation_literal}
 RANDOM_SEED = {random_seed}
 ITER_TIMES = {iter_times}
 TENSOR_DIR = {tensor_dir}  # real_data: the dumped tensors; None: random data from the statistics
-FORWARD = json.loads(r"""{forward}""")
-BACKWARD = json.loads(r"""{backward}""")
+FORWARD = json.loads({forward})
+BACKWARD = json.loads({backward})
 
 
 def api(*args, **kwargs):
@@ -66,6 +65,9 @@ def load_op_config(path):
     if unknown:
         raise ConfigError(f"config_op.json: unknown key(s) {unknown}; known: {sorted(_DEFAULTS)}.")
     config = dict(_DEFAULTS, **raw)
+    for key in ("dump_json_path", "api_name", "extract_api_path", "propagation", "data_mode"):
+        if not isinstance(config[key], str):
+            raise ConfigError(f"config_op.json: {key} must be a string, got {type(config[key]).__name__}.")
     if config["propagation"] not in ("forward", "backward"):
         raise ConfigError(f"config_op.json: propagation must be 'forward' or 'backward', got {config['propagation']!r}.")
     if config["data_mode"] not in ("random_data", "real_data"):
@@ -80,16 +82,21 @@ def load_op_config(path):
 
 def extract_api(dump_json_path, api_name, extract_path):
     """Copy `{api_name}.forward` / `.backward` of dump.json into extract_path; returns the dict written."""
-    if not _API_NAME.match(api_name or ""):
-        raise ConfigError(f"config_op.json: api_name must look like 'Functional.softmax.0', got {api_name!r}.")
+    api_name = check_api_name(api_name, what="config_op.json: api_name").call_name
     dump = load_json(dump_json_path, what="dump_json_path")
-    data = dump.get("data", {}) if isinstance(dump, dict) else {}
+    data = dump.get("data") if isinstance(dump, dict) else None
+    if not isinstance(data, dict):
+        raise ParseError(f"dump_json_path '{dump_json_path}': no 'data' object; expected a dump.json written by msprobe.")
     entries = {f"{api_name}.{d}": data[f"{api_name}.{d}"] for d in ("forward", "backward") if f"{api_name}.{d}" in data}
     if not entries:
         raise ConfigError(f"{api_name} is not in {dump_json_path}; use a name like 'Functional.softmax.0' from it.")
     extracted = {"task": dump.get("task"), "framework": dump.get("framework", "pytorch"),
                  "dump_json_path": os.path.abspath(dump_json_path), "data": entries}
-    atomic_write_json(extract_path, extracted)
+    extract_path = check_path(extract_path, kind="file", must_exist=False, writable=True, what="extract_api_path")
+    try:
+        atomic_write_json(extract_path, extracted)
+    except OSError as exc:
+        raise PathError(f"extract_api_path: cannot write '{extract_path}': {exc.strerror or exc}.") from None
     return extracted
 
 
@@ -98,8 +105,28 @@ def _tensor_dir(extracted, data_mode):
         return None
     if extracted.get("task") != "tensor":
         raise ConfigError("data_mode 'real_data' needs a dump made with task 'tensor'.")
-    folder = os.path.join(os.path.dirname(extracted["dump_json_path"]), "dump_tensor_data")
+    dump_json = extracted.get("dump_json_path")
+    if not isinstance(dump_json, str) or not dump_json:
+        raise ParseError("extract_api_path: 'dump_json_path' (where the tensor files are) is missing or not a string.")
+    folder = os.path.join(os.path.dirname(dump_json), "dump_tensor_data")
     return check_path(folder, kind="dir", what="dump_tensor_data")
+
+
+def _forward_entry(extracted, source):
+    """(validated call name, forward record, backward record or None) of an extracted API file."""
+    data = extracted.get("data") if isinstance(extracted, dict) else None
+    if not isinstance(data, dict):
+        raise ParseError(f"{source}: no 'data' object; expected the file op_generate extracts from a dump.json.")
+    forward_key = next((key for key in data if isinstance(key, str) and key.endswith(".forward")), None)
+    if forward_key is None:
+        raise ParseError(f"{source}: no '<api>.forward' entry to reproduce.")
+    # the key comes from a file and becomes code and a file name: only the API-name grammar passes
+    entry = check_api_name(forward_key, what=f"{source}: entry")
+    backward = data.get(str(entry.with_direction("backward")))
+    forward = data[forward_key]
+    if not isinstance(forward, dict) or (backward is not None and not isinstance(backward, dict)):
+        raise ParseError(f"{source}: the entries of {entry.call_name} must be JSON objects as in dump.json.")
+    return entry, forward, backward
 
 
 def generate_script(config, out_dir):
@@ -108,24 +135,25 @@ def generate_script(config, out_dir):
         extracted = extract_api(config["dump_json_path"], config["api_name"], config["extract_api_path"])
     else:
         extracted = load_json(config["extract_api_path"], what="extract_api_path")
-    data = extracted.get("data") or {}
-    forward_key = next((key for key in data if key.endswith(".forward")), None)
-    if forward_key is None:
-        raise ParseError(f"{config['extract_api_path']}: no '<api>.forward' entry to reproduce.")
-    api_name = forward_key[: -len(".forward")]
-    backward = data.get(f"{api_name}.backward")
+    entry, forward, backward = _forward_entry(extracted, f"extract_api_path '{config['extract_api_path']}'")
+    api_name = entry.call_name
     if config["propagation"] == "backward" and backward is None:
         raise ConfigError(f"{api_name} has no backward entry in the dump; use propagation 'forward'.")
-    prefix, _, rest = api_name.partition(".")
-    if prefix not in CALL_TEMPLATES:
-        raise ConfigError(f"op_generate supports {sorted(CALL_TEMPLATES)} APIs, not '{prefix}'.")
+    if entry.prefix not in CALL_TEMPLATES:
+        raise ConfigError(f"op_generate supports {sorted(CALL_TEMPLATES)} APIs, not '{entry.prefix}'.")
     tensor_dir = _tensor_dir(extracted, config["data_mode"])
     file_name = f"{api_name}.{config['propagation']}.py"
-    text = _SCRIPT.format(api_name=api_name, propagation=config["propagation"], data_mode=config["data_mode"],
-                          file_name=file_name, random_seed=config["random_seed"], iter_times=config["iter_times"],
-                          tensor_dir=repr(tensor_dir), forward=json.dumps(data[forward_key]),
-                          backward=json.dumps(backward), call=CALL_TEMPLATES[prefix].format(api=rest.rsplit(".", 1)[0]))
+    # names passed the grammar (identifiers, digits, dots); data goes in as Python literals of JSON text
+    text = _SCRIPT.format(api_name=api_name, api_literal=repr(api_name), propagation=config["propagation"],
+                          propagation_literal=repr(config["propagation"]), data_mode=config["data_mode"],
+                          file_name=file_name, random_seed=int(config["random_seed"]),
+                          iter_times=int(config["iter_times"]), tensor_dir=repr(tensor_dir),
+                          forward=repr(json.dumps(forward)), backward=repr(json.dumps(backward)),
+                          call=CALL_TEMPLATES[entry.prefix].format(api=entry.api))
     path = os.path.join(make_dir(out_dir, what="-o output directory"), file_name)
-    atomic_write_text(path, text, mode=0o750)
+    try:
+        atomic_write_text(path, text, mode=0o750)
+    except OSError as exc:
+        raise PathError(f"op_generate: cannot write '{path}': {exc.strerror or exc}.") from None
     logger.info("op_generate: wrote %s", path)
     return path
