@@ -1,0 +1,57 @@
+"""Small file writers of the monitor outputs: new file then rename (never through a shared link), 0640/0750."""
+import csv
+import io
+import os
+import tempfile
+
+import numpy as np
+
+from msprobe.core.paths import DIR_MODE, FILE_MODE
+
+__all__ = ["ensure_dir", "write_bytes", "write_csv", "write_npy", "read_csv_rows"]
+
+
+def ensure_dir(path: str) -> str:
+    os.makedirs(path, mode=DIR_MODE, exist_ok=True)
+    return path
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write `data` to a new temporary file beside `path`, then rename it over `path`.
+
+    No fsync: these are diagnostics written every step, and a rename already keeps readers from
+    seeing half a file.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    ensure_dir(directory)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp_", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def write_csv(path: str, header: list, rows: list, bom: bool = False, lineterminator: str = "\r\n") -> None:
+    """A whole CSV file at once (`bom`: UTF-8 BOM as the reference's grad_probe files have)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator=lineterminator)
+    writer.writerow(header)
+    writer.writerows(rows)
+    write_bytes(path, buffer.getvalue().encode("utf-8-sig" if bom else "utf-8"))
+
+
+def write_npy(path: str, array: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    write_bytes(path, buffer.getvalue())
+
+
+def read_csv_rows(path: str) -> list:
+    """All rows of a CSV file (BOM tolerated) as lists of strings."""
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        return list(csv.reader(handle))

@@ -1,0 +1,146 @@
+"""grad_probe output: per-level CSV headers, summary rows and direction files of one rank, written off the training thread.
+
+Layout (msprobe 1.2.1's)::
+
+    {dump_path}/rank{r}/grad_summary_{step}.csv      # UTF-8 with BOM, CRLF
+    {dump_path}/rank{r}/step{step}/{param}.npy       # L1, L2: bool array, True where grad > 0
+
+Headers: L0 `param_name,MD5,max,min,norm,shape`; L1 `param_name,max,min,norm,shape`;
+L2 `param_name,"(-inf, b0]",...,"(bn, inf)",=0,max,min,norm,shape`.
+"""
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from msprobe.core.errors import ConfigError
+from msprobe.core.log import logger
+from msprobe.core.monitor.files import ensure_dir, write_csv, write_npy
+from msprobe.core.paths import make_dir, safe_name
+
+__all__ = ["GradProbeSettings", "GradSummaryWriter", "ParamGradStats", "interval_labels", "summary_header",
+           "INDEX_FILE"]
+
+GRAD_LEVELS = ("L0", "L1", "L2")
+INDEX_FILE = "grad_probe_index.json"
+
+
+def _bound_text(bound) -> str:
+    return str(int(bound)) if isinstance(bound, int) else repr(float(bound))
+
+
+def interval_labels(bounds: list) -> list:
+    """Right-closed intervals cut by `bounds`: (-inf, b0], (b0, b1], ..., (bn, inf)."""
+    edges = ["-inf"] + [_bound_text(b) for b in bounds] + ["inf"]
+    labels = [f"({lo}, {hi}]" for lo, hi in zip(edges[:-2], edges[1:-1])]
+    return labels + [f"({edges[-2]}, inf)"]
+
+
+def summary_header(level: str, bounds: list) -> list:
+    if level == "L0":
+        return ["param_name", "MD5", "max", "min", "norm", "shape"]
+    if level == "L1":
+        return ["param_name", "max", "min", "norm", "shape"]
+    return ["param_name", *interval_labels(bounds), "=0", "max", "min", "norm", "shape"]
+
+
+@dataclass
+class ParamGradStats:
+    """What the adapters compute for one parameter's gradient (plain Python / numpy values)."""
+    name: str
+    max: float
+    min: float
+    norm: float
+    shape: list
+    md5: str = ""
+    fractions: list = field(default_factory=list)  # L2: one per interval
+    zero_fraction: float = 0.0                     # L2
+    direction: Optional[np.ndarray] = None         # L1, L2: grad > 0
+
+    def row(self, level: str) -> list:
+        tail = [self.max, self.min, self.norm, str(list(self.shape))]
+        if level == "L0":
+            return [self.name, self.md5, *tail]
+        if level == "L1":
+            return [self.name, *tail]
+        return [self.name, *self.fractions, self.zero_fraction, *tail]
+
+
+@dataclass
+class GradProbeSettings:
+    """The grad_probe part of a config.json (task "grad_probe")."""
+    dump_path: str
+    level: str = "L1"
+    param_list: list = field(default_factory=list)
+    bounds: list = field(default_factory=lambda: [-1, 0, 1])
+    ranks: list = field(default_factory=list)
+    steps: list = field(default_factory=list)
+
+    @classmethod
+    def from_config(cls, config) -> "GradProbeSettings":
+        """From a `DebuggerConfig` (msprobe.core.config.load_config) whose task is grad_probe."""
+        if config.task != "grad_probe":
+            raise ConfigError(f"grad_probe needs task \"grad_probe\" in the config, got task \"{config.task}\".")
+        section = config.section
+        settings = cls(dump_path=config.dump_path, level=section.get("grad_level", "L1"),
+                       param_list=list(section.get("param_list", [])), bounds=list(section.get("bounds", [-1, 0, 1])),
+                       ranks=list(config.rank), steps=list(config.step))
+        if settings.level not in GRAD_LEVELS:
+            raise ConfigError(f"grad_probe.grad_level must be one of {list(GRAD_LEVELS)}, got {settings.level!r}.")
+        return settings
+
+    def wants_rank(self, rank: int) -> bool:
+        return not self.ranks or rank in self.ranks
+
+    def wants_step(self, step: int) -> bool:
+        return not self.steps or step in self.steps
+
+    def wants_param(self, name: str) -> bool:
+        return not self.param_list or name in self.param_list
+
+    @property
+    def needs_direction(self) -> bool:
+        return self.level in ("L1", "L2")
+
+
+class GradSummaryWriter:
+    """Writes one rank's grad_summary CSVs and direction files in a background thread."""
+
+    def __init__(self, settings: GradProbeSettings, rank: int):
+        self.settings = settings
+        self.rank = rank
+        self.rank_dir = os.path.join(make_dir(settings.dump_path, what="dump_path"), f"rank{rank}")
+        if os.path.isdir(self.rank_dir) and os.listdir(self.rank_dir):
+            logger.warning(f"grad_probe: '{self.rank_dir}' is not empty; files of the same steps are overwritten.")
+        ensure_dir(self.rank_dir)
+        self.header = summary_header(settings.level, settings.bounds)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="msprobe-grad-probe")
+        self._pending = []
+        self.steps_written = []
+
+    def submit(self, step: int, stats: list) -> None:
+        """Queue the files of one step; `stats` is a list of ParamGradStats in parameter order."""
+        self.steps_written.append(step)
+        self._pending = [f for f in self._pending if not f.done()]
+        self._pending.append(self._pool.submit(self._write_step, step, stats))
+
+    def _write_step(self, step: int, stats: list) -> None:
+        level = self.settings.level
+        write_csv(os.path.join(self.rank_dir, f"grad_summary_{step}.csv"), self.header,
+                  [s.row(level) for s in stats], bom=True)
+        if self.settings.needs_direction:
+            step_dir = ensure_dir(os.path.join(self.rank_dir, f"step{step}"))
+            for s in stats:
+                write_npy(os.path.join(step_dir, f"{safe_name(s.name)}.npy"), s.direction)
+
+    def flush(self) -> None:
+        """Wait for every queued step; a failed write is raised here."""
+        pending, self._pending = self._pending, []
+        for future in pending:
+            future.result()
+
+    def close(self) -> None:
+        self.flush()
+        self._pool.shutdown(wait=True)

@@ -1,0 +1,161 @@
+"""grad_probe for PyTorch: per-step gradient summaries of a model, taken right before its optimizer steps.
+
+    probe = GradProbe("config.json")        # task "grad_probe"; or a DebuggerConfig
+    probe.monitor(model)                    # or monitor(model, optimizer=opt), or monitor(optimizer)
+    ... train ...
+    probe.stop()                            # optional: removes the hooks and waits for the files
+
+Step N is the N-th call (from 0) of the watched optimizer: the optimizer passed in, or else the first
+optimizer that updates one of the model's parameters. Gradients come from `param.main_grad` when it
+exists, else `param.grad`, so clipping and loss-scale handling done before `step()` are included.
+"""
+import atexit
+import hashlib
+import os
+from typing import Optional
+
+import torch
+
+from msprobe.core.config import load_config
+from msprobe.core.dump.session import HookSession
+from msprobe.core.errors import ConfigError
+from msprobe.core.log import logger
+from msprobe.core.monitor.grad_summary import INDEX_FILE, GradProbeSettings, GradSummaryWriter, ParamGradStats
+from msprobe.core.paths import atomic_write_json
+from msprobe.pytorch.monitor.optimizer_watch import unwrap_optimizer, watch_optimizer_steps
+
+__all__ = ["GradProbe", "current_rank", "param_gradient"]
+
+
+def current_rank() -> int:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank()
+    return 0
+
+
+def param_gradient(param) -> Optional[torch.Tensor]:
+    """`main_grad` (Megatron's fp32 gradient) when present, else `grad`."""
+    main_grad = getattr(param, "main_grad", None)
+    return main_grad if main_grad is not None else param.grad
+
+
+def _optimizer_param_names(optimizer) -> list:
+    names = []
+    for g, group in enumerate(optimizer.param_groups):
+        given = group.get("param_names")
+        for i, param in enumerate(group["params"]):
+            names.append((given[i] if given else f"param_groups.{g}.{i}", param))
+    return names
+
+
+def gradient_stats(named_grads: list, settings: GradProbeSettings) -> list:
+    """ParamGradStats of each (name, grad): one device-to-host transfer per step for the scalars."""
+    if not named_grads:
+        return []
+    grads = [g.detach() for _, g in named_grads]
+    norms = torch._foreach_norm(grads)
+    scalars = []
+    counts = []
+    level = settings.level
+    for grad, norm in zip(grads, norms):
+        low, high = torch.aminmax(grad)
+        scalars.append(torch.stack([high.float(), low.float(), norm.float()]))
+        if level == "L2":
+            at_or_below = [(grad <= bound).sum() for bound in settings.bounds]
+            counts.append(torch.stack([*at_or_below, (grad == 0).sum()]))
+    scalar_values = torch.stack(scalars).cpu().tolist()
+    count_values = torch.stack(counts).cpu().tolist() if counts else []
+    out = []
+    for i, ((name, _), grad) in enumerate(zip(named_grads, grads)):
+        high, low, norm = scalar_values[i]
+        stats = ParamGradStats(name=name, max=high, min=low, norm=norm, shape=list(grad.shape))
+        numel = grad.numel()
+        if level == "L0":
+            stats.md5 = hashlib.md5(grad.cpu().float().numpy().tobytes()).hexdigest()  # noqa: S324 - a fingerprint
+        else:
+            stats.direction = (grad > 0).cpu().numpy()
+        if level == "L2":
+            cumulative = count_values[i][:-1]
+            edges = [0, *cumulative, numel]
+            stats.fractions = [(b - a) / numel for a, b in zip(edges[:-1], edges[1:])]
+            stats.zero_fraction = count_values[i][-1] / numel
+        out.append(stats)
+    return out
+
+
+class GradProbe:
+    """Writes `rank{r}/grad_summary_{step}.csv` (and direction files at L1/L2) for every selected step."""
+
+    def __init__(self, config):
+        if isinstance(config, (str, os.PathLike)):
+            config = load_config(config)
+        self.settings = GradProbeSettings.from_config(config)
+        bounds = self.settings.bounds
+        if bounds and max(abs(b) for b in bounds) > 2 ** 63 - 1:
+            raise ConfigError("grad_probe.bounds must lie within the int64 range.")
+        self.step = 0
+        self.session: Optional[HookSession] = None
+        self.writer: Optional[GradSummaryWriter] = None
+        self._named_params: list = []
+        self._param_names: list = []
+
+    def monitor(self, target, optimizer=None) -> "GradProbe":
+        """Start watching `target` (an nn.Module, or an optimizer whose parameters get group/index names)."""
+        if self.session is not None:
+            raise ConfigError("GradProbe.monitor() was already called; call stop() first.")
+        if isinstance(target, torch.nn.Module):
+            named = list(target.named_parameters())
+        elif isinstance(unwrap_optimizer(target), torch.optim.Optimizer):
+            optimizer = target
+            named = _optimizer_param_names(unwrap_optimizer(target))
+        else:
+            raise ConfigError(f"grad_probe monitor() takes an nn.Module or a torch optimizer, got {type(target).__name__}.")
+        self._named_params = [(name, p) for name, p in named if self.settings.wants_param(name)]
+        missing = sorted(set(self.settings.param_list) - {name for name, _ in named})
+        if missing:
+            logger.warning(f"grad_probe: param_list names not found in the model: {missing}")
+        rank = current_rank()
+        if not self.settings.wants_rank(rank):
+            logger.info(f"grad_probe: rank {rank} is not in 'rank'; nothing is collected here.")
+            return self
+        self.writer = GradSummaryWriter(self.settings, rank)
+        session = HookSession()
+        with session.installing():
+            watch_optimizer_steps(session, pre=self._before_step, optimizer=optimizer,
+                                  params=[p for _, p in named])
+            atexit.register(self._finish)
+            session.callback(atexit.unregister, self._finish)
+        self.session = session
+        logger.info(f"grad_probe: level {self.settings.level}, {len(self._named_params)} parameters, "
+                    f"output {self.writer.rank_dir}")
+        return self
+
+    def _before_step(self, _optimizer) -> None:
+        step = self.step
+        self.step += 1
+        if not self.settings.wants_step(step):
+            return
+        named_grads = []
+        for name, param in self._named_params:
+            grad = param_gradient(param)
+            if grad is not None:
+                named_grads.append((name, grad))
+        with torch.no_grad():
+            stats = gradient_stats(named_grads, self.settings)
+        self.writer.submit(step, stats)
+
+    def _finish(self) -> None:
+        if self.writer is None:
+            return
+        self.writer.close()
+        atomic_write_json(os.path.join(self.writer.rank_dir, INDEX_FILE),
+                          {"grad_level": self.settings.level, "bounds": self.settings.bounds,
+                           "steps": self.writer.steps_written, "params": [n for n, _ in self._named_params]})
+        self.writer = None
+
+    def stop(self) -> None:
+        """Remove the hooks and wait until every file is written."""
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+        self._finish()
