@@ -1,0 +1,10 @@
+"""`msprobe -f mindspore graph`: model graph (.vis for tb-graph-ascend, optional HTML) from dumps,
+MindSpore vs MindSpore or MindSpore vs PyTorch (-lm)."""
+from msprobe.visualization.command import DESCRIPTION, add_arguments
+from msprobe.visualization.command import run as _run
+
+__all__ = ["DESCRIPTION", "add_arguments", "run"]
+
+
+def run(args):
+    return _run(args, framework="mindspore")

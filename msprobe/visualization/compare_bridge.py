@@ -1,0 +1,146 @@
+"""The one place where graph visualisation calls the compare flow: load dump tables, read tensor files,
+compute statistics / tensor / md5 metrics for node pairs.
+
+Graph and compare must agree on every number, so nodes get their rows and metrics from
+`msprobe.core.compare` (load, metrics, tensor_io, mapping), never from a second implementation.
+Everything graph code needs from compare goes through the functions below.
+"""
+import os
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from msprobe.core.compare.load import (MODE_MD5, MODE_STATISTICS, MODE_TENSOR, DumpTable, detect_mode,
+                                       load_dump)
+from msprobe.core.compare.metrics import statistics_diffs
+from msprobe.core.compare.tensor_io import compare_tensor_files
+from msprobe.core.errors import CompareError
+
+__all__ = ["DumpTable", "load_table", "table_mode", "check_same_mode", "RowPair", "pair_metrics",
+           "ms_to_pt_mapper", "rows_by_entry", "MODE_TENSOR", "MODE_STATISTICS", "MODE_MD5", "STAT_DIFF_KEYS",
+           "STAT_RELATIVE_KEYS", "TENSOR_KEYS"]
+
+STAT_DIFF_KEYS = ("Max diff", "Min diff", "Mean diff", "L2norm diff")
+STAT_RELATIVE_KEYS = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
+TENSOR_KEYS = ("Cosine", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio")
+_NA = "N/A"
+
+
+def load_table(dump_json: str) -> DumpTable:
+    """The compare flow's columnar table of one dump.json (one row per tensor / scalar)."""
+    return load_dump(dump_json)
+
+
+def table_mode(table: DumpTable) -> str:
+    """tensor / statistics / md5, decided exactly as compare decides it."""
+    return detect_mode(table)
+
+
+def check_same_mode(npu: DumpTable, bench: DumpTable) -> str:
+    npu_mode, bench_mode = detect_mode(npu), detect_mode(bench)
+    if npu_mode != bench_mode:
+        raise CompareError(f"the NPU dump '{npu.path}' is a {npu_mode} dump but the bench dump '{bench.path}' "
+                           f"is a {bench_mode} dump; dump both sides with the same task and summary_mode.")
+    return npu_mode
+
+
+@dataclass
+class RowPair:
+    """One NPU row compared with one bench row (indices into the two tables)."""
+    npu_row: int
+    bench_row: int
+
+
+def _number(value) -> object:
+    return value if isinstance(value, str) else float(value)
+
+
+def _percent(value: float) -> str:
+    if not np.isfinite(value):
+        return _NA
+    return f"{round(value * 100, 6)}%"
+
+
+def _statistics(npu: DumpTable, bench: DumpTable, pairs: Sequence[RowPair]) -> List[dict]:
+    stats = ("max", "min", "mean", "norm")
+    npu_index = np.fromiter((p.npu_row for p in pairs), dtype=np.int64, count=len(pairs))
+    bench_index = np.fromiter((p.bench_row for p in pairs), dtype=np.int64, count=len(pairs))
+    npu_stats = np.array([np.asarray(npu.columns[s], dtype=np.float64)[npu_index] for s in stats]).T
+    bench_stats = np.array([np.asarray(bench.columns[s], dtype=np.float64)[bench_index] for s in stats]).T
+    diff, relative = statistics_diffs(npu_stats.reshape(-1, 4), bench_stats.reshape(-1, 4))
+    numeric = ("tensor", "scalar")
+    kinds_n, kinds_b = npu.columns["kind"], bench.columns["kind"]
+    out = []
+    diff_list, rel_list = diff.tolist(), relative.tolist()
+    for k, pair in enumerate(pairs):
+        if kinds_n[pair.npu_row] not in numeric or kinds_b[pair.bench_row] not in numeric:
+            out.append({key: _NA for key in STAT_DIFF_KEYS + STAT_RELATIVE_KEYS} | {"_relative": []})
+            continue
+        cells = {}
+        for key, value in zip(STAT_DIFF_KEYS, diff_list[k]):
+            cells[key] = _NA if value != value else value
+        for key, value in zip(STAT_RELATIVE_KEYS, rel_list[k]):
+            cells[key] = _percent(value)
+        cells["_relative"] = [v for v in rel_list[k] if v == v]
+        out.append(cells)
+    return out
+
+
+def _tensors(npu: DumpTable, bench: DumpTable, pairs: Sequence[RowPair], processes: Optional[int]) -> List[dict]:
+    out: List[dict] = [{} for _ in pairs]
+    jobs, job_rows = [], []
+    kinds_n, kinds_b = npu.columns["kind"], bench.columns["kind"]
+    names_n, names_b = npu.columns["data_name"], bench.columns["data_name"]
+    for k, pair in enumerate(pairs):
+        i, j = pair.npu_row, pair.bench_row
+        if kinds_n[i] != "tensor" or kinds_b[j] != "tensor" or names_n[i] == "-1":
+            out[k] = {key: "unsupported" for key in TENSOR_KEYS}
+            continue
+        bench_file = os.path.join(bench.data_dir, names_b[j]) if names_b[j] != "-1" else ""
+        jobs.append((os.path.join(npu.data_dir, names_n[i]), bench_file,
+                     npu.columns["shape_key"][i], bench.columns["shape_key"][j]))
+        job_rows.append(k)
+    for k, metrics in zip(job_rows, compare_tensor_files(jobs, processes, progress=False)):
+        out[k] = {key: _number(value) for key, value in zip(TENSOR_KEYS, metrics[:5])}
+    return out
+
+
+def _md5(npu: DumpTable, bench: DumpTable, pairs: Sequence[RowPair]) -> List[dict]:
+    md5_n, md5_b = npu.columns["md5"], bench.columns["md5"]
+    return [{"Result": "pass" if md5_n[p.npu_row] == md5_b[p.bench_row] else "Different"} for p in pairs]
+
+
+def pair_metrics(mode: str, npu: DumpTable, bench: DumpTable, pairs: Sequence[RowPair],
+                 processes: Optional[int] = None) -> List[dict]:
+    """Metric cells per row pair, keyed as the `.vis` format names them.
+
+    statistics: the four diffs (floats or 'N/A') and four relative errors ('12.5%' or 'N/A'), plus
+    `_relative` (the finite relative errors as fractions, for the precision index);
+    tensor: Cosine, MaxAbsErr, MaxRelativeErr, One/Five Thousandth(s) Err Ratio (floats or markers);
+    md5: Result ('pass' / 'Different').
+    """
+    if not pairs:
+        return []
+    if mode == MODE_STATISTICS:
+        return _statistics(npu, bench, pairs)
+    if mode == MODE_TENSOR:
+        return _tensors(npu, bench, pairs, processes)
+    return _md5(npu, bench, pairs)
+
+
+def ms_to_pt_mapper() -> Callable[[str], str]:
+    """MindSpore -> PyTorch entry names (Cell. -> Module., Mint.add -> Torch.add), as cross-framework
+    compare maps them."""
+    from msprobe.mindspore.compare.ms_to_pt import ms_to_pt_entry_mapper
+
+    return ms_to_pt_entry_mapper(api_defaults=True, cells_to_modules=True)
+
+
+def rows_by_entry(table: DumpTable) -> Dict[str, List[int]]:
+    """entry name -> its row indices, in dump order."""
+    rows: Dict[str, List[int]] = {}
+    for index, entry in enumerate(table.columns["entry"]):
+        rows.setdefault(entry, []).append(index)
+    return rows
+
