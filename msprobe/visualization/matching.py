@@ -148,7 +148,6 @@ def match_graphs(npu: Graph, bench: Graph, fuzzy: bool = False, layer_map: Optio
     todo = [(npu.root, bench.root)]
     while todo:
         npu_parent, bench_parent = todo.pop()
-        pairs = []
         for child in npu_parent.children:
             if child.node_type == API or child.matched is not None:
                 continue
