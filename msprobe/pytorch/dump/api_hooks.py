@@ -10,7 +10,7 @@ import contextlib
 import torch
 from torch.overrides import TorchFunctionMode
 
-from msprobe.pytorch.dump.api_names import api_table, is_inplace_api
+from msprobe.pytorch.dump.api_names import api_table
 
 __all__ = ["ApiDumpMode"]
 
@@ -49,18 +49,15 @@ class ApiDumpMode(TorchFunctionMode):
             # our bookkeeping must not pay for nn.Parameter's Python __torch_function__ on every .shape
             with _NoSubclassDispatch():
                 call = collector.begin_forward(key, args, kwargs)
-                pending = aliases = None
+                pending = None
                 if call.dump and self.track_grads and torch.is_grad_enabled():
-                    args, kwargs, pending, aliases = self.tracker.alias_inputs(
-                        call, args, kwargs, is_inplace_api(key, kwargs))
+                    pending = self.tracker.begin(call, args, kwargs)
         except Exception as exc:  # noqa: BLE001
             collector.guard.report(key, exc)
             return func(*args, **kwargs)
         output = func(*args, **kwargs)
         try:
             with _NoSubclassDispatch():
-                if aliases:
-                    output = _unalias(output, aliases)
                 collector.end_forward(call, output)
                 if pending is not None:
                     self.tracker.watch_outputs(pending, output)
@@ -68,11 +65,3 @@ class ApiDumpMode(TorchFunctionMode):
             collector.guard.report(key, exc)
         return output
 
-
-def _unalias(output, swapped):
-    """Give back the caller's own tensor where the call returned one of our aliases unchanged."""
-    if isinstance(output, torch.Tensor):
-        return swapped.get(id(output), output)
-    if type(output) in (tuple, list) and any(id(o) in swapped for o in output):
-        return type(output)(swapped.get(id(o), o) for o in output)
-    return output

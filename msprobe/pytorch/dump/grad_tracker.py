@@ -1,20 +1,32 @@
 """Backward data of an API or module call: grads w.r.t. its outputs and w.r.t. each tensor input.
 
-Grads w.r.t. outputs come from `Tensor.register_hook` on the outputs. Grads w.r.t. inputs come
-from a plain alias `x.view_as(x)` passed to the call instead of `x`, with a hook on the alias:
-the alias has exactly one consumer (this call), so its grad is this call's grad for `x`. No custom
-autograd Function is involved, so later in-place ops on views of the outputs keep working, and
-the values flowing through autograd are unchanged (a view's backward is the identity).
+Nothing is inserted into the autograd graph, so gradients accumulate exactly as without msprobe:
 
-Rules: `self` of an in-place call and `out=` tensors are never aliased; the same tensor passed
-twice gets one alias (code such as multi-head attention checks `query is key`); an alias the call
-returns unchanged is swapped back for the original tensor. The backward entry is emitted when the
-last input grad arrived (or the last output grad when no input needs one); entries still
-incomplete at the end of the step are emitted by `flush()` with null where nothing arrived.
+- grads w.r.t. outputs: `Tensor.register_hook` on the outputs (it observes, it does not add a node);
+- grads w.r.t. inputs: before the call we note each grad-requiring input's gradient edge (its grad_fn
+  and output_nr, or its AccumulateGrad node for a leaf) and the autograd sequence number; after the
+  call we walk back from the outputs through the nodes created during the call (sequence number at
+  least the noted one) and find the *consumers*: the nodes with an edge into an input. A post hook on
+  each consumer receives the grads it sends along those edges; their sum is the call's grad for that
+  input, summed in our own tensors (autograd's own sums are untouched).
+
+Why not an alias `x.view_as(x)` passed instead of `x` (or full backward hooks, whose identity
+Function does the same): the alias collects every use of `x` inside the call into one node, so
+autograd sums `x`'s grad as `outside + (use1 + use2)` instead of `(outside + use1) + use2`. Floating
+point addition is not associative: an RMSNorm (which uses its input twice) beside a residual branch
+then changes the bits of every gradient below it.
+
+The same tensor passed twice has one edge, hence one grad (its total over both uses). The backward
+entry is emitted when every consumer has run (or, when no input needs a grad, when every output grad
+arrived); entries still incomplete at the end of the step are emitted by `flush()` with null where
+nothing arrived.
 """
 import torch
+from torch.autograd.graph import get_gradient_edge
 
 __all__ = ["GradTracker"]
+
+_next_sequence_nr = torch._C._autograd._get_sequence_nr
 
 
 def _wants_grad(value):
@@ -22,24 +34,59 @@ def _wants_grad(value):
             and (value.is_floating_point() or value.is_complex()))
 
 
+def _edge_of(tensor):
+    node = tensor.grad_fn
+    if node is not None:
+        return node, tensor.output_nr
+    return get_gradient_edge(tensor).node, 0  # a leaf: its AccumulateGrad node
+
+
+def flat_tensors(value, found):
+    """Append every tensor inside lists, tuples and dicts (ModelOutput included) to `found`."""
+    if isinstance(value, torch.Tensor):
+        found.append(value)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            flat_tensors(item, found)
+    elif isinstance(value, dict):
+        for item in value.values():
+            flat_tensors(item, found)
+    return found
+
+
+def _output_positions(output):
+    """The outputs whose grads a backward entry lists: a tensor, the items of a list or tuple (None
+    where an item is no tensor), or the values of a dict such as a HuggingFace ModelOutput."""
+    if isinstance(output, torch.Tensor):
+        return [output]
+    if isinstance(output, (list, tuple)):
+        return [item if isinstance(item, torch.Tensor) else None for item in output]
+    if isinstance(output, dict):
+        return [item if isinstance(item, torch.Tensor) else None for item in output.values()]
+    return [None]
+
+
 class _PendingBackward:
-    __slots__ = ("call", "args_layout", "kw_layout", "input_grads", "output_grads", "out_count",
-                 "inputs_left", "outputs_left", "done")
+    __slots__ = ("call", "args_layout", "kw_layout", "edges", "nodes", "seq_start", "input_grads",
+                 "output_grads", "out_count", "contributions_left", "outputs_left", "done")
 
     def __init__(self, call):
         self.call = call
         self.args_layout = []    # per positional arg: None | slot | [slot|None, ...]
         self.kw_layout = []      # slots of tensor kwargs, in order
+        self.edges = {}          # (id(node), output_nr) -> slot; a slot is that key itself
+        self.nodes = []          # keeps the nodes of `edges` alive (their ids are the keys)
+        self.seq_start = 0
         self.input_grads = {}
         self.output_grads = {}
         self.out_count = 0
-        self.inputs_left = set()
+        self.contributions_left = 0
         self.outputs_left = set()
         self.done = False
 
 
 class GradTracker:
-    """Aliases inputs and hooks outputs of dumped calls; reports backward events to the collector.
+    """Notes input edges and hooks outputs of dumped calls; reports backward events to the collector.
 
     pause: a callable returning a context manager that keeps our own tensor ops out of the dump.
     """
@@ -51,83 +98,101 @@ class GradTracker:
         self.pending = []
 
     # -- forward side -----------------------------------------------------------------------
-    def alias_inputs(self, call, args, kwargs, inplace):
-        """Return (args, kwargs, pending, {id(alias): original}) with grad-requiring tensor inputs
-        replaced by aliases."""
+    def begin(self, call, args, kwargs):
+        """Before the call: note the gradient edge of every grad-requiring tensor input."""
         pending = _PendingBackward(call)
-        aliases = {}
-        originals = []
 
-        def alias_of(tensor, slot):
-            alias = aliases.get(id(tensor))
-            if alias is None:
-                alias = tensor.view_as(tensor)
-                aliases[id(tensor)] = alias
-                originals.append((tensor, alias))
-                self._hook_input(alias, pending, id(tensor))
-            pending.inputs_left.add(id(tensor))
-            return alias, id(tensor)
+        def slot_of(tensor):
+            node, output_nr = _edge_of(tensor)
+            slot = (id(node), output_nr)
+            if slot not in pending.edges:
+                pending.edges[slot] = slot
+                pending.nodes.append(node)
+            return slot
 
-        new_args = list(args)
-        for i, arg in enumerate(args):
-            if _wants_grad(arg) and not (inplace and i == 0):
-                new_args[i], slot = alias_of(arg, i)
-                pending.args_layout.append(slot)
-            elif isinstance(arg, (list, tuple)) and type(arg) in (list, tuple) and any(map(_wants_grad, arg)):
-                items, slots = [], []
-                for item in arg:
-                    if _wants_grad(item):
-                        alias, slot = alias_of(item, None)
-                        items.append(alias)
-                        slots.append(slot)
-                    else:
-                        items.append(item)
-                        slots.append(None)
-                new_args[i] = type(arg)(items)
-                pending.args_layout.append(slots)
+        for arg in args:
+            if _wants_grad(arg):
+                pending.args_layout.append(slot_of(arg))
+            elif type(arg) in (list, tuple) and any(map(_wants_grad, arg)):
+                pending.args_layout.append([slot_of(item) if _wants_grad(item) else None for item in arg])
             else:
                 pending.args_layout.append(None)
-        new_kwargs = kwargs
         if kwargs:
-            new_kwargs = dict(kwargs)
             for key, value in kwargs.items():
                 if key != "out" and _wants_grad(value):
-                    new_kwargs[key], slot = alias_of(value, key)
-                    pending.kw_layout.append(slot)
+                    pending.kw_layout.append(slot_of(value))
                 elif isinstance(value, torch.Tensor):
                     pending.kw_layout.append(None)
-        swapped = {id(alias): original for original, alias in originals}
-        return tuple(new_args), new_kwargs, pending, swapped
-
-    def _hook_input(self, alias, pending, slot):
-        # a pre-hook on the alias's own ViewBackward node: it receives exactly the alias's grad,
-        # and is half the cost of Tensor.register_hook (no Python handle bookkeeping)
-        def on_input_grad(grad_outputs):
-            pending.input_grads[slot] = grad_outputs[0]
-            pending.inputs_left.discard(slot)
-            if not pending.inputs_left:
-                self._emit(pending)
-        self.handles.append(alias.grad_fn.register_prehook(on_input_grad))
+        pending.seq_start = _next_sequence_nr()
+        return pending
 
     def watch_outputs(self, pending, output):
-        """Hook the outputs; `pending` comes from alias_inputs (or a fresh one when nothing was aliased)."""
-        outputs = output if isinstance(output, (list, tuple)) else (output,)
-        pending.out_count = len(outputs)
-        for position, value in enumerate(outputs):
+        """After the call: hook the output grads and the consumers of the inputs."""
+        positions = _output_positions(output)
+        pending.out_count = len(positions)
+        roots = []
+        for position, value in enumerate(positions):
             if isinstance(value, torch.Tensor) and value.requires_grad and value.grad_fn is not None:
                 pending.outputs_left.add(position)
                 self.handles.append(value.register_hook(self._output_hook(pending, position)))
-        if pending.outputs_left or pending.inputs_left:
+        if pending.edges:
+            for value in flat_tensors(output, []):  # nested outputs (LSTM's (h, c)) lead to inputs too
+                if value.grad_fn is not None:
+                    roots.append((value.grad_fn, value.output_nr))
+            self._hook_consumers(pending, roots)
+        if pending.outputs_left or pending.contributions_left:
             self.pending.append(pending)
 
-    def new_pending(self, call):
-        return _PendingBackward(call)
+    def _hook_consumers(self, pending, roots):
+        edges, start = pending.edges, pending.seq_start
+        seen = {}  # id -> node: holding the node keeps its id from being reused during the walk
+        stack = []
+        for node, output_nr in roots:
+            # an output that is an input returned unchanged, or older than the call, has no consumer here
+            if (id(node), output_nr) not in edges and node._sequence_nr() >= start and id(node) not in seen:
+                seen[id(node)] = node
+                stack.append(node)
+        consumers = []
+        while stack:
+            node = stack.pop()
+            links = None
+            for index, (child, output_nr) in enumerate(node.next_functions):
+                if child is None:
+                    continue
+                slot = edges.get((id(child), output_nr))
+                if slot is not None:
+                    if links is None:
+                        links = []
+                        consumers.append((node, links))
+                    links.append((index, slot))
+                elif child._sequence_nr() >= start and id(child) not in seen:
+                    seen[id(child)] = child
+                    stack.append(child)
+        for node, links in consumers:
+            pending.contributions_left += 1
+            self.handles.append(node.register_hook(self._consumer_hook(pending, links)))
+
+    def _consumer_hook(self, pending, links):
+        def on_grads_sent(grad_inputs, grad_outputs):
+            if pending.done:
+                return
+            grads = pending.input_grads
+            with self.pause():
+                for index, slot in links:
+                    grad = grad_inputs[index]
+                    if grad is not None:
+                        previous = grads.get(slot)
+                        grads[slot] = grad if previous is None else previous + grad
+            pending.contributions_left -= 1
+            if not pending.contributions_left:
+                self._emit(pending)
+        return on_grads_sent
 
     def _output_hook(self, pending, position):
         def on_output_grad(grad):
             pending.output_grads[position] = grad
             pending.outputs_left.discard(position)
-            if not pending.outputs_left and not pending.inputs_left and not pending.done:
+            if not pending.outputs_left and not pending.contributions_left and not pending.done:
                 self._emit(pending)
         return on_output_grad
 
@@ -145,7 +210,8 @@ class GradTracker:
                 of_inputs.append(grads.get(layout) if layout is not None else None)
         of_inputs.extend(grads.get(slot) if slot is not None else None for slot in pending.kw_layout)
         of_outputs = [pending.output_grads.get(i) for i in range(pending.out_count)]
-        pending.input_grads, pending.output_grads = {}, {}  # do not keep grads alive until step end
+        # do not keep grads and graph nodes alive until the step ends
+        pending.input_grads, pending.output_grads, pending.nodes = {}, {}, []
         with self.pause():
             try:  # raised inside autograd's backward it would abort the user's loss.backward()
                 self.collector.backward(pending.call, of_outputs, of_inputs)

@@ -58,17 +58,17 @@ class ModuleHooks:
             try:  # a dump failure must not reach the user's code (see core/dump/guard.py)
                 with self.pause():
                     call = collector.begin_forward(key, args, kwargs, is_module=True)
-                    pending = swapped = None
+                    pending = None
                     if call.dump and self.track_grads and torch.is_grad_enabled():
-                        args, kwargs, pending, swapped = self.tracker.alias_inputs(call, args, kwargs, False)
+                        pending = self.tracker.begin(call, args, kwargs)
             except Exception as exc:  # noqa: BLE001
                 if call is not None:
                     collector.abandon_forward(call)  # keep the module stack right
                 collector.guard.report(key, exc)
                 return None
             # the exception being handled around this call, if any (to tell it from one raised inside)
-            self.calls.setdefault(id(module), []).append((call, pending, swapped, sys.exc_info()[1]))
-            return (args, kwargs) if pending is not None else None
+            self.calls.setdefault(id(module), []).append((call, pending, sys.exc_info()[1]))
+            return None
         return pre_hook
 
     def _post_hook(self, key):
@@ -76,13 +76,11 @@ class ModuleHooks:
             stack = self.calls.get(id(module))
             if not stack:
                 return None
-            call, pending, swapped, outer_exception = stack.pop()
+            call, pending, outer_exception = stack.pop()
             current = sys.exc_info()[1]
             if current is not None and current is not outer_exception:  # forward raised: close, record nothing
                 self.collector.abandon_forward(call)
                 return None
-            if swapped:
-                output = _unalias(output, swapped)
             try:
                 with self.pause():
                     params = dict(module.named_parameters(recurse=False))
@@ -91,7 +89,7 @@ class ModuleHooks:
                         self.tracker.watch_outputs(pending, output)
             except Exception as exc:  # noqa: BLE001
                 self.collector.guard.report(key, exc)
-            return output if swapped else None
+            return None
         return post_hook
 
     def _param_hook(self, key, name):
@@ -107,10 +105,3 @@ class ModuleHooks:
         self.handles = []
         self.calls = {}
 
-
-def _unalias(output, swapped):
-    if isinstance(output, torch.Tensor):
-        return swapped.get(id(output), output)
-    if type(output) in (tuple, list):
-        return type(output)(swapped.get(id(o), o) for o in output)
-    return output
