@@ -122,8 +122,10 @@ class DumpCollector:
         return self.active
 
     def stop(self):
+        """Stop collecting and hand the step's files to the writer (returns without waiting for them)."""
         self.active = False
         self.flush()
+        self.writer.report()
 
     def next_step(self):
         """End the current step: write what is left, reset counters, advance the step number."""
@@ -138,12 +140,17 @@ class DumpCollector:
             self.active = False
             self.flush()
             self.writer.drain()
+            self.writer.report()
         except Exception as exc:  # never turn an exit into a second traceback
             logger.warning(f"msprobe: could not write the last step at exit: {exc}")
 
     def close(self):
+        """Write everything, say what could not be written, end the writer's threads, forget the exit hook."""
+        self.active = False
         self.flush()
-        self.writer.drain()
+        self.writer.close()
+        self.writer.report()
+        atexit.unregister(self._flush_at_exit)
 
     def all_steps_done(self):
         return self.finished or bool(self.config.step and self.current_step > max(self.config.step))
@@ -318,7 +325,6 @@ class DumpCollector:
         """Resolve statistics and hand the step's JSON files to the writer (if anything changed)."""
         if not self.dirty:
             return
-        self.writer.drain()  # at most one step in flight: bounded memory, ordered files
         self.records.resolve()
         data = {}
         for name, entry in self.data.items():
@@ -334,6 +340,7 @@ class DumpCollector:
         if self.debug_data:
             files["debug.json"] = {"task": self.task, "level": "debug", "framework": self.adapter.framework,
                                    "dump_data_dir": self.dump_data_dir(), "data": dict(self.debug_data)}
+        # the step's tensor files, then these: written while the next step runs (the writer waits here
+        # only while the previous step is still unwritten)
         self.writer.write_json(self.current_step, self.rank, files)
-        self.writer.release_tensors()  # written while the next step runs; drained at the next flush
         self.dirty = False

@@ -14,9 +14,11 @@ some network file systems, non-Linux), are written through the page cache.
     with DirectFile(path, capacity) as handle:   # capacity: an upper bound of the file size
         handle.write(b"...")                     # any number of writes (bytes, memoryviews)
 
-Set MSPROBE_DIRECT_IO=0 to write every file through the page cache.
+The file is always a new inode: an existing `path` is unlinked first, never written into (another name,
+a hard link, may share its bytes). Set MSPROBE_DIRECT_IO=0 to write every file through the page cache.
 """
 import ctypes
+import errno
 import fcntl
 import mmap
 import os
@@ -106,7 +108,7 @@ class DirectFile:
         pass
 
     def _start_spill(self):
-        handle = open(self.path, "wb")  # noqa: SIM115 - closed in close()
+        handle = os.fdopen(_create_new(self.path, os.O_WRONLY, self.mode), "wb")  # closed in close()
         handle.write(memoryview(self._buffer)[:self._size])
         self._spill = handle
 
@@ -135,28 +137,48 @@ class DirectFile:
         if _enabled and aligned:
             directory_device = _device_of(os.path.dirname(os.path.abspath(self.path)))
             if directory_device not in _refused:
-                try:
-                    fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_DIRECT, self.mode)
-                except OSError:
+                done = self._write_direct(view, size, aligned)
+                if done:
+                    return
+                if done is None:
                     _refused.add(directory_device)
-                else:
-                    try:
-                        if _write_all(fd, view[:aligned]):
-                            if size > aligned:  # the last partial block, through the page cache
-                                fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_O_DIRECT)
-                                if _write_all(fd, view[aligned:size]):
-                                    return
-                            else:
-                                return
-                    except OSError:
-                        _refused.add(directory_device)
-                    finally:
-                        os.close(fd)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, self.mode)
+        fd = _create_new(self.path, os.O_WRONLY, self.mode)
         try:
             _write_all(fd, view[:size])
         finally:
             os.close(fd)
+
+    def _write_direct(self, view, size, aligned):
+        """Whole blocks with O_DIRECT, the rest through the page cache: True when written, False after a short
+        write, None when the file system refuses O_DIRECT (EINVAL). Other errors (a full disk) are raised."""
+        try:
+            fd = _create_new(self.path, os.O_WRONLY | _O_DIRECT, self.mode)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            return None
+        try:
+            if not _write_all(fd, view[:aligned]):
+                return False
+            if size > aligned:  # the last partial block, through the page cache
+                fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_O_DIRECT)
+                return _write_all(fd, view[aligned:size])
+            return True
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            return None
+        finally:
+            os.close(fd)
+
+
+def _create_new(path, flags, mode):
+    """Open a new file at `path` (O_EXCL); an existing one is unlinked first, never written into."""
+    try:
+        return os.open(path, flags | os.O_CREAT | os.O_EXCL, mode)
+    except FileExistsError:
+        os.unlink(path)
+        return os.open(path, flags | os.O_CREAT | os.O_EXCL, mode)
 
 
 def _write_all(fd, view):

@@ -4,7 +4,7 @@ A JSON encoder holds the GIL for as long as it runs (Python's json module ~10 ms
 small GPT, orjson ~2 ms), and a training thread, which gives the GIL up in every framework op, then
 waits up to a switch interval (5 ms) to get it back each time. `marshal` serialises the same dicts,
 tuples and floats in ~1 ms; a helper process (plain Python, no framework imported) unmarshals them,
-encodes the JSON (writer.encode_dump_json) and writes the files atomically, without our GIL.
+encodes the JSON and writes the step's files as a set (json_files.py), without our GIL.
 
 Protocol on the helper's stdin: an 8-byte little-endian length, then
 marshal.dumps((directory, [(file name, object), ...])). For each message the helper answers on its
@@ -123,7 +123,7 @@ def _read_exactly(stream, size):
 
 def serve(stdin=None, stdout=None):
     """The helper's loop: until stdin closes, write each message's files and answer."""
-    from msprobe.core.dump.writer import write_json_files
+    from msprobe.core.dump.json_files import write_json_files
 
     stdin = stdin or sys.stdin.buffer
     stdout = stdout or sys.stdout.buffer

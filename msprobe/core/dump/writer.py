@@ -1,84 +1,39 @@
-"""Dump writer: dump.json, stack.json, construct.json and tensor files per step{N}/rank{R}.
+"""Dump writer: a step's tensor files, then its JSON files, under step{N}/rank{R}, off the training thread.
 
-All file work runs off the training thread, which only hands over finished Python objects: JSON
-files through one background thread, which passes them to a helper process for encoding (see
-json_helper.py), tensor files through a small thread pool. Jobs run in order, so a step's tensor files are on disk before
-its dump.json. Every JSON file is written atomically (temp file + rename): a reader never sees half
-a file, even if the process dies. `drain()` waits for the queue; it runs at step end when
-async_dump is off, and always at interpreter exit.
+The training thread collects a step's work in a batch (tensor snapshots to save, names to link, the JSON
+objects) and hands it over when the step's JSON is ready (`write_json`, i.e. at stop()). One background
+thread takes the batches in order: it prepares the rank folders, writes the tensor files through a small
+thread pool, links the duplicates, then writes the JSON files as one set (json_files.py). Hence:
+
+- stop() and step() return at once: a step's files are written while the next step runs;
+- at most one step is in flight: handing over step k first waits until step k-1 is on disk (bounded memory);
+- a step's dump.json appears only after its tensor files: a crash never leaves a dump.json naming a
+  file that was not written;
+- `drain()` (close(), interpreter exit) waits for everything; `close()` also ends the threads.
+
+A tensor file is always a new inode (the old name is unlinked first): a tensor seen twice in a step is
+written once and hard-linked, so writing through an existing name could change the other name's bytes.
+A rank folder this writer writes holds only this run's files: the earlier run's JSON files and tensor
+files in it are removed when this run first writes there (folders of other steps and ranks are kept).
+Write failures (a full disk) never reach training: the first failure of each kind in a step is logged,
+the others counted, and `report()` says what was not written.
 """
-import atexit
-import json
 import os
 import queue
+import re
 import shutil
 import threading
-import time
 
+from msprobe.core.dump.json_files import encode_dump_json, write_json_files
 from msprobe.core.dump.json_helper import json_helper
 from msprobe.core.log import logger
-from msprobe.core.paths import DIR_MODE, FILE_MODE, atomic_write_text
+from msprobe.core.paths import DIR_MODE, FILE_MODE
 
-__all__ = ["DumpWriter", "rank_dir_name", "encode_dump_json", "write_json_files"]
+__all__ = ["DumpWriter", "WriteFailures", "rank_dir_name", "encode_dump_json", "write_json_files", "TENSOR_DIR"]
 
 TENSOR_DIR = "dump_tensor_data"
-
-
-try:  # ~7x faster than the json module; optional
-    import orjson
-except ImportError:
-    orjson = None
-
-_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def _encode(value):
-    """Compact JSON text of one value. orjson writes NaN and Infinity as null (the json module writes
-    NaN, Infinity, -Infinity, as the reference's files hold them), so any output holding a null is
-    encoded again by the json module: a few percent of a dump's entries."""
-    if orjson is not None:
-        try:
-            text = orjson.dumps(value)
-        except TypeError:  # a value orjson does not take (e.g. an int over 64 bits)
-            return _compact(value)
-        if b"null" not in text:
-            return text.decode("utf-8")
-    return _compact(value)
-_YIELD_EVERY = 32  # entries encoded between two GIL hand-offs to the training thread
-
-
-def _entries(mapping, indent, share_gil):
-    pad = " " * indent
-    memo = {}  # stack.json: every call from one code location shares one list object
-    lines = []
-    for count, (key, value) in enumerate(mapping.items(), 1):
-        if type(value) is list:
-            text = memo.get(id(value))
-            if text is None:
-                text = memo[id(value)] = _encode(value)
-        else:
-            text = _encode(value)
-        lines.append(f"{pad}{_compact(str(key))}: {text}")
-        if share_gil and not count % _YIELD_EVERY:
-            # the C encoder never releases the GIL; without this the training thread, which releases
-            # it in every torch op, waits a whole switch interval (5 ms) to get it back each time
-            time.sleep(0)
-    return "{\n" + ",\n".join(lines) + "\n" + pad[:-1] + "}" if lines else "{}"
-
-
-def encode_dump_json(obj, share_gil=True):
-    """JSON text with one entry per line: top-level keys, and every entry of "data" (or of a flat
-    mapping such as stack.json) on its own line, each entry compact. Same content as indent=1, but
-    encoded by the C encoder (indent=1 forces the pure-Python one, ~4x slower, holding the GIL).
-    share_gil: hand the GIL over every few entries (in a training process; the helper needs not:
-    each hand-over costs a system call)."""
-    if not isinstance(obj, dict):
-        return _compact(obj)
-    if "data" in obj and isinstance(obj["data"], dict):
-        lines = [f" {_compact(key)}: {_entries(value, 2, share_gil) if key == 'data' else _compact(value)}"
-                 for key, value in obj.items()]
-        return "{\n" + ",\n".join(lines) + "\n}"
-    return _entries(obj, 1, share_gil)
+JSON_NAMES = ("dump.json", "stack.json", "construct.json", "debug.json")
+_ERRNO_IN_TEXT = re.compile(r"\[Errno (\d+)\]")
 
 
 def rank_dir_name(rank):
@@ -86,39 +41,82 @@ def rank_dir_name(rank):
     return "rank" if rank is None else f"rank{rank}"
 
 
-class _SaveJob:
-    """One tensor file being written; names that share its content are linked once it exists."""
-    __slots__ = ("path", "snapshot", "links", "done", "lock")
+class WriteFailures:
+    """Files that could not be written, by step and kind: the first of each kind in a step is logged."""
 
-    def __init__(self, path, snapshot):
-        self.path, self.snapshot = path, snapshot
-        self.links = []
-        self.done = False
-        self.lock = threading.Lock()
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._logged = set()
+        self._unreported = {}  # what -> {step: count}
+        self.totals = {}  # what -> count (whole run)
+
+    def record(self, step, what, exc, path):
+        reason = _reason(exc)
+        with self._lock:
+            self.totals[what] = self.totals.get(what, 0) + 1
+            steps = self._unreported.setdefault(what, {})
+            steps[step] = steps.get(step, 0) + 1
+            first = (step, what, reason) not in self._logged
+            self._logged.add((step, what, reason))
+        if first:
+            logger.error(f"msprobe dump writer: cannot write {what} of step {step} ({reason}: {path}); training "
+                         "goes on, further such failures of this step are counted.")
+
+    def report(self):
+        """Log one line naming what failed since the last report (None when nothing did)."""
+        with self._lock:
+            unreported, self._unreported = self._unreported, {}
+        if not unreported:
+            return None
+        parts = []
+        for what, steps in unreported.items():
+            numbers = sorted(steps)
+            shown = ", ".join(str(step) for step in numbers[:8]) + (", ..." if len(numbers) > 8 else "")
+            parts.append(f"{sum(steps.values())} {what} (step {shown})")
+        line = "msprobe dump writer: not written: " + "; ".join(parts) + "."
+        logger.error(line)
+        return line
+
+
+def _reason(exc):
+    number = getattr(exc, "errno", None)
+    if not number:  # the JSON helper sends the error as text
+        found = _ERRNO_IN_TEXT.search(str(exc))
+        number = int(found.group(1)) if found else None
+    return os.strerror(number) if number else type(exc).__name__
+
+
+class _Batch:
+    """What one hand-over asks to write: tensor saves, links, JSON sets, and the rank folders they touch."""
+    __slots__ = ("saves", "links", "json", "folders", "done")
+
+    def __init__(self):
+        self.saves = []    # (step, path, snapshot)
+        self.links = []    # (step, source path, target path)
+        self.json = []     # (step, rank folder, {name: object})
+        self.folders = {}  # rank folder -> whether it needs dump_tensor_data/
+        self.done = threading.Event()
+
+    def __bool__(self):
+        return bool(self.saves or self.links or self.json)
 
 
 class DumpWriter:
-    """Writes one rank's dump under `dump_path`; `save_tensor_fn(snapshot, path)` saves tensors.
-
-    JSON files go through one ordered thread; tensor files through a small pool (file creation is
-    system-call bound and releases the GIL, so a few threads overlap it with training).
-    """
+    """Writes one rank's dump under `dump_path`; `save_tensor_fn(snapshot, path)` writes one tensor file."""
 
     TENSOR_THREADS = 2
 
     def __init__(self, dump_path, save_tensor_fn):
         self.dump_path = dump_path
         self.save_tensor_fn = save_tensor_fn
+        self.failures = WriteFailures()
+        self._batch = _Batch()
+        self._in_flight = None
         self._queue = queue.Queue()
         self._thread = None
         self._pool = None
-        self._futures = []
-        self._held = []
-        self._jobs = {}
-        self._lock = threading.Lock()
-        self._made_dirs = set()
-        self.errors = []
-        atexit.register(self.drain)
+        self._prepared = set()  # rank folders this writer has written into (writer thread only)
+        self._warned_earlier_run = False
 
     # -- paths ------------------------------------------------------------------------------
     def rank_dir(self, step, rank):
@@ -127,125 +125,199 @@ class DumpWriter:
     def tensor_dir(self, step, rank):
         return os.path.join(self.rank_dir(step, rank), TENSOR_DIR)
 
-    def _ensure_dir(self, path):
-        if path not in self._made_dirs:
-            os.makedirs(path, mode=DIR_MODE, exist_ok=True)
-            self._made_dirs.add(path)
+    # -- the training thread's side ---------------------------------------------------------
+    def save_tensor(self, step, rank, snapshot, file_name):
+        """Write `snapshot` as dump_tensor_data/`file_name` with the step's next hand-over."""
+        folder = self.rank_dir(step, rank)
+        self._batch.folders[folder] = True
+        self._batch.saves.append((step, os.path.join(folder, TENSOR_DIR, file_name), snapshot))
 
-    # -- jobs -------------------------------------------------------------------------------
-    def _start(self):
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._work, name="msprobe-writer", daemon=True)
-                self._thread.start()
+    def link_tensor(self, step, rank, source_name, file_name):
+        """The same tensor content under a second name: a hard link (a copy where links fail)."""
+        folder = self.rank_dir(step, rank)
+        self._batch.folders[folder] = True
+        directory = os.path.join(folder, TENSOR_DIR)
+        self._batch.links.append((step, os.path.join(directory, source_name), os.path.join(directory, file_name)))
 
-    def _work(self):
-        while True:
-            job = self._queue.get()
-            try:
-                job[0](*job[1:])
-            except Exception as exc:  # a failed write must not kill training; report it
-                self._report(exc)
-            finally:
-                self._queue.task_done()
+    def write_json(self, step, rank, files):
+        """Hand the batch over, ending with `files` ({'dump.json': obj, ...}; never mutated afterwards)."""
+        folder = self.rank_dir(step, rank)
+        self._batch.folders.setdefault(folder, False)
+        self._batch.json.append((step, folder, files))
+        self.commit()
 
-    def _report(self, exc):
-        self.errors.append(f"{exc}")
-        logger.error(f"msprobe dump writer: {exc}")
-
-    def submit(self, fn, *args):
-        self._start()
-        self._queue.put((fn, *args))
-
-    def _submit_tensor(self, fn, *args):
-        # held back until release_tensors(): on a small machine, writer threads running while the
-        # step computes slow down the framework's own worker threads far more than they save
-        self._held.append((fn, args))
-
-    def release_tensors(self):
-        """Start writing the tensor files collected so far (called at the end of a step)."""
-        held, self._held = self._held, []
-        if not held:
+    def commit(self):
+        """Hand what was collected to the writer thread; waits only while the previous batch is unwritten."""
+        batch = self._batch
+        if not batch:
             return
+        self._batch = _Batch()
+        if self._in_flight is not None:
+            self._in_flight.done.wait()  # at most one step in flight: bounded memory, ordered files
+        self._in_flight = batch
+        if self._start():
+            self._queue.put(batch)
+        else:  # no new threads at interpreter shutdown: write here
+            self._process(batch)
+
+    release_tensors = commit  # the former name
+
+    def drain(self):
+        """Block until everything handed over (and anything still collected) is written."""
+        self.commit()
+        if self._in_flight is not None:
+            self._in_flight.done.wait()
+
+    def report(self):
+        """Log what could not be written since the last report; the line, or None."""
+        return self.failures.report()
+
+    def close(self):
+        """Write everything, then end the writer thread and the tensor pool (a later write restarts them)."""
+        self.drain()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread.is_alive():
+            self._queue.put(None)
+            thread.join()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    # -- the writer thread ------------------------------------------------------------------
+    def _start(self):
+        if self._thread is not None and self._thread.is_alive():
+            return True
+        thread = threading.Thread(target=_serve, args=(self._queue, self._process), name="msprobe-writer",
+                                  daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:
+            return False
+        self._thread = thread
+        return True
+
+    def _process(self, batch):
+        try:
+            for folder, with_tensors in batch.folders.items():
+                self._prepare(folder, with_tensors)
+            failed = self._write_tensors(batch.saves)
+            for step, source, target in batch.links:
+                if source in failed:
+                    continue  # counted with its source
+                try:
+                    _link(source, target)
+                except OSError as exc:
+                    self.failures.record(step, "tensor files", exc, target)
+            for step, folder, files in batch.json:
+                try:
+                    if not json_helper().write(folder, files):
+                        write_json_files(folder, files.items())
+                except Exception as exc:  # noqa: BLE001 - a failed write must not stop training
+                    self.failures.record(step, "JSON file sets", exc, folder)
+        except Exception as exc:  # noqa: BLE001 - e.g. a folder that cannot be made: everything of the batch
+            step = batch.json[0][0] if batch.json else (batch.saves or batch.links)[0][0]
+            self.failures.record(step, "dump folders", exc, self.dump_path)
+        finally:
+            batch.saves = batch.links = batch.json = None  # the snapshots go now
+            batch.done.set()
+
+    def _prepare(self, folder, with_tensors):
+        if folder in self._prepared:
+            if with_tensors:
+                _make_dirs(os.path.join(folder, TENSOR_DIR))
+            return
+        self._prepared.add(folder)
+        if _remove_earlier_run(folder) and not self._warned_earlier_run:
+            self._warned_earlier_run = True
+            logger.warning(f"msprobe: {self.dump_path} holds an earlier dump; the step folders this run writes are "
+                           "replaced, the others are kept as they are.")
+        _make_dirs(os.path.join(folder, TENSOR_DIR) if with_tensors else folder)
+
+    def _write_tensors(self, saves):
+        """Write the tensor files (in the pool); the paths that failed."""
+        if not saves:
+            return set()
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
             self._pool = ThreadPoolExecutor(self.TENSOR_THREADS, thread_name_prefix="msprobe-tensor")
-        for position, (fn, args) in enumerate(held):
-            try:
-                self._futures.append(self._pool.submit(self._guarded, fn, *args))
-            except RuntimeError:  # interpreter shutdown: no new threads, write them here
-                for late_fn, late_args in held[position:]:
-                    self._guarded(late_fn, *late_args)
-                return
-
-    def _guarded(self, fn, *args):
+        futures = []
         try:
-            fn(*args)
-        except Exception as exc:
-            self._report(exc)
+            for save in saves:
+                futures.append(self._pool.submit(self._save, *save))
+        except RuntimeError:  # interpreter shutdown: the pool takes no more work, write the rest here
+            for save in saves[len(futures):]:
+                self._save(*save)
+        return {path for (_, path, _), future in zip(saves, futures) if not future.result()}
 
-    def drain(self):
-        """Block until every queued job is done."""
-        self.release_tensors()
-        futures, self._futures = self._futures, []
-        for future in futures:
-            future.result()
-        self._jobs = {}
-        if self._thread is not None:
-            self._queue.join()
-
-    # -- public writes ----------------------------------------------------------------------
-    def save_tensor(self, step, rank, snapshot, file_name):
-        directory = self.tensor_dir(step, rank)
-        self._ensure_dir(directory)
-        job = _SaveJob(os.path.join(directory, file_name), snapshot)
-        self._jobs[(directory, file_name)] = job
-        self._submit_tensor(self._run_save, job)
-
-    def link_tensor(self, step, rank, source_name, file_name):
-        """The same tensor content under a second name: a hard link (copy where links fail)."""
-        directory = self.tensor_dir(step, rank)
-        target = os.path.join(directory, file_name)
-        job = self._jobs.get((directory, source_name))
-        if job is not None:
-            with job.lock:
-                if not job.done:
-                    job.links.append(target)
-                    return
-            self._submit_tensor(_link, job.path, target)
-        else:
-            self._submit_tensor(_link, os.path.join(directory, source_name), target)
-
-    def write_json(self, step, rank, files):
-        """files: {'dump.json': obj, 'stack.json': obj, ...}; obj must not be mutated afterwards."""
-        self.submit(self._write_json, self.rank_dir(step, rank), files)
-
-    def _run_save(self, job):
-        self.save_tensor_fn(job.snapshot, job.path)
-        os.chmod(job.path, FILE_MODE)
-        job.snapshot = None
-        with job.lock:
-            job.done = True
-            links, job.links = job.links, []
-        for target in links:
-            _link(job.path, target)
-
-    def _write_json(self, directory, files):
-        self._ensure_dir(directory)
-        if not json_helper().write(directory, files):
-            write_json_files(directory, files.items())
+    def _save(self, step, path, snapshot):
+        try:
+            _remove(path)  # a new inode: the old name may share its bytes with another (hard link)
+            self.save_tensor_fn(snapshot, path)
+            os.chmod(path, FILE_MODE)
+            return True
+        except Exception as exc:  # noqa: BLE001 - counted and reported; training goes on
+            self.failures.record(step, "tensor files", exc, path)
+            try:
+                _remove(path)  # no partial file under a name dump.json gives
+            except OSError:
+                pass
+            return False
 
 
-def write_json_files(directory, files, share_gil=True):
-    """Encode and atomically write each (name, object) of `files` into `directory`."""
-    for name, obj in files:
-        atomic_write_text(os.path.join(directory, name), encode_dump_json(obj, share_gil))
+def _serve(jobs, process):
+    while True:
+        batch = jobs.get()
+        if batch is None:
+            return
+        process(batch)
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _remove_earlier_run(folder):
+    """Remove an earlier run's dump files from a rank folder; whether there were any."""
+    found = False
+    for name in JSON_NAMES:
+        try:
+            os.unlink(os.path.join(folder, name))
+            found = True
+        except FileNotFoundError:
+            pass
+    try:
+        entries = list(os.scandir(os.path.join(folder, TENSOR_DIR)))
+    except (FileNotFoundError, NotADirectoryError):
+        return found
+    for entry in entries:
+        if not entry.is_dir(follow_symlinks=False):
+            os.unlink(entry.path)
+            found = True
+    return found
+
+
+def _make_dirs(path):
+    """Create `path` and its missing parents, each with DIR_MODE whatever the umask."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent and parent != path:
+        _make_dirs(parent)
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+        return
+    os.chmod(path, DIR_MODE)
 
 
 def _link(source, target):
-    if os.path.exists(target):
-        os.remove(target)
+    _remove(target)
     try:
         os.link(source, target)
     except OSError:

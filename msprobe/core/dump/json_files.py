@@ -1,0 +1,110 @@
+"""The JSON files of one dump step: encoded one entry per line, and written all or none.
+
+`encode_dump_json` gives the text of dump.json / stack.json / construct.json / debug.json (the content of
+`json.dumps(obj, indent=1)`, one entry per line, encoded by orjson or the C encoder). `write_json_files`
+writes a step's files as a set: every file goes to a temporary name first and only when all of them are
+complete are they renamed into place, so a full disk leaves either the whole new set or none of it (the
+temporary files are removed), never a dump.json without its stack.json. Used by the writer thread and by
+the JSON helper process (json_helper.py).
+"""
+import json
+import os
+import time
+
+from msprobe.core.paths import DIR_MODE, FILE_MODE
+
+__all__ = ["encode_dump_json", "write_json_files"]
+
+try:  # ~7x faster than the json module; optional
+    import orjson
+except ImportError:
+    orjson = None
+
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_YIELD_EVERY = 32  # entries encoded between two GIL hand-offs to the training thread
+
+
+def _encode(value):
+    """Compact JSON text of one value. orjson writes NaN and Infinity as null (the json module writes
+    NaN, Infinity, -Infinity, as the reference's files hold them), so any output holding a null is
+    encoded again by the json module: a few percent of a dump's entries."""
+    if orjson is not None:
+        try:
+            text = orjson.dumps(value)
+        except TypeError:  # a value orjson does not take (e.g. an int over 64 bits)
+            return _compact(value)
+        if b"null" not in text:
+            return text.decode("utf-8")
+    return _compact(value)
+
+
+def _entries(mapping, indent, share_gil):
+    pad = " " * indent
+    memo = {}  # stack.json: every call from one code location shares one list object
+    lines = []
+    for count, (key, value) in enumerate(mapping.items(), 1):
+        if type(value) is list:
+            text = memo.get(id(value))
+            if text is None:
+                text = memo[id(value)] = _encode(value)
+        else:
+            text = _encode(value)
+        lines.append(f"{pad}{_compact(str(key))}: {text}")
+        if share_gil and not count % _YIELD_EVERY:
+            # the C encoder never releases the GIL; without this the training thread, which releases
+            # it in every framework op, waits a whole switch interval (5 ms) to get it back each time
+            time.sleep(0)
+    return "{\n" + ",\n".join(lines) + "\n" + pad[:-1] + "}" if lines else "{}"
+
+
+def encode_dump_json(obj, share_gil=True):
+    """JSON text with one entry per line: top-level keys, and every entry of "data" (or of a flat
+    mapping such as stack.json) on its own line, each entry compact. Same content as indent=1, but
+    encoded by the C encoder (indent=1 forces the pure-Python one, ~4x slower, holding the GIL).
+    share_gil: hand the GIL over every few entries (in a training process; the helper need not)."""
+    if not isinstance(obj, dict):
+        return _compact(obj)
+    if "data" in obj and isinstance(obj["data"], dict):
+        lines = [f" {_compact(key)}: {_entries(value, 2, share_gil) if key == 'data' else _compact(value)}"
+                 for key, value in obj.items()]
+        return "{\n" + ",\n".join(lines) + "\n}"
+    return _entries(obj, 1, share_gil)
+
+
+def _write_new_file(path, data):
+    """Write `data` into a new file at `path` (a leftover of that name is replaced, never written into)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        os.fchmod(fd, FILE_MODE)  # whatever the umask
+    finally:
+        os.close(fd)
+
+
+def write_json_files(directory, files, share_gil=True):
+    """Encode each (name, object) of `files` and write them into `directory` as one set: all of them
+    renamed into place once every one is on disk, or none (temporary files removed, the error raised)."""
+    written = []
+    if not os.path.isdir(directory):
+        os.makedirs(directory, DIR_MODE, exist_ok=True)
+    try:
+        for name, obj in files:
+            temporary = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
+            written.append((temporary, os.path.join(directory, name)))
+            _write_new_file(temporary, encode_dump_json(obj, share_gil).encode("utf-8"))
+    except BaseException:
+        for temporary, _ in written:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+        raise
+    for temporary, final in written:
+        os.replace(temporary, final)
