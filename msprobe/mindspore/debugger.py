@@ -10,9 +10,14 @@ PyNative, levels L0 (Cells), L1 (APIs, primitives of the model, @jit functions) 
         debugger.stop()
         debugger.step()
 
+or, with the same effect, `with debugger.collect(model): ...` around the step, then `debugger.step()`.
+stop() takes every hook off again (APIs, Cell hooks, primitive patches, jit): between steps
+MindSpore runs exactly as without msprobe.
+
 Level L2 (static graph or jit kernels) drives MindSpore's native dump instead: call `start()`
 once before the network is built (see graph_dump.py).
 """
+import contextlib
 
 from msprobe.core.config import load_config
 from msprobe.core.errors import ConfigError, UnsupportedError
@@ -40,7 +45,6 @@ class PrecisionDebugger:
             logger.warning("msprobe: a new PrecisionDebugger replaces the previous one, which is closed.")
             previous.close()
         self._graph = None
-        self._context = None
         if self.config.level == "L2" or _graph_mode():
             self._init_graph_dump()
         else:
@@ -51,14 +55,12 @@ class PrecisionDebugger:
     def _init_pynative(self):
         from msprobe.core.dump import DumpCollector
         from msprobe.mindspore.dump.adapter import get_adapter
-        from msprobe.mindspore.dump.api_hooks import HookContext, JitPatcher, PrimitivePatcher
-        from msprobe.mindspore.dump.cell_hooks import CellHooks
+        from msprobe.mindspore.dump.hooks import MindSporeHooks
 
         self.collector = DumpCollector(self.config, get_adapter())
-        self._context = HookContext(self.collector)
-        self._cells = CellHooks(self._context)
-        self._primitives = PrimitivePatcher(self._context)
-        self._jit = JitPatcher(self._context)
+        self._hooks = MindSporeHooks(self.collector, self.config.level)
+        self._models = []       # every model given to start(): later start() calls hook them again
+        self._session = None    # the hooks of the open start()..stop() window
 
     def _init_graph_dump(self):
         from msprobe.mindspore.dump.graph_dump import GraphDump
@@ -68,63 +70,62 @@ class PrecisionDebugger:
                                    "Set \"level\": \"L2\" or run the network in PYNATIVE_MODE.")
         self._graph = GraphDump(self.config)
 
-    @property
-    def uses_api_hooks(self):
-        return self.config.level in ("L1", "mix")
-
-    @property
-    def uses_cell_hooks(self):
-        return self.config.level in ("L0", "mix")
-
     # -- public API -------------------------------------------------------------------------
     def start(self, model=None):
-        """Begin collecting. PyNative: call every step; `model` enables L0/mix cells and primitives."""
+        """Begin collecting: install every hook until stop(). PyNative: call every step; `model`
+        (remembered for the next steps) enables L0/mix cells and the primitives of L1."""
         if self._graph is not None:
             self._graph.start()
             return
-        collector, context = self.collector, self._context
-        if collector.all_steps_done():
-            self._uninstall_all()
+        if self.collector.all_steps_done():
+            return
+        if model is not None and not any(known is model for known in self._models):
+            self._models.append(model)
+        if self._session is not None:  # already started: a new model joins the open window
+            if model is not None:
+                self._hooks.add_model(self._session, model)
             return
         from msprobe.mindspore.dump.adapter import current_rank
-        if not collector.start(current_rank()):
+        if not self.collector.start(current_rank()):
             return
-        if self.uses_cell_hooks and model is None:
+        if self._hooks.uses_cell_hooks and not self._models:
             logger.warning(f"msprobe: level {self.config.level} dumps Cells only when start(model) gets the model.")
-        if model is not None:
-            if self.uses_cell_hooks:
-                self._cells.install(model)
-            if self.uses_api_hooks:
-                self._primitives.install(model)
-        if self.uses_api_hooks:
-            context.install_apis()
-            self._jit.install()
-        context.enabled = True
+        self._session = self._hooks.open(self._models)
+        self._hooks.context.enabled = True
 
     def stop(self):
-        """Stop collecting and write this step's JSON files (hooks on tensors stay harmless)."""
+        """Stop collecting: take every hook off (MindSpore is as before start) and write this step's
+        JSON files."""
         if self._graph is not None:
             return
-        context = self._context
-        if context.enabled:
-            context.flush()
+        context = self._hooks.context
+        context.flush()
         context.enabled = False
-        context.remove_apis()
-        self._jit.remove()
+        if self._session is not None:
+            session, self._session = self._session, None
+            session.close()
         self.collector.stop()
 
     forward_backward_dump_end = stop
+
+    @contextlib.contextmanager
+    def collect(self, model=None):
+        """`with debugger.collect(model):` runs start(model) on entry and stop() on exit, also when
+        the block raises; call step() after it as usual."""
+        self.start(model)
+        try:
+            yield self
+        finally:
+            self.stop()
 
     def step(self):
         """End the step: write what is left and move to the next step number."""
         if self._graph is not None:
             self._graph.step()
             return
-        if self._context.enabled:
-            self.stop()
-        self._context.flush()
+        self.stop()
         self.collector.next_step()
-        self._cells.new_step()
+        self._hooks.cells.new_step()
         if self.collector.all_steps_done():
             self.close()
 
@@ -134,14 +135,10 @@ class PrecisionDebugger:
         save_backward, under ms.grad / value_and_grad, the gradient of a floating tensor as
         `{name}_grad.{i}.debug`. Works as `PrecisionDebugger.save(...)` or on the instance."""
         debugger = cls._instance
-        if debugger is None or debugger._graph is not None or not debugger._context.enabled:
+        if debugger is None or debugger._graph is not None or not debugger._hooks.context.enabled:
             return
-        context, collector = debugger._context, debugger.collector
-        context.depth += 1
-        try:
-            index = collector.save_variable(name, variable)
-        finally:
-            context.depth -= 1
+        context, collector = debugger._hooks.context, debugger.collector
+        index = context.inside(name, collector.save_variable, name, variable)
         if index is None or not save_backward:
             return
         from msprobe.mindspore.dump.grad_capture import grad_enabled, is_float_tensor
@@ -149,31 +146,21 @@ class PrecisionDebugger:
             return
 
         def on_grad(grad):
-            context.depth += 1
-            try:
-                context.guarded(f"{name}_grad", collector.save_variable, f"{name}_grad", grad, index)
-            finally:
-                context.depth -= 1
+            context.inside(f"{name}_grad", collector.save_variable, f"{name}_grad", grad, index)
             return None
         variable.register_hook(on_grad)
 
     def close(self):
-        """Remove every hook and wait for files to be written (also done after the last step)."""
+        """Remove every hook, wait for files to be written and drop what keeps this debugger alive
+        (also done after the last step)."""
         if PrecisionDebugger._instance is self:
             PrecisionDebugger._instance = None
         if self._graph is not None:
             self._graph.close()
             return
         self.stop()
-        self._uninstall_all()
+        self._models = []
         self.collector.close()
-
-    def _uninstall_all(self):
-        self._context.enabled = False
-        self._context.remove_apis()
-        self._jit.remove()
-        self._primitives.remove()
-        self._cells.remove()
 
 
 def _graph_mode():

@@ -1,9 +1,12 @@
 """L1 hooks: mint / ops / Tensor / comm_func calls, primitives owned by cells, and @jit functions.
 
-All of them report to one `HookContext`, which holds the collector and a re-entrancy depth:
+All of them report to one `HookContext`, which holds the collector and the re-entrancy guard:
 a call made while another dumped call (or msprobe itself) is running is not recorded, so
 `Tensor.__add__` implemented with `ops.add`, or the statistics code, never appear as extra calls.
+Every piece of our bookkeeping runs through the collector's `DumpGuard`: a failure is logged once
+and the user's call goes on undumped. The patchers install into a `HookSession` (see hooks.py).
 """
+from msprobe.core.dump.session import Reentrancy
 from msprobe.mindspore.dump.api_registry import ApiPatcher
 from msprobe.mindspore.dump.grad_capture import GradGather, flush_pending, grad_enabled, is_float_tensor
 
@@ -35,13 +38,22 @@ class HookContext:
         import mindspore
         self.collector = collector
         self.tensor_type = mindspore.Tensor
-        self.depth = 0
-        self.enabled = False      # between start() and stop()
-        self.pending = []         # open GradGathers
-        self.apis = ApiPatcher()
+        self.guard = Reentrancy()   # our own work inside a hook is never recorded
+        self.enabled = False        # between start() and stop()
+        self.pending = []           # open GradGathers
+        self.apis = ApiPatcher(self.api_call)
 
     def recording(self):
-        return self.enabled and self.depth == 0 and self.collector.active
+        return self.enabled and not self.guard.active and self.collector.active
+
+    def guarded(self, key, fn, *args):
+        """fn(*args), or None after the collector's guard logged the failure: the user's call goes on."""
+        return self.collector.guard.call(key, fn, *args)
+
+    def inside(self, key, fn, *args):
+        """`guarded`, with every call fn makes left unrecorded."""
+        with self.guard.inside():
+            return self.collector.guard.call(key, fn, *args)
 
     # -- generic call -----------------------------------------------------------------------
     def run_call(self, key, original, args, kwargs, inplace=False, backward=True, collective=False):
@@ -53,8 +65,7 @@ class HookContext:
         if not self.recording():
             return original(*args, **kwargs)
         collector = self.collector
-        self.depth += 1
-        try:
+        with self.guard.inside():  # stays raised during the call: inner calls are not recorded
             call = self.guarded(key, collector.begin_forward, key, args, kwargs)
             if call is None:
                 return original(*args, **kwargs)
@@ -63,32 +74,27 @@ class HookContext:
                 watched = self.guarded(key, self._watch_inputs, call, args, kwargs)
                 if watched is not None:
                     gather, args, kwargs = watched
-            output = original(*args, **kwargs)  # depth stays raised: inner calls are not recorded
-            recorded = _collective_output(output, args, self.tensor_type) if collective else output
-            self.guarded(key, collector.end_forward, call, recorded)
+            output = original(*args, **kwargs)
+            if collective:
+                self.guarded(key, self._end_collective, call, output, args)
+            else:
+                self.guarded(key, collector.end_forward, call, output)
             if gather is not None:
                 self.guarded(key, self._watch_outputs, gather, output)
             return output
-        finally:
-            self.depth -= 1
 
-    def guarded(self, key, fn, *args):
-        """fn(*args), or None after the collector's guard logged the failure: the user's call goes on."""
-        return self.collector.guard.call(key, fn, *args)
+    def _end_collective(self, call, output, args):
+        self.collector.end_forward(call, _collective_output(output, args, self.tensor_type))
 
     def api_call(self, prefix, api, original, args, kwargs):
         """Entry point of every wrapped API (see api_registry)."""
-        if not self.enabled or self.depth:
+        if not self.enabled or self.guard.active:
             return original(*args, **kwargs)
         return self.run_call(f"{prefix}.{api}", original, args, kwargs, inplace=_is_inplace(api),
                              collective=prefix == "Distributed")
 
     def _commit_backward(self, call, grads_of_outputs, grads_of_inputs):
-        self.depth += 1
-        try:
-            self.guarded(call.backward_name, self.collector.backward, call, grads_of_outputs, grads_of_inputs)
-        finally:
-            self.depth -= 1
+        self.inside(call.backward_name, self.collector.backward, call, grads_of_outputs, grads_of_inputs)
 
     def _watch_inputs(self, call, args, kwargs):
         tensor_type = self.tensor_type
@@ -113,18 +119,7 @@ class HookContext:
 
     def flush(self):
         """Commit backward entries whose hooks did not all fire (called before stop/step)."""
-        self.depth += 1
-        try:
-            flush_pending(self.pending)
-        finally:
-            self.depth -= 1
-
-    # -- install ----------------------------------------------------------------------------
-    def install_apis(self):
-        self.apis.install(self.api_call)
-
-    def remove_apis(self):
-        self.apis.remove()
+        self.inside("backward", flush_pending, self.pending)
 
 
 class PrimitivePatcher:
@@ -136,11 +131,11 @@ class PrimitivePatcher:
 
     def __init__(self, context):
         self.context = context
-        self.names = {}     # id(primitive) -> dump key
+        self.names = {}     # id(primitive) -> dump key, for the open session
         self.keep = []      # the primitives themselves, so their ids stay unique
-        self._saved = []    # (class, original __call__, owned)
+        self.patched = set()
 
-    def register_model(self, model):
+    def _register_model(self, model):
         from mindspore.ops import Primitive
         classes = set()
         for _, cell in model.cells_and_names():
@@ -153,33 +148,38 @@ class PrimitivePatcher:
                     classes.add(type(prim))
         return classes
 
-    def install(self, model):
-        classes = self.register_model(model)
-        patched = {cls for cls, _, _ in self._saved}
-        for cls in classes - patched:
-            original = cls.__call__
-            self._saved.append((cls, original, "__call__" in vars(cls)))
-            cls.__call__ = self._wrapper(original)
+    def install(self, session, model):
+        if not self.patched:
+            session.callback(self._forget)
+        for cls in self._register_model(model) - self.patched:
+            self.patched.add(cls)
+            session.patch(cls, "__call__", self._wrapper(cls.__call__))
+
+    def _forget(self):
+        self.names.clear()
+        self.keep = []
+        self.patched = set()
 
     def _wrapper(self, original):
         names, context = self.names, self.context
 
         def __call__(prim, *args, **kwargs):
             key = names.get(id(prim))
-            if key is None or not context.enabled or context.depth:
+            if key is None or not context.enabled or context.guard.active:
                 return original(prim, *args, **kwargs)
             return context.run_call(key, lambda *a, **k: original(prim, *a, **k), args, kwargs)
         return __call__
 
-    def remove(self):
-        for cls, original, owned in reversed(self._saved):
-            if owned:
-                cls.__call__ = original
-            else:
-                del cls.__call__
-        self._saved = []
-        self.names.clear()
-        self.keep = []
+
+def _jit_executor():
+    from mindspore.common import api as ms_api
+    return getattr(ms_api, "_JitExecutor", None) or getattr(ms_api, "_MindsporeFunctionExecutor", None)
+
+
+def _jit_name(jit_self):
+    owner = getattr(jit_self, "obj", None)
+    # a jit Cell.construct is named by its class, like the reference ("Jit.AlexNet")
+    return type(owner).__name__ if owner is not None else getattr(jit_self.fn, "__name__", "function")
 
 
 class JitPatcher:
@@ -192,38 +192,31 @@ class JitPatcher:
 
     def __init__(self, context):
         self.context = context
-        self._original = None
 
-    def install(self):
-        from mindspore.common import api as ms_api
-        executor = getattr(ms_api, "_JitExecutor", None) or getattr(ms_api, "_MindsporeFunctionExecutor", None)
-        if executor is None or self._original is not None:
-            return
-        self._executor = executor
-        self._original = executor.__call__
-        original, context = self._original, self.context
+    def install(self, session):
+        executor = _jit_executor()
+        if executor is not None:
+            session.patch(executor, "__call__", self._wrapper(executor.__call__))
+
+    def _wrapper(self, original):
+        context = self.context
 
         def __call__(jit_self, *args, **kwargs):
-            if not context.enabled or context.depth:
+            if not context.enabled or context.guard.active:
                 return original(jit_self, *args, **kwargs)
-            owner = getattr(jit_self, "obj", None)
-            # a jit Cell.construct is named by its class, like the reference ("Jit.AlexNet")
-            name = type(owner).__name__ if owner is not None else getattr(jit_self.fn, "__name__", "function")
-            bound = args[:1] if owner is not None else ()  # the Cell of a jit construct
+            name = context.guarded("Jit", _jit_name, jit_self)
+            if name is None:
+                return original(jit_self, *args, **kwargs)
+            bound = args[:1] if getattr(jit_self, "obj", None) is not None else ()  # the Cell of a jit construct
             user_args = args[len(bound):]
 
             def run(*call_args, **call_kwargs):
                 reinstall = context.apis.installed
-                context.remove_apis()
+                context.apis.remove()
                 try:
                     return original(jit_self, *bound, *call_args, **call_kwargs)
                 finally:
                     if reinstall:
-                        context.install_apis()
+                        context.apis.install()
             return context.run_call(f"Jit.{name}", run, user_args, kwargs)
-        executor.__call__ = __call__
-
-    def remove(self):
-        if self._original is not None:
-            self._executor.__call__ = self._original
-            self._original = None
+        return __call__

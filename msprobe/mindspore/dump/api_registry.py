@@ -3,9 +3,9 @@
 mint, mint.nn.functional, mint.linalg, mint.special and mint.distributed are discovered from the
 installed MindSpore (every public function); mindspore.ops, mindspore.Tensor methods and
 communication.comm_func come from wrapped_apis.yaml, keeping only names the installed version has.
-`ApiPatcher.install(on_call)` replaces each API by a thin wrapper that calls
+`ApiPatcher(on_call).install()` replaces each API by a thin wrapper that calls
 `on_call(prefix, api, original, args, kwargs)`; `remove()` puts back exactly what was there (an
-attribute a class only inherited is deleted again, not shadowed).
+attribute a class only inherited is deleted again, not shadowed; a staticmethod stays one).
 """
 import functools
 import inspect
@@ -109,12 +109,20 @@ def _make_wrapper(original, prefix, api, on_call):
     return wrapper
 
 
-class ApiPatcher:
-    """Installs and removes the L1 wrappers; idempotent in both directions."""
+_MISSING = object()
 
-    def __init__(self):
-        self._saved = []  # (owner, name, original, owned: whether it was in owner.__dict__)
+
+class ApiPatcher:
+    """Installs and removes the L1 wrappers of one `on_call`; idempotent in both directions.
+
+    Wrappers are built once and kept while detached: installing them again (every start()) is one
+    setattr per API. A wrapper is rebuilt only when the attribute it wraps was replaced meanwhile."""
+
+    def __init__(self, on_call):
+        self.on_call = on_call
+        self._saved = []     # (owner, name, what owner.__dict__ held: a staticmethod stays one, or _MISSING)
         self._targets = None
+        self._wrappers = {}  # (id(owner), name) -> (the original it wraps, the value installed)
 
     @property
     def installed(self):
@@ -123,25 +131,40 @@ class ApiPatcher:
     def api_count(self):
         return len(self._targets or ())
 
-    def install(self, on_call):
+    def install(self):
+        """Wrap every API; if one setattr fails unexpectedly the ones made so far are undone."""
         if self._saved:
             return
         if self._targets is None:
             self._targets = api_targets()
-        for owner, name, prefix, api in self._targets:
-            original = getattr(owner, name)
-            owned = name in vars(owner)
-            try:
-                setattr(owner, name, _make_wrapper(original, prefix, api, on_call))
-            except (AttributeError, TypeError) as exc:
-                logger.debug(f"msprobe: cannot wrap {prefix}.{api}: {exc}")
-                continue
-            self._saved.append((owner, name, original, owned))
+        try:
+            for owner, name, prefix, api in self._targets:
+                self._install_one(owner, name, prefix, api)
+        except BaseException:
+            self.remove()
+            raise
+
+    def _install_one(self, owner, name, prefix, api):
+        raw = vars(owner).get(name, _MISSING)
+        original = getattr(owner, name)
+        cached = self._wrappers.get((id(owner), name))
+        if cached is None or cached[0] is not original:
+            wrapper = _make_wrapper(original, prefix, api, self.on_call)
+            # `original` is already bound (classmethod) or plain (staticmethod): no self to add
+            value = staticmethod(wrapper) if isinstance(raw, (staticmethod, classmethod)) else wrapper
+            cached = self._wrappers[(id(owner), name)] = (original, value)
+        try:
+            setattr(owner, name, cached[1])
+        except (AttributeError, TypeError) as exc:
+            logger.debug(f"msprobe: cannot wrap {prefix}.{api}: {exc}")
+            return
+        self._saved.append((owner, name, raw))
 
     def remove(self):
-        for owner, name, original, owned in reversed(self._saved):
-            if owned:
-                setattr(owner, name, original)
-            else:
+        """Put back exactly what each owner held (an inherited attribute is deleted again)."""
+        for owner, name, raw in reversed(self._saved):
+            if raw is _MISSING:
                 delattr(owner, name)
+            else:
+                setattr(owner, name, raw)
         self._saved = []

@@ -1,45 +1,73 @@
 """L0 hooks: every sub-Cell of a model as `Cell.{path}.{Class}.forward.N`, its backward and its
 parameter gradients (`Cell.{path}.{Class}.parameters_grad`).
 
-Hooks are registered once per model with MindSpore's own Cell hook API and every handle is kept,
-so `remove()` leaves the cells as they were. Backward entries are paired with forward calls in
+Hooks are registered with MindSpore's own Cell hook API into the debugger's `HookSession`, so
+closing it leaves the cells as they were: the handles are removed, and the state MindSpore creates
+on a first registration (the hook dicts, the `CellBackwardHook` primitive in `_primitives`) is put
+back when nothing else was registered meanwhile. Backward entries are paired with forward calls in
 reverse order (backward runs the calls of a cell last-first).
 """
 __all__ = ["CellHooks"]
+
+# created lazily by MindSpore on the first registration of each kind; None before
+_LAZY_HOOK_DICTS = ("_lazy_forward_pre_hook", "_lazy_forward_hook", "_lazy_backward_pre_hook",
+                    "_lazy_backward_hook", "_lazy_forward_pre_hook_with_kwargs", "_lazy_forward_hook_with_kwargs",
+                    "_lazy_forward_hook_always_called")
+_BACKWARD_PRIM = "_cell_backward_hook"
+
+
+def _cell_state(cell):
+    """What a first hook registration changes in `cell`, as it is now."""
+    own = vars(cell)
+    primitives = own.get("_primitives") or {}
+    return ({name: own[name] for name in _LAZY_HOOK_DICTS if name in own},
+            own.get(_BACKWARD_PRIM), _BACKWARD_PRIM in primitives)
+
+
+def _restore_cell(cell, state):
+    """Undo what registering our hooks created, where the user did not register hooks meanwhile."""
+    lazy, backward_prim, prim_listed = state
+    own = vars(cell)
+    for name, value in lazy.items():
+        if value is None and not own.get(name):
+            object.__setattr__(cell, name, None)
+    if backward_prim is None and not own.get("_lazy_backward_hook") and _BACKWARD_PRIM in own:
+        object.__setattr__(cell, _BACKWARD_PRIM, None)
+        if not prim_listed:
+            (own.get("_primitives") or {}).pop(_BACKWARD_PRIM, None)
 
 
 class CellHooks:
     """Installs forward-pre / forward / backward hooks on cells and hooks on their parameters."""
 
     def __init__(self, context):
-        self.context = context          # api_hooks.HookContext: collector + re-entrancy depth
-        self.handles = []
-        self.models = set()
+        self.context = context          # api_hooks.HookContext: collector + re-entrancy guard
+        self.models = set()             # ids of the models hooked in the open session
         self._open = {}                 # id(cell) -> forward calls not finished yet
         self._done = {}                 # id(cell) -> dumped forward calls awaiting backward
 
-    def install(self, model):
+    def install(self, session, model):
+        """Hook every sub-cell of `model`; every handle and state change is undone by the session."""
         if id(model) in self.models:
             return
+        if not self.models:
+            session.callback(self._forget)
         self.models.add(id(model))
         for path, cell in model.cells_and_names():
             if not path:  # the root is the model itself; the reference names only sub-cells
                 continue
             key = f"Cell.{path}.{type(cell).__name__}"
-            self.handles.append(cell.register_forward_pre_hook(self._pre_hook(key), with_kwargs=True))
-            self.handles.append(cell.register_forward_hook(self._post_hook(key)))
-            self.handles.append(cell.register_backward_hook(self._backward_hook()))
+            session.callback(_restore_cell, cell, _cell_state(cell))  # runs after the handles are removed
+            session.add_handle(cell.register_forward_pre_hook(self._pre_hook(key), with_kwargs=True))
+            session.add_handle(cell.register_forward_hook(self._post_hook(key)))
+            session.add_handle(cell.register_backward_hook(self._backward_hook()))
             for param_name, param in cell.parameters_and_names(expand=False):
                 if param.requires_grad:
-                    self.handles.append(param.register_hook(self._param_hook(key, param_name)))
+                    session.add_handle(param.register_hook(self._param_hook(key, param_name)))
 
-    def remove(self):
-        for handle in self.handles:
-            handle.remove()
-        self.handles = []
+    def _forget(self):
         self.models.clear()
-        self._open.clear()
-        self._done.clear()
+        self.new_step()
 
     def new_step(self):
         self._open.clear()
@@ -52,63 +80,43 @@ class CellHooks:
 
     def _pre_hook(self, key):
         def hook(cell, args, kwargs):
-            if not self._active():
-                return None
-            ctx = self.context
-            ctx.depth += 1
-            try:
-                call = ctx.guarded(key, ctx.collector.begin_forward, key, args, kwargs, True)
-            finally:
-                ctx.depth -= 1
-            if call is not None:
-                self._open.setdefault(id(cell), []).append(call)
+            if self._active():
+                call = self.context.inside(key, self.context.collector.begin_forward, key, args, kwargs, True)
+                if call is not None:
+                    self._open.setdefault(id(cell), []).append(call)
             return None
         return hook
 
     def _post_hook(self, key):
         def hook(cell, args, output):
             calls = self._open.get(id(cell))
-            if not calls:
-                return None
-            call = calls.pop()
-            ctx = self.context
-            ctx.depth += 1
-            try:
-                params = {name: p for name, p in cell.parameters_and_names(expand=False)}
-                ctx.guarded(key, ctx.collector.end_forward, call, output, params or None)
-            finally:
-                ctx.depth -= 1
-            if call.dump:
-                self._done.setdefault(id(cell), []).append(call)
+            if calls:
+                self.context.inside(key, self._end_forward, cell, calls.pop(), output)
             return None
         return hook
+
+    def _end_forward(self, cell, call, output):
+        params = {name: p for name, p in cell.parameters_and_names(expand=False)}
+        self.context.collector.end_forward(call, output, params or None)
+        if call.dump:
+            self._done.setdefault(id(cell), []).append(call)
 
     def _backward_hook(self):
         def hook(cell, grad_input, grad_output):
             calls = self._done.get(id(cell))
-            if not calls:
-                return None
-            call = calls.pop()
-            ctx = self.context
-            ctx.depth += 1
-            try:
-                ctx.guarded(call.backward_name, ctx.collector.backward, call, _as_list(grad_output),
-                            _as_list(grad_input))
-            finally:
-                ctx.depth -= 1
+            if calls:
+                call = calls.pop()
+                self.context.inside(call.backward_name, self._backward, call, grad_input, grad_output)
             return None
         return hook
 
+    def _backward(self, call, grad_input, grad_output):
+        self.context.collector.backward(call, _as_list(grad_output), _as_list(grad_input))
+
     def _param_hook(self, key, param_name):
         def hook(grad):
-            if not self._active():
-                return None
-            ctx = self.context
-            ctx.depth += 1
-            try:
-                ctx.guarded(key, ctx.collector.parameters_grad, key, param_name, grad)
-            finally:
-                ctx.depth -= 1
+            if self._active():
+                self.context.inside(key, self.context.collector.parameters_grad, key, param_name, grad)
             return None
         return hook
 

@@ -107,6 +107,8 @@ class GraphDump:
         self.finalize()
 
     def close(self):
+        """Finish the files and drop the exit callback (which would keep this object alive)."""
+        atexit.unregister(self.finalize)
         self.finalize()
 
     def finalize(self):
