@@ -30,7 +30,7 @@ def _snapshot(net):
             if prim is not None:
                 state[("prim", type(prim).__name__)] = vars(type(prim)).get("__call__", "<inherited>")
     state["Primitive.__call__"] = vars(Primitive).get("__call__")
-    executor = getattr(ms_api, "_JitExecutor", None) or getattr(ms_api, "_MindsporeFunctionExecutor")
+    executor = getattr(ms_api, "_JitExecutor", None) or ms_api._MindsporeFunctionExecutor
     state["jit"] = vars(executor).get("__call__")
     state["Tensor.__add__"] = vars(mindspore.Tensor).get("__add__", "<inherited>")
     return state
