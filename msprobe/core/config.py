@@ -1,23 +1,30 @@
 """config.json: load, validate every field, and resolve into one `DebuggerConfig`.
 
 Each task section is described by a table `field -> (validator, default)`; an invalid value
-raises ConfigError with the key, the bad value and what is allowed.
+raises ConfigError with the key, the bad value and what is allowed. `step`, `rank` and
+`rank_list` become `IndexRanges` (intervals, never expanded). `load_config` also checks the
+dump_path before training starts and warns, in one line, about keys that have no effect for
+the framework, task and level chosen.
 """
 import copy
 import os
+import sys
 from dataclasses import dataclass, field
 
 from msprobe.core.errors import ConfigError
-from msprobe.core.paths import load_json
+from msprobe.core.log import logger
+from msprobe.core.paths import check_dump_path, load_json
+from msprobe.core.ranges import IndexRanges
 
 __all__ = ["TASKS", "LEVELS", "DebuggerConfig", "load_config", "parse_config", "expand_ranges",
-           "default_config_path", "DEFAULT_CONFIG"]
+           "default_config_path", "DEFAULT_CONFIG", "IndexRanges", "keys_without_effect", "FRAMEWORKS"]
 
 TASKS = ("statistics", "tensor", "overflow_check", "run_ut", "free_benchmark", "grad_probe")
 DUMP_TASKS = ("statistics", "tensor", "overflow_check")
 LEVELS = ("L0", "L1", "L2", "mix")
 DATA_MODES = ("all", "forward", "backward", "input", "output")
 MS_SUMMARY_ITEMS = ("max", "min", "mean", "l2norm")
+FRAMEWORKS = ("pytorch", "mindspore")
 PERT_MODES = ("improve_precision", "add_noise", "no_change", "bit_noise", "change_value", "to_cpu")
 
 
@@ -108,35 +115,31 @@ def _bounds(key, value):
 
 
 def expand_ranges(key, value):
-    """[0, "2-4", 7] -> [0, 2, 3, 4, 7]; validates that items are ints >= 0 or "a-b" with a <= b."""
-    if not isinstance(value, list):
-        _fail(key, value, 'a list of integers >= 0 or "start-end" strings, e.g. [0, "4-6"]')
-    result = []
-    for item in value:
-        if isinstance(item, int) and not isinstance(item, bool) and item >= 0:
-            result.append(item)
-            continue
-        if isinstance(item, str):
-            parts = item.split("-")
-            if len(parts) == 2 and all(p.strip().isdigit() for p in parts):
-                start, end = int(parts[0]), int(parts[1])
-                if start <= end:
-                    result.extend(range(start, end + 1))
-                    continue
-        _fail(key, item, 'integers >= 0 or "start-end" strings with start <= end, e.g. [0, "4-6"]')
-    return sorted(set(result))
+    """[0, "2-4", 7] -> IndexRanges holding 0, 2, 3, 4, 7 (compares equal to [0, 2, 3, 4, 7]);
+    validates that items are ints >= 0 or "a-b" with a <= b. Never expands the ranges."""
+    return IndexRanges.parse(key, value)
+
+
+def _port(key, value):
+    if value == -1:
+        return value
+    value = _int(0)(key, value)
+    if value > 65535:
+        _fail(key, value, "a port number 0-65535")
+    return value
 
 
 _COMMON = {"scope": (_scope, []), "list": (_str_list, []), "data_mode": (_data_mode, ["all"])}
 SECTIONS = {
     "statistics": {**_COMMON, "summary_mode": (_summary_mode, "statistics")},
     "tensor": {**_COMMON, "file_format": (_choice("npy", "bin"), "npy"), "online_run_ut": (_bool, False),
-               "nfs_path": (_str, ""), "host": (_str, ""), "port": (_int(0), -1), "summary_mode": (_summary_mode, "statistics")},
+               "nfs_path": (_str, ""), "host": (_str, ""), "port": (_port, -1), "tls_path": (_str, "./"),
+               "online_run_ut_recompute": (_bool, False), "summary_mode": (_summary_mode, "statistics")},
     "overflow_check": {**_COMMON, "overflow_nums": (_int(1, allow=(-1,)), 1),
                        "check_mode": (_choice("all", "aicore", "atomic"), "all")},
     "run_ut": {"white_list": (_str_list, []), "black_list": (_str_list, []), "error_data_path": (_str, "./"),
-               "is_online": (_bool, False), "nfs_path": (_str, ""), "host": (_str, ""), "port": (_int(0), -1),
-               "rank_list": (lambda k, v: expand_ranges(k, v), [0])},
+               "is_online": (_bool, False), "nfs_path": (_str, ""), "host": (_str, ""), "port": (_port, -1),
+               "tls_path": (_str, "./"), "rank_list": (expand_ranges, IndexRanges([(0, 0)]))},
     "free_benchmark": {"scope": (_str_list, []), "list": (_str_list, []),
                        "fuzz_device": (_choice("npu", "cpu"), "npu"), "pert_mode": (_choice(*PERT_MODES), "improve_precision"),
                        "handler_type": (_choice("check", "fix"), "check"), "fuzz_level": (_choice("L1"), "L1"),
@@ -146,8 +149,9 @@ SECTIONS = {
                    "bounds": (_bounds, [-1, 0, 1])},
 }
 _TOP = {"task": (_choice(*TASKS), "statistics"), "dump_path": (_str, "./dump_path"),
-        "rank": (expand_ranges, []), "step": (expand_ranges, []), "level": (_choice(*LEVELS), "L1"),
-        "enable_dataloader": (_bool, False), "async_dump": (_bool, False), "framework": (_str, ""),
+        "rank": (expand_ranges, IndexRanges()), "step": (expand_ranges, IndexRanges()),
+        "level": (_choice(*LEVELS), "L1"), "enable_dataloader": (_bool, False), "async_dump": (_bool, False),
+        "framework": (_choice("", *FRAMEWORKS), ""),
         "is_deterministic": (_bool, False)}
 
 
@@ -156,11 +160,13 @@ class DebuggerConfig:
     """The resolved configuration of one PrecisionDebugger (task section flattened in)."""
     task: str = "statistics"
     dump_path: str = "./dump_path"
-    rank: list = field(default_factory=list)
-    step: list = field(default_factory=list)
+    rank: IndexRanges = field(default_factory=IndexRanges)
+    step: IndexRanges = field(default_factory=IndexRanges)
     level: str = "L1"
     enable_dataloader: bool = False
     async_dump: bool = False
+    is_deterministic: bool = False
+    framework: str = ""
     scope: list = field(default_factory=list)
     list: list = field(default_factory=list)
     data_mode: list = field(default_factory=lambda: ["all"])
@@ -221,15 +227,68 @@ def parse_config(raw, **overrides):
         _fail("level", top["level"], "'L1' for task free_benchmark")
     cfg = DebuggerConfig(task=task, dump_path=top["dump_path"], rank=top["rank"], step=top["step"],
                          level=top["level"], enable_dataloader=top["enable_dataloader"],
-                         async_dump=top["async_dump"], section=section)
+                         async_dump=top["async_dump"], is_deterministic=top["is_deterministic"],
+                         framework=top["framework"], section=section)
     for key in ("scope", "list", "data_mode", "summary_mode", "file_format", "overflow_nums", "check_mode"):
         if key in section:
             setattr(cfg, key, section[key])
     return cfg
 
 
-def load_config(config_path=None, **overrides):
-    """Load config.json (the packaged default when None), validate it, apply overrides."""
+# key -> (where it has an effect, predicate on (framework, task, level)); a key set to a value other
+# than its default where the predicate is false gets one warning line. Keys whose owners implement
+# them in more places are widened here.
+NO_EFFECT_RULES = {
+    "enable_dataloader": ("PyTorch only", lambda fw, task, level: fw != "mindspore"),
+    "is_deterministic": ("PyTorch only", lambda fw, task, level: fw != "mindspore"),
+    "file_format": ("MindSpore level L2 only",
+                    lambda fw, task, level: task == "tensor" and fw != "pytorch" and level == "L2"),
+    "check_mode": ("MindSpore level L2 only",
+                   lambda fw, task, level: task == "overflow_check" and fw != "pytorch" and level == "L2"),
+    "summary_mode": ("a list of items: MindSpore level L2 only",
+                     lambda fw, task, level: fw != "pytorch" and level == "L2"),
+}
+_DEFAULTS_OF = {"enable_dataloader": False, "is_deterministic": False, "file_format": "npy", "check_mode": "all",
+                "summary_mode": "statistics"}
+
+
+def keys_without_effect(cfg, framework=None):
+    """[(key, where it has an effect)] for keys set in `cfg` that do nothing for its framework/task/level."""
+    framework = framework or cfg.framework
+    found = []
+    for key, (where, has_effect) in NO_EFFECT_RULES.items():
+        value = getattr(cfg, key, _DEFAULTS_OF[key])
+        if key == "summary_mode" and not isinstance(value, list):
+            continue  # 'statistics' / 'md5' work everywhere; only the list form is L2-only
+        if value != _DEFAULTS_OF[key] and not has_effect(framework, cfg.task, cfg.level):
+            found.append((key, where))
+    return found
+
+
+def _caller_framework(depth=2):
+    """'pytorch' / 'mindspore' when load_config is called from msprobe.<framework> (the debuggers)."""
+    module = sys._getframe(depth).f_globals.get("__name__", "")
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "msprobe" and parts[1] in FRAMEWORKS else ""
+
+
+def load_config(config_path=None, framework=None, **overrides):
+    """Load config.json (the packaged default when None), validate it, apply overrides.
+
+    For the tasks that write under dump_path the path is checked now (characters, length, symlink,
+    writability), so a bad one stops the constructor instead of the training run's end.
+    `framework` (default: the calling msprobe.<framework> package, else config.json's "framework")
+    selects which keys are reported as having no effect.
+    """
     path = config_path or default_config_path()
     raw = load_json(path, what="config file")
-    return parse_config(raw, **overrides)
+    cfg = parse_config(raw, framework=framework or None, **overrides)
+    if cfg.task != "run_ut":
+        check_dump_path(cfg.dump_path)
+    cfg.framework = cfg.framework or _caller_framework()
+    unused = keys_without_effect(cfg)
+    if unused:
+        logger.warning("config: %s %s no effect for %s task %s level %s; ignored.",
+                       ", ".join(f"{key} ({scope})" for key, scope in unused), "has" if len(unused) == 1 else "have",
+                       cfg.framework or "this framework:", cfg.task, cfg.level)
+    return cfg
