@@ -53,7 +53,11 @@ class RowPair:
 
 
 def _number(value) -> object:
-    return value if isinstance(value, str) else float(value)
+    """A metric cell: text markers stay, NaN (not computed) becomes 'N/A', numbers become floats."""
+    if isinstance(value, str):
+        return value
+    value = float(value)
+    return _NA if value != value else value
 
 
 def _percent(value: float) -> str:

@@ -31,7 +31,8 @@ def _anomalous(columns, row: int) -> bool:
 
 def overflow_level(graph: Graph, node: Node) -> Optional[str]:
     columns = graph.table.columns
-    inputs: List[int] = list(node.input_rows)
+    # a module's parameters are not its inputs here: an inf weight makes the module "critical"
+    inputs: List[int] = [r for r in node.input_rows if columns["role"][r] != "parameters"]
     outputs: List[int] = list(node.output_rows)
     if _IGNORE_OUTPUTS.match(node.id):
         outputs = []

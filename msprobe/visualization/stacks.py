@@ -2,8 +2,8 @@
 
 Simplified stacks (the default) keep, for a module, the first line that calls the layer by its
 attribute name (`self.l1(` for `Module.l1.Linear.forward.0`); for an API, the line after a hook
-template frame when the dump has one, else the first line (the call site). With nothing to match
-the full stack is kept. `complete=True` keeps every line as stack.json has it.
+template frame when the dump has one; otherwise the first line (the call site).
+`complete=True` keeps every line as stack.json has it.
 """
 import json
 import os
@@ -59,7 +59,7 @@ def _simplify(node_id: str, lines: List[str], is_module: bool) -> List[str]:
             for line in lines:
                 if marker in line:
                     return [line]
-        return list(lines)
+        return [lines[0]]  # e.g. a Sequential's child, called as `module(input)`: the call site
     for index, line in enumerate(lines[:-1]):
         if _TEMPLATE_MARK in line:
             return [lines[index + 1]]
