@@ -1,39 +1,59 @@
 """`msprobe -f {pytorch,mindspore} <subcommand> ...`: parse, then import only the chosen subcommand.
 
-A subcommand lives in `msprobe/<framework>/commands/<name>.py` and provides
-`DESCRIPTION` (one line), `add_arguments(parser)` and `run(args)` (returns an exit code or None).
-Importing this module imports neither torch nor mindspore, so `compare` starts fast.
+A subcommand is a file `msprobe/<framework>/commands/<name>.py` providing `DESCRIPTION` (one line),
+`add_arguments(parser)` and `run(args)` (returns an exit code or None). The commands are found by
+listing those folders, so `msprobe -h` shows exactly what this installation can run. Importing this
+module imports neither torch nor mindspore, so `compare` starts fast.
+
+Every failure is one line: `[ERROR] message`, exit 1. The traceback appears with MSPROBE_LOG_LEVEL=0.
 """
 import argparse
 import importlib
+import os
 import sys
 
 from msprobe import __version__
 from msprobe.core.errors import MsprobeError
 from msprobe.core.log import level_from_env, logger
 
-__all__ = ["main", "SUBCOMMANDS", "FRAMEWORKS"]
+__all__ = ["main", "SUBCOMMANDS", "FRAMEWORKS", "available_commands"]
 
 FRAMEWORKS = ("pytorch", "mindspore")
-SUBCOMMANDS = ("compare", "run_ut", "multi_run_ut", "api_precision_compare", "run_overflow_check", "parse",
-               "graph", "op_generate", "merge_result", "code_mapping")
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def available_commands(framework):
+    """Sorted names of the command files of `framework` (without importing anything)."""
+    folder = os.path.join(_PACKAGE_DIR, framework, "commands")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return ()
+    return tuple(sorted(name[:-3] for name in names
+                        if name.endswith(".py") and not name.startswith("_") and name[:-3].isidentifier()))
+
+
+COMMANDS = {framework: available_commands(framework) for framework in FRAMEWORKS}
+SUBCOMMANDS = tuple(sorted(set().union(*COMMANDS.values())))
 
 
 def _load_command(framework, name):
-    """The command module, or None when it is not built for this framework yet."""
-    module_name = f"msprobe.{framework}.commands.{name}"
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name in (module_name, f"msprobe.{framework}.commands"):
-            return None
-        raise
+    """The command module of `framework`, or None when this installation has none of that name."""
+    if name not in available_commands(framework):
+        return None
+    return importlib.import_module(f"msprobe.{framework}.commands.{name}")
+
+
+def _commands_help():
+    return "\n".join(f"  {framework:<10} {', '.join(COMMANDS[framework]) or '(none)'}" for framework in FRAMEWORKS)
 
 
 def _build_parser():
     parser = argparse.ArgumentParser(
         prog="msprobe", description="msprobe: find where a training run loses numerical accuracy.",
-        epilog="Run 'msprobe -f pytorch <subcommand> -h' for the options of a subcommand.")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="subcommands of this installation, by framework:\n" + _commands_help()
+               + "\n\nRun 'msprobe -f pytorch <subcommand> -h' for the options of a subcommand.")
     parser.add_argument("-v", "--version", action="version", version=f"msprobe {__version__}")
     parser.add_argument("-f", "--framework", choices=FRAMEWORKS, default="pytorch",
                         help="framework of the data (default: pytorch)")
@@ -41,6 +61,18 @@ def _build_parser():
                         help="one of: " + ", ".join(SUBCOMMANDS))
     parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
+
+
+def _one_line(text):
+    return " ".join(str(text).split()) or "failed without a message"
+
+
+def _report(message):
+    """Print the error line; the traceback only at MSPROBE_LOG_LEVEL=0."""
+    if level_from_env() == 0:
+        logger.exception("%s", message)
+    else:
+        logger.error("%s", message)
 
 
 def main(argv=None):
@@ -60,21 +92,27 @@ def main(argv=None):
     try:
         module = _load_command(args.framework, args.subcommand)
         if module is None:
-            raise MsprobeError(f"'{args.subcommand}' is not implemented yet for {args.framework}.")
+            raise MsprobeError(f"'{args.subcommand}' is not available for {args.framework} in msprobe {__version__}; "
+                               f"{args.framework} commands: {', '.join(COMMANDS[args.framework])}.")
         sub = argparse.ArgumentParser(prog=f"msprobe -f {args.framework} {args.subcommand}",
                                       description=getattr(module, "DESCRIPTION", None))
         module.add_arguments(sub)
         code = module.run(sub.parse_args(sub_args))
         return int(code or 0)
     except MsprobeError as exc:
-        if level_from_env() == 0:
-            logger.exception("%s", exc)
-        else:
-            logger.error("%s", exc)
+        _report(_one_line(exc))
         return 1
     except KeyboardInterrupt:
         logger.error("interrupted.")
         return 130
+    except OSError as exc:  # the system refused a read or write: the user can act on the path
+        where = f" '{exc.filename}'" if getattr(exc, "filename", None) else ""
+        _report(_one_line(f"{exc.strerror or exc}{where}."))
+        return 1
+    except Exception as exc:  # a bug (RecursionError, MemoryError included): still one line, marked as unexpected
+        _report(_one_line(f"unexpected {type(exc).__name__}: {exc} (run with MSPROBE_LOG_LEVEL=0 for the "
+                          "traceback, and please report it)."))
+        return 1
 
 
 def console_main():

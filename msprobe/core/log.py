@@ -15,7 +15,10 @@ class _Formatter(logging.Formatter):
     def format(self, record):
         name = "WARNING" if record.levelno == logging.WARNING else record.levelname
         stamp = self.formatTime(record, "%Y-%m-%d %H:%M:%S")
-        return f"[{name}] {stamp} ({record.process}) {record.getMessage()}"
+        line = f"[{name}] {stamp} ({record.process}) {record.getMessage()}"
+        if record.exc_info:  # logger.exception at MSPROBE_LOG_LEVEL=0: the traceback follows the line
+            line += "\n" + self.formatException(record.exc_info)
+        return line
 
 
 class _StdoutHandler(logging.StreamHandler):

@@ -1,9 +1,11 @@
 """The msprobe CLI dispatcher: help, version, lazy imports, clear errors."""
+import os
 import subprocess
 import sys
 
+import msprobe.cli
 from msprobe import __version__
-from msprobe.cli import SUBCOMMANDS, main
+from msprobe.cli import FRAMEWORKS, SUBCOMMANDS, available_commands, main
 
 
 def _run(*args, env=None):
@@ -17,10 +19,33 @@ def test_help_and_version():
     assert result.returncode == 0 and __version__ in result.stdout
 
 
-def test_all_reference_subcommands_are_registered():
-    for name in ("compare", "run_ut", "multi_run_ut", "api_precision_compare", "run_overflow_check", "parse",
-                 "graph", "op_generate", "merge_result", "code_mapping"):
-        assert name in SUBCOMMANDS
+def test_help_lists_exactly_the_command_files_of_each_framework():
+    root = os.path.dirname(os.path.abspath(msprobe.cli.__file__))
+    result = _run("-h")
+    for framework in FRAMEWORKS:
+        files = sorted(name[:-3] for name in os.listdir(os.path.join(root, framework, "commands"))
+                       if name.endswith(".py") and not name.startswith("_"))
+        assert list(available_commands(framework)) == files
+        line = next(line for line in result.stdout.splitlines() if line.strip().startswith(framework))
+        assert line.split(None, 1)[1].split(", ") == files
+    assert set(SUBCOMMANDS) == set(available_commands("pytorch")) | set(available_commands("mindspore"))
+
+
+def test_no_text_promises_work_that_is_not_there():
+    root = os.path.dirname(os.path.abspath(msprobe.cli.__file__))
+    for folder, _, names in os.walk(root):
+        for name in names:
+            if name.endswith((".py", ".json", ".yaml")):
+                with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                    assert "not implemented yet" not in handle.read(), name
+
+
+def test_a_command_of_the_other_framework_only_is_one_line(capsys):
+    only_pytorch = sorted(set(available_commands("pytorch")) - set(available_commands("mindspore")))
+    assert only_pytorch, "every command exists for both frameworks: pick another check"
+    assert main(["-f", "mindspore", only_pytorch[0]]) == 1
+    out = capsys.readouterr().out
+    assert "[ERROR]" in out and "not available for mindspore" in out and len(out.strip().splitlines()) == 1
 
 
 def test_unknown_framework_or_subcommand_is_a_usage_error():
@@ -42,3 +67,26 @@ def test_errors_are_one_line_without_traceback(tmp_path, capsys):
     code = main(["-f", "pytorch", "compare", "-i", missing, "-o", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 1 and "[ERROR]" in out and "Traceback" not in out
+
+
+def test_a_bug_escaping_a_command_is_one_line_marked_unexpected(tmp_path, capsys, monkeypatch):
+    from msprobe.pytorch.commands import op_generate
+
+    def broken_run(args):
+        raise TypeError("unsupported operand type(s)\nsecond line")
+
+    monkeypatch.setattr(op_generate, "run", broken_run)
+    argv = ["-f", "pytorch", "op_generate", "-i", "c.json", "-o", str(tmp_path)]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert out.count("[ERROR]") == 1 and "unexpected TypeError" in out and len(out.strip().splitlines()) == 1
+    monkeypatch.setenv("MSPROBE_LOG_LEVEL", "0")
+    assert main(argv) == 1
+    assert "Traceback" in capsys.readouterr().out
+
+
+def test_errors_show_the_traceback_at_log_level_0(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MSPROBE_LOG_LEVEL", "0")
+    assert main(["-f", "pytorch", "compare", "-i", str(tmp_path / "missing.json"), "-o", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "[ERROR]" in out and "Traceback" in out

@@ -72,9 +72,9 @@ def load_op_config(path):
         raise ConfigError(f"config_op.json: propagation must be 'forward' or 'backward', got {config['propagation']!r}.")
     if config["data_mode"] not in ("random_data", "real_data"):
         raise ConfigError(f"config_op.json: data_mode must be 'random_data' or 'real_data', got {config['data_mode']!r}.")
-    for key in ("random_seed", "iter_times"):
-        if isinstance(config[key], bool) or not isinstance(config[key], int) or config[key] < (1 if key == "iter_times" else 0):
-            raise ConfigError(f"config_op.json: {key} must be a non-negative integer (iter_times >= 1).")
+    for key, (low, high) in (("random_seed", (0, 2 ** 32 - 1)), ("iter_times", (1, 10_000))):
+        if isinstance(config[key], bool) or not isinstance(config[key], int) or not low <= config[key] <= high:
+            raise ConfigError(f"config_op.json: {key} must be an integer from {low} to {high}.")
     if not config["extract_api_path"]:
         raise ConfigError("config_op.json: extract_api_path is required (where the API's entries are kept).")
     return config
