@@ -114,8 +114,7 @@ class HookContext:
                 gather.watch_output(out, i)
                 watched += 1
         if not watched:  # no differentiable output (Shape, argmax...): no backward entry
-            gather.done = True
-            self.pending.remove(gather)
+            gather.close()
 
     def flush(self):
         """Commit backward entries whose hooks did not all fire (called before stop/step)."""

@@ -49,7 +49,7 @@ class GradGather:
 
     def _hook(self, slots, index):
         def hook(grad):
-            if self.done:
+            if self.done:  # closed: slots may be gone
                 return None
             if slots[index] is None:
                 self.remaining -= 1
@@ -75,12 +75,21 @@ class GradGather:
     def finish(self):
         if self.done:
             return
+        commit, call, out_grads, in_grads = self.commit, self.call, self.out_grads, self.in_grads
+        self.close()
+        commit(call, list(out_grads), list(in_grads))
+
+    def close(self):
+        """Done: forget the call, the gradients and the owner. MindSpore may keep the tensor hooks
+        (and so this object) after the step; they must not keep a closed debugger alive."""
         self.done = True
         try:
             self.pending.remove(self)
-        except ValueError:
+        except (ValueError, AttributeError):
             pass
-        self.commit(self.call, list(self.out_grads), list(self.in_grads))
+        self.call = self.commit = self.pending = None
+        self.out_grads.clear()  # in place: the hooks hold these lists
+        self.in_grads.clear()
 
 
 def flush_pending(pending):
@@ -89,5 +98,4 @@ def flush_pending(pending):
         if gather.arrived:
             gather.finish()
         else:
-            gather.done = True
-            pending.remove(gather)
+            gather.close()
