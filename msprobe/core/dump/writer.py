@@ -202,9 +202,9 @@ class DumpWriter:
                 self._prepare(folder, with_tensors)
             failed = self._write_tensors(batch.saves)
             for step, source, target in batch.links:
-                if source in failed:
-                    continue  # counted with its source
                 try:
+                    if source in failed:
+                        raise failed[source]
                     _link(source, target)
                 except OSError as exc:
                     self.failures.record(step, "tensor files", exc, target)
@@ -234,9 +234,9 @@ class DumpWriter:
         _make_dirs(os.path.join(folder, TENSOR_DIR) if with_tensors else folder)
 
     def _write_tensors(self, saves):
-        """Write the tensor files (in the pool); the paths that failed."""
+        """Write the tensor files (in the pool); {path: error} of those that failed."""
         if not saves:
-            return set()
+            return {}
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -246,23 +246,25 @@ class DumpWriter:
             for save in saves:
                 futures.append(self._pool.submit(self._save, *save))
         except RuntimeError:  # interpreter shutdown: the pool takes no more work, write the rest here
-            for save in saves[len(futures):]:
-                self._save(*save)
-        return {path for (_, path, _), future in zip(saves, futures) if not future.result()}
+            inline = [self._save(*save) for save in saves[len(futures):]]
+        else:
+            inline = []
+        results = [future.result() for future in futures] + inline
+        return {path: error for (_, path, _), error in zip(saves, results) if error is not None}
 
     def _save(self, step, path, snapshot):
         try:
             _remove(path)  # a new inode: the old name may share its bytes with another (hard link)
             self.save_tensor_fn(snapshot, path)
             os.chmod(path, FILE_MODE)
-            return True
+            return None
         except Exception as exc:  # noqa: BLE001 - counted and reported; training goes on
             self.failures.record(step, "tensor files", exc, path)
             try:
                 _remove(path)  # no partial file under a name dump.json gives
             except OSError:
                 pass
-            return False
+            return exc if isinstance(exc, OSError) else OSError(str(exc))
 
 
 def _serve(jobs, process):
