@@ -131,10 +131,15 @@ class GradTracker:
         positions = _output_positions(output)
         pending.out_count = len(positions)
         roots = []
+        edges = pending.edges
         for position, value in enumerate(positions):
             if isinstance(value, torch.Tensor) and value.requires_grad and value.grad_fn is not None:
                 pending.outputs_left.add(position)
-                self.handles.append(value.register_hook(self._output_hook(pending, position)))
+                # an input returned unchanged (dropout with p=0 or in eval mode): its grad passes through
+                through = edges.get((id(value.grad_fn), value.output_nr)) if edges else None
+                if through is not None:
+                    pending.contributions_left += 1
+                self.handles.append(value.register_hook(self._output_hook(pending, position, through)))
         if pending.edges:
             for value in flat_tensors(output, []):  # nested outputs (LSTM's (h, c)) lead to inputs too
                 if value.grad_fn is not None:
@@ -176,25 +181,35 @@ class GradTracker:
         def on_grads_sent(grad_inputs, grad_outputs):
             if pending.done:
                 return
-            grads = pending.input_grads
-            with self.pause():
-                for index, slot in links:
-                    grad = grad_inputs[index]
-                    if grad is not None:
-                        previous = grads.get(slot)
-                        grads[slot] = grad if previous is None else previous + grad
+            for index, slot in links:
+                grad = grad_inputs[index]
+                if grad is not None:
+                    self._add_input_grad(pending, slot, grad)
             pending.contributions_left -= 1
             if not pending.contributions_left:
                 self._emit(pending)
         return on_grads_sent
 
-    def _output_hook(self, pending, position):
+    def _output_hook(self, pending, position, through=None):
         def on_output_grad(grad):
+            if pending.done:
+                return
             pending.output_grads[position] = grad
             pending.outputs_left.discard(position)
-            if not pending.outputs_left and not pending.contributions_left and not pending.done:
+            if through is not None:
+                self._add_input_grad(pending, through, grad)
+                pending.contributions_left -= 1
+            if not pending.outputs_left and not pending.contributions_left:
                 self._emit(pending)
         return on_output_grad
+
+    def _add_input_grad(self, pending, slot, grad):
+        previous = pending.input_grads.get(slot)
+        if previous is None:
+            pending.input_grads[slot] = grad
+        else:
+            with self.pause():
+                pending.input_grads[slot] = previous + grad
 
     # -- backward side ----------------------------------------------------------------------
     def _emit(self, pending):
