@@ -181,3 +181,36 @@ def test_kernel_compare_md5_and_summary_mode_items(tmp_path):
 def test_rank_filter_keeps_other_ranks_from_dumping(tmp_path):
     dump, _ = _run_graph(tmp_path, "rank1", {"task": "statistics", "rank": [0]}, env={"RANK_ID": "1"})
     assert not os.path.exists(os.path.join(dump, "rank_1")) and not os.path.exists(os.path.join(dump, "rank_0"))
+
+
+def _l2_debugger(tmp_path, task, section):
+    from msprobe.mindspore import PrecisionDebugger
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"task": task, "level": "L2", "dump_path": str(tmp_path / "dump"), task: section}))
+    return PrecisionDebugger(config_path=str(config))
+
+
+@pytest.mark.parametrize("file_format", ["npy", "bin"])
+def test_file_format_reaches_the_native_config_and_bin_warns_on_cpu(ms, tmp_path, capsys, file_format):
+    debugger = _l2_debugger(tmp_path, "tensor", {"file_format": file_format})
+    settings = debugger._graph.native_config()["common_dump_settings"]
+    debugger.close()
+    assert settings["file_format"] == file_format
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "file_format" in line]
+    if file_format == "bin":  # MindSpore's CPU backend writes .npy whatever the setting
+        assert len(warnings) == 1 and "no effect on MindSpore's CPU backend" in warnings[0]
+    else:
+        assert warnings == []
+
+
+def test_statistics_at_l2_always_asks_mindspore_for_npy(ms, tmp_path):
+    debugger = _l2_debugger(tmp_path, "statistics", {})
+    assert debugger._graph.native_config()["common_dump_settings"]["file_format"] == "npy"
+    debugger.close()
+
+
+@pytest.mark.parametrize("check_mode", ["all", "aicore", "atomic"])
+def test_check_mode_is_named_in_the_l2_overflow_refusal(ms, tmp_path, check_mode):
+    from msprobe.core.errors import UnsupportedError
+    with pytest.raises(UnsupportedError, match=f"check_mode '{check_mode}'.*CPU backend does not have"):
+        _l2_debugger(tmp_path, "overflow_check", {"check_mode": check_mode})

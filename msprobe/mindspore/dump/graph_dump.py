@@ -10,8 +10,11 @@ close() and at exit) computes the statistics of every file into `statistic.csv` 
 removes the .npy files (kernel_files.py reads them, long names and bfloat16 included). The config
 maps as: list -> kernels (a name, or `name-regex(...)`), data_mode input/output -> input_output,
 step -> iteration, rank -> no dump on other ranks, summary_mode "md5" -> an MD5 column, summary_mode
-[max, min, mean, l2norm] -> only those statistic columns. Tensor files are always .npy: on CPU
-MindSpore ignores file_format "bin", and compare reads .npy only.
+[max, min, mean, l2norm] -> only those statistic columns, file_format -> MindSpore's file_format
+(task tensor; statistics are computed from .npy files). On the CPU backend MindSpore 2.10 writes .npy
+whatever file_format says ("bin" is Ascend's format), so "bin" gets a one-line warning there.
+check_mode (overflow_check) selects Ascend's overflow detection; the CPU backend has none, so
+overflow_check at L2 is refused with a message that says so.
 """
 import atexit
 import glob
@@ -31,6 +34,11 @@ _IO_MODES = {"all": 0, "input": 1, "output": 2}
 def iteration_dirs(root):
     """Every `{root}/rank_*/{net}/{graph}/{iteration}` directory of a native dump, sorted."""
     return sorted(d for d in glob.glob(os.path.join(root, "rank_*", "*", "*", "*")) if os.path.isdir(d))
+
+
+def _device_target():
+    import mindspore as ms
+    return ms.get_context("device_target")
 
 
 def _iteration_text(steps):
@@ -57,9 +65,14 @@ class GraphDump:
     """Drives MindSpore's native kernel dump for one PrecisionDebugger."""
 
     def __init__(self, config):
+        target = _device_target()
         if config.task == "overflow_check":
-            raise UnsupportedError("overflow_check with level L2 needs Ascend hardware overflow detection; "
-                                   "on this device use level L1 (PyNative) or task statistics at L2.")
+            raise UnsupportedError(f"overflow_check with level L2 (check_mode '{config.check_mode}') needs the "
+                                   f"overflow detection of Ascend kernels, which MindSpore's {target} backend does "
+                                   "not have; use level L1 (PyNative) or task statistics at L2.")
+        if config.task == "tensor" and config.file_format == "bin" and target == "CPU":
+            logger.warning("msprobe: file_format 'bin' has no effect on MindSpore's CPU backend (it writes .npy "
+                           "kernel files whatever the setting; 'bin' is Ascend's format); files stay .npy.")
         self.config = config
         self.dump_path = os.path.abspath(config.dump_path)
         self.io_mode = _io_mode(config.data_mode)
@@ -82,7 +95,8 @@ class GraphDump:
                 "input_output": self.io_mode,
                 "kernels": list(cfg.list),
                 "support_device": list(range(8)),
-                "file_format": "npy",
+                # statistics are computed here from .npy files, whatever the device could write
+                "file_format": cfg.file_format if cfg.task == "tensor" else "npy",
             },
             "e2e_dump_settings": {"enable": True, "trans_flag": True},
         }
