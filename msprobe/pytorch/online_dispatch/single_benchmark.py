@@ -1,0 +1,96 @@
+"""Judge one op output against its high-precision re-run with the single-benchmark standard.
+
+Pure numpy, no torch: the same function judges in the training process and in worker processes.
+Thresholds belong to the dtype the op ran in on the device under test (DUT), never to the bench dtype:
+an fp16 output is judged as fp16 even though it is compared with an fp32 re-run.
+
+Rule (the single-benchmark standard of msprobe 1.2.1's online_dispatch, with the DUT dtype's thresholds):
+- where |bench| < 1 the error is absolute, elsewhere relative (|dut - bench| / |bench|);
+- error balance = |mean of the signed errors| measures a one-sided bias;
+- pass when max abs error <= error_thd, max rel error <= error_thd and error balance <= eb_thd;
+- NaN/Inf must sit at the same positions with the same values; integer and bool outputs must be equal.
+Cosine and the overall max abs error (the documented 1.2.1 pass rule) are reported as extra columns.
+"""
+from typing import Dict
+
+import numpy as np
+
+from msprobe.core.precision.metrics import cosine_similarity
+
+__all__ = ["THRESHOLDS", "SMALL_VALUE", "PASS", "FAIL", "judge_output"]
+
+PASS, FAIL = "pass", "fail"
+SMALL_VALUE = 1.0
+# DUT dtype -> (error threshold, error-balance threshold); an fp16 result correctly rounded has a
+# relative error of at most 2^-11, a bf16 one 2^-8, so a healthy kernel passes
+THRESHOLDS = {"float16": (2.0 ** -11, 2.0 ** -10), "bfloat16": (2.0 ** -8, 2.0 ** -7),
+              "float32": (2.0 ** -14, 2.0 ** -14), "float64": (2.0 ** -14, 2.0 ** -14)}
+
+
+def _empty_row(dut_dtype: str) -> Dict[str, object]:
+    error_thd, eb_thd = THRESHOLDS.get(dut_dtype, ("", ""))
+    return {"cosine": "", "max_abs_all": "", "max_abs_err": "", "max_abs_idx": "", "max_rel_err": "",
+            "max_rel_idx": "", "error_balance": "", "error_thd": error_thd, "eb_thd": eb_thd}
+
+
+def _special_values_differ(dut: np.ndarray, bench: np.ndarray) -> bool:
+    bad_dut, bad_bench = ~np.isfinite(dut), ~np.isfinite(bench)
+    if not (bad_dut.any() or bad_bench.any()):
+        return False
+    if not np.array_equal(bad_dut, bad_bench):
+        return True
+    return not np.array_equal(dut[bad_dut], bench[bad_bench], equal_nan=True)
+
+
+def _exact_row(dut, bench, dut_dtype):
+    row = _empty_row(dut_dtype)
+    differ = int(np.count_nonzero(dut != bench))
+    row["status"] = PASS if differ == 0 else FAIL
+    row["message"] = "" if differ == 0 else f"{differ} of {dut.size} values differ"
+    return row
+
+
+def judge_output(dut, bench, dut_dtype: str) -> Dict[str, object]:
+    """Metrics and verdict of one output: `dut` and `bench` are numpy arrays (bench in high precision),
+    `dut_dtype` the short dtype name of the DUT output ('float16', 'bfloat16', 'int64', ...)."""
+    dut, bench = np.asarray(dut), np.asarray(bench)
+    if dut.shape != bench.shape:
+        row = _empty_row(dut_dtype)
+        row.update(status=FAIL, message=f"shape {list(dut.shape)} differs from bench shape {list(bench.shape)}")
+        return row
+    if dut_dtype not in THRESHOLDS:
+        return _exact_row(dut, bench, dut_dtype)
+    row = _empty_row(dut_dtype)
+    if dut.size == 0:
+        row.update(status=PASS, message="empty output")
+        return row
+    dut = dut.astype(np.float64).reshape(-1)
+    bench = bench.astype(np.float64).reshape(-1)
+    if _special_values_differ(dut, bench):
+        row.update(status=FAIL, message="NaN/Inf differ from the bench")
+        return row
+    finite = np.isfinite(dut)
+    with np.errstate(invalid="ignore"):
+        signed = np.where(finite, dut - bench, 0.0)
+    magnitude = np.abs(np.where(finite, bench, 0.0))
+    small = magnitude < SMALL_VALUE
+    signed /= np.maximum(magnitude, SMALL_VALUE)  # absolute error on small values, relative elsewhere
+    error = np.abs(signed)
+    abs_part, rel_part = np.where(small, error, 0.0), np.where(small, 0.0, error)
+    abs_idx, rel_idx = int(abs_part.argmax()), int(rel_part.argmax())
+    row.update(cosine=cosine_similarity(dut[finite], bench[finite]),
+               max_abs_all=float(np.abs(signed * np.maximum(magnitude, SMALL_VALUE)).max()),
+               max_abs_err=float(abs_part[abs_idx]), max_abs_idx=abs_idx if abs_part[abs_idx] > 0 else "",
+               max_rel_err=float(rel_part[rel_idx]), max_rel_idx=rel_idx if rel_part[rel_idx] > 0 else "",
+               error_balance=float(abs(signed[finite].mean())) if finite.any() else 0.0)
+    error_thd, eb_thd = THRESHOLDS[dut_dtype]
+    problems = []
+    if row["max_abs_err"] > error_thd:
+        problems.append(f"max abs error {row['max_abs_err']:.6g} > {error_thd:.6g}")
+    if row["max_rel_err"] > error_thd:
+        problems.append(f"max rel error {row['max_rel_err']:.6g} > {error_thd:.6g}")
+    if row["error_balance"] > eb_thd:
+        problems.append(f"error balance {row['error_balance']:.6g} > {eb_thd:.6g}")
+    row["status"] = FAIL if problems else PASS
+    row["message"] = "; ".join(problems)
+    return row
