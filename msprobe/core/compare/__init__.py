@@ -13,10 +13,18 @@ Entry point for framework adapters (PyTorch here, MindSpore in msprobe.mindspore
 
 npu_path/bench_path: two dump.json files, two step directories (rank*/ inside) or two dump roots
 (step*/rank*/). Directories are compared rank by rank in parallel, one report per rank.
-Tensor files are read through `msprobe.core.compare.tensor_io` (.npy natively, .pt via torch lazily;
-`register_loader(suffix, fn)` adds others). Modules: load, mapping, match, metrics, tensor_io, judge,
-result, xlsx, advisor, runner, merge_result.
-"""
-from msprobe.core.compare.runner import CompareOptions, CompareOutcome, compare_dumps, compare_pair
+In memory (graph compare, kernel compare, tools): `compare_tables(npu_table, bench_table, options)`
+returns CompareRecords (numbers, reason codes, verdicts, the dtype-aware judgement, the suspect):
 
-__all__ = ["CompareOptions", "CompareOutcome", "compare_dumps", "compare_pair"]
+    from msprobe.core.compare import compare_tables
+    from msprobe.core.compare.load import load_dump
+    records = compare_tables(load_dump("npu/dump.json"), load_dump("bench/dump.json"))
+    records.suspect and print(records.suspect.name, records.suspect.summary)
+
+Tensor files are read through `msprobe.core.compare.tensor_io` (.npy natively, .pt via torch lazily;
+`register_loader(suffix, fn)` adds others). Modules: load, mapping, match, metrics, tensor_io (+ pt_reader),
+reasons, tolerance, judge, records, render, xlsx, advisor, runner, command, merge_result.
+"""
+from msprobe.core.compare.runner import CompareOptions, CompareOutcome, compare_dumps, compare_pair, compare_tables
+
+__all__ = ["CompareOptions", "CompareOutcome", "compare_dumps", "compare_pair", "compare_tables"]

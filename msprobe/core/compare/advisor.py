@@ -1,86 +1,238 @@
-"""Advisor: find the first suspect row of a compare result and explain what to check next.
+"""Advisor: name the call that causes the first difference, say why, and what to check next.
 
-The suspect is the first row whose 'Accuracy Reached or Not' is 'No' (tensor mode) or, in statistics
-mode, the first red row, else the first 'Warning' row. Written as `advisor_{timestamp}.txt`:
+The suspect is chosen from the dtype-aware judgement (`tolerance`), call by call in execution order:
 
-    Line: <0-based row index>
-    Suspect Nodes: <NPU Name>
+1. forward calls (dump order up to the first backward entry): the first call with an output beyond
+   tolerance whose compared tensor inputs are all within tolerance is the cause. A call whose inputs
+   already differ is a consequence and is passed over.
+2. only when every forward row passes: backward calls in dump (= backward execution) order, by the same
+   rule, then parameter gradients (last module first, as backward computes them);
+3. then forward calls recorded after the backward pass (the optimizer step).
+
+When no call qualifies but some row differs, the first differing row is named and the text says that
+its inputs already differed (the data, the weights or something not dumped). A differing non-tensor
+argument of the chosen call is reported with it. Rows that could not be compared are never suspects
+and never count as agreeing inputs; the text lists them, and says "no suspect among the compared rows"
+instead of "all rows pass" when some rows could not be compared. Written as `advisor_{timestamp}.txt`:
+
+    Line: <0-based report row>
+    Suspect Nodes: <row name>
+    Reason: <what was checked and what differs>
     Expert Advice: <numbered hints>
 """
+from dataclasses import dataclass, field
+from typing import List
+
 import numpy as np
 
+from msprobe.core.compare.reasons import Reason
+from msprobe.core.naming import BACKWARD, FORWARD, parse_name
 from msprobe.core.paths import atomic_write_text
 
-__all__ = ["find_suspect", "advice_for", "write_advisor"]
+__all__ = ["Suspect", "find_suspect", "advisor_text", "write_advisor", "advice_for"]
 
 _ADVICE = {
-    "input": ("1. Look at where this input comes from: the API that produced it, or the data loader "
-              "if it is the first call.\n"
+    "cause": ("1. The inputs agree but the output does not: this API (or module) itself computes "
+              "differently on the two sides.\n"
+              "2. Compare its implementation or kernel, its dtype (mixed precision, fused ops) and any "
+              "non-deterministic setting; a differing argument listed above may be the whole story.\n"
+              "3. Reproduce it alone with `msprobe -f pytorch run_ut` on the dumped inputs."),
+    "input": ("1. The inputs of this call already differ and no earlier dumped call explains it: look at "
+              "where they come from (the data loader, the checkpoint, a call outside the dump's scope).\n"
               "2. An in-place API may have written its result over this input after it was dumped; check "
               "the calls that share the tensor.\n"
-              "3. If neither explains it, memory may have been overwritten; dump the producer again with tensor "
-              "task to confirm."),
-    "output": ("1. The inputs agree but the output does not: this API (or module) itself computes "
-               "differently on the two sides.\n"
-               "2. Compare its implementation or kernel, its dtype (mixed precision, fused ops) and any "
-               "non-deterministic setting.\n"
-               "3. Reproduce it alone with `msprobe -f pytorch run_ut` on the dumped inputs."),
+              "3. Dump the producer again with the tensor task to confirm."),
     "parameters": ("1. The weights differ before the call: check checkpoint loading, initialisation seeds and "
                    "the optimizer step of the previous iteration.\n"
                    "2. Compare the parameters_grad rows of the previous step."),
-    "parameters_grad": ("1. A parameter gradient differs: look at the backward rows of the module that owns "
-                        "it and the loss scaling.\n"
+    "parameters_grad": ("1. A parameter gradient differs while every forward and backward call passes: look at "
+                        "gradient accumulation, the loss scaling and how the gradient is reduced.\n"
                         "2. Check gradient clipping and communication (all_reduce) of gradients."),
-    "backward": ("1. The error appears in the backward pass: check the loss and the gradient of the last "
-                 "forward output first.\n"
-                 "2. Then follow the backward rows in order to the first one whose inputs agree and outputs do not."),
+    "backward": ("1. The forward pass agrees; the error appears in the backward pass: this call's gradient "
+                 "computation differs while the gradients it receives agree.\n"
+                 "2. Check its backward kernel and any custom autograd function or hook on it."),
 }
 
 
-def _role_of(name):
-    if ".parameters_grad." in name:
-        return "parameters_grad"
-    for role in ("input", "output", "parameters"):
-        if f".{role}." in name:
-            return role
-    return "output"
+@dataclass
+class Suspect:
+    """The advisor's pick: report `row`, its `name`, the call (`entry`) and `phase` ('forward',
+    'backward', 'parameters_grad', 'after backward'), `kind` ('cause': inputs agree, output does not;
+    'input': the first difference is already in an input), the rows it rests on, and a one-line
+    `summary`."""
+    row: int
+    name: str
+    entry: str
+    phase: str
+    kind: str
+    output_rows: List[int] = field(default_factory=list)
+    agreeing_inputs: List[int] = field(default_factory=list)
+    unchecked_inputs: List[int] = field(default_factory=list)
+    differing_arguments: List[int] = field(default_factory=list)
+    summary: str = ""
 
 
-def find_suspect(result):
-    """(row index, NPU name) of the first suspect row, or None when every row passes."""
-    names = result.columns.get("NPU Name", [])
-    verdicts = result.columns.get("Accuracy Reached or Not")
-    if verdicts is not None:
-        for index, verdict in enumerate(verdicts):
-            if verdict == "No":
-                return index, names[index]
+def _phase_of(entry):
+    parsed = parse_name(entry) if isinstance(entry, str) else None
+    if parsed is None:
+        return FORWARD
+    return parsed.direction
+
+
+def _calls_in_order(records):
+    """[(phase, entry, rows)] in the order the advisor examines them."""
+    rows_of, order = {}, []
+    for row, entry in enumerate(records.entries):
+        key = entry if isinstance(entry, str) else repr(entry)
+        if key not in rows_of:
+            rows_of[key] = []
+            order.append((key, entry))
+        rows_of[key].append(row)
+    forward, backward, grads, after = [], [], [], []
+    seen_backward = False
+    for key, entry in order:
+        phase = _phase_of(entry)
+        if phase == BACKWARD:
+            seen_backward = True
+            backward.append(("backward", key, rows_of[key]))
+        elif phase == FORWARD:
+            (after if seen_backward else forward).append(("after backward" if seen_backward else "forward", key,
+                                                          rows_of[key]))
+        else:
+            grads.append(("parameters_grad", key, rows_of[key]))
+    return forward + backward + grads[::-1] + after
+
+
+def _row_flags(records):
+    """(bad, compared) per row: bad = beyond tolerance, NaN/Inf misplaced or shapes differ;
+    compared = the row holds a judged tensor or a compared non-tensor value."""
+    judgement = records.judgement
+    reason = records.reason
+    bad = judgement.suspicious.copy() if judgement is not None else np.zeros(len(records), dtype=bool)
+    bad |= np.isin(reason, [Reason.NAN_POSITION, Reason.SHAPE_MISMATCH])
+    judged = judgement.worst >= 0 if judgement is not None else np.zeros(len(records), dtype=bool)
+    compared = judged | np.isin(reason, [Reason.NAN_POSITION, Reason.SHAPE_MISMATCH, Reason.NON_TENSOR,
+                                         Reason.VALUE_DIFF])
+    return bad, compared
+
+
+def _describe(records, suspect):
+    from msprobe.core.compare.render import suspicion_text
+
+    names = records.names
+    first = suspicion_text(records, suspect.row, worst_only=True) or "differs"
+    if suspect.kind == "cause":
+        text = f"{suspect.phase} call {suspect.entry}: inputs agree, {names[suspect.row][len(suspect.entry) + 1:]} "
+        text += f"does not ({first})"
+    else:
+        text = f"{names[suspect.row]} already differs ({first}); no earlier compared call explains it"
+    if suspect.differing_arguments:
+        text += "; differing argument(s): " + ", ".join(names[r][len(suspect.entry) + 1:]
+                                                        for r in suspect.differing_arguments)
+    return text
+
+
+def find_suspect(records):
+    """The Suspect of `records` (tensor or statistics mode), or None when no compared row differs."""
+    if records.mode == "md5" or len(records) == 0:
         return None
-    red = np.flatnonzero(np.asarray(result.color) == 2)
-    if len(red):
-        return int(red[0]), names[int(red[0])]
-    for index, value in enumerate(result.columns.get("Result", [])):
-        if value == "Warning":
-            return index, names[index]
+    bad, compared = _row_flags(records)
+    if not bad.any() and not (records.reason == Reason.VALUE_DIFF).any():
+        return None
+    roles = records.roles
+    names = records.names
+    is_input = np.isin(roles, ["input", "parameters"])
+    calls = _calls_in_order(records)
+    for phase in ("forward", "backward+grads", "after backward"):
+        members = [c for c in calls if (c[0] in ("backward", "parameters_grad")) == (phase == "backward+grads")
+                   and (c[0] == "after backward") == (phase == "after backward")]
+        suspect = _suspect_in(records, members, bad, compared, is_input, names)
+        if suspect is not None:  # a later phase is looked at only when every row of this one passes
+            return suspect
     return None
 
 
-def advice_for(name):
-    role = _role_of(name)
-    if role == "output" and ".backward." in name:
+def _suspect_in(records, calls, bad, compared, is_input, names):
+    """The cause among `calls` (in order), else their first difference, else None."""
+    first_difference = None
+    for phase, entry, rows in calls:
+        rows = np.asarray(rows)
+        outputs = rows[~is_input[rows]]
+        inputs = rows[is_input[rows]]
+        bad_out = outputs[bad[outputs] | (records.reason[outputs] == Reason.VALUE_DIFF)]
+        bad_in = inputs[bad[inputs]]
+        if first_difference is None and (len(bad_out) or len(bad_in)):
+            first_difference = (phase, entry, bad_in, bad_out)
+        if len(bad_out) and not len(bad_in):
+            args = inputs[records.reason[inputs] == Reason.VALUE_DIFF]
+            suspect = Suspect(int(bad_out[0]), names[int(bad_out[0])], entry, phase, "cause",
+                              bad_out.tolist(), inputs[compared[inputs] & ~bad[inputs]].tolist(),
+                              inputs[~compared[inputs]].tolist(), args.tolist())
+            suspect.summary = _describe(records, suspect)
+            return suspect
+    if first_difference is None:
+        return None
+    phase, entry, bad_in, bad_out = first_difference
+    row = int(bad_in[0]) if len(bad_in) else int(bad_out[0])
+    suspect = Suspect(row, names[row], entry, phase, "input", bad_out.tolist())
+    suspect.summary = _describe(records, suspect)
+    return suspect
+
+
+def advice_for(suspect):
+    if suspect.kind == "input":
+        role = "parameters" if ".parameters." in suspect.name else "input"
+        return _ADVICE[role]
+    if suspect.phase == "parameters_grad":
+        return _ADVICE["parameters_grad"]
+    if suspect.phase == "backward":
         return _ADVICE["backward"]
-    return _ADVICE[role]
+    return _ADVICE["cause"]
 
 
-def advisor_text(result):
-    suspect = find_suspect(result)
+def _checked_lines(records, suspect):
+    from msprobe.core.compare.render import suspicion_text
+
+    names = records.names
+    prefix = len(suspect.entry) + 1
+    if suspect.kind == "input":
+        return [f"  {names[suspect.row]}: {suspicion_text(records, suspect.row)}"]
+    lines = []
+    for row in suspect.output_rows[:8]:
+        lines.append(f"  {names[row][prefix:]}: {suspicion_text(records, row)}")
+    if suspect.agreeing_inputs:
+        shown = ", ".join(f"{names[r][prefix:]} ({suspicion_text(records, r, within_note=True) or 'equal'})"
+                          for r in suspect.agreeing_inputs[:6])
+        lines.append(f"  inputs checked and within tolerance: {shown}")
+    elif suspect.kind == "cause":
+        lines.append("  no tensor input of this call could be compared: the output is the first difference seen")
+    for row in suspect.differing_arguments:
+        lines.append(f"  argument {names[row][prefix:]}: {suspicion_text(records, row)}")
+    if suspect.unchecked_inputs:
+        lines.append("  inputs not compared (no counterpart or unreadable): "
+                     + ", ".join(names[r][prefix:] for r in suspect.unchecked_inputs[:6]))
+    return lines
+
+
+def advisor_text(records):
+    """The advisor file's text for `records` (uses records.suspect, or finds it)."""
+    suspect = records.suspect if records.suspect is not None else find_suspect(records)
+    unreadable = int(records.unreadable().sum())
+    note = (f"\nNote: {unreadable} rows could not be compared (unreadable tensor files); see Err_message "
+            "and Suspicion in the report.") if unreadable else ""
     if suspect is None:
-        return "Line: N/A\nSuspect Nodes: N/A\nExpert Advice: All rows reached accuracy; no suspect found.\n"
-    index, name = suspect
-    return f"Line: {index}\nSuspect Nodes: {name}\nExpert Advice: {advice_for(name)}\n"
+        verdict = ("No compared row differs beyond what the dtypes explain; "
+                   + (f"{unreadable} rows could not be compared, so this is not a pass." if unreadable
+                      else "no suspect found."))
+        return f"Line: N/A\nSuspect Nodes: N/A\nExpert Advice: {verdict}{note}\n"
+    lines = [f"Line: {suspect.row}", f"Suspect Nodes: {suspect.name}", f"Reason: {suspect.summary}"]
+    lines += _checked_lines(records, suspect)
+    lines.append(f"Expert Advice: {advice_for(suspect)}")
+    return "\n".join(lines) + note + "\n"
 
 
-def write_advisor(result, path):
+def write_advisor(records, path):
     """Write the advisor text (advisor_{timestamp}.txt) to `path`; returns (path, text)."""
-    text = advisor_text(result)
+    text = advisor_text(records)
     atomic_write_text(path, text)
     return path, text

@@ -1,13 +1,17 @@
-"""Verdicts on compared rows: 'Accuracy Reached or Not', statistics Result, red/yellow highlight rules.
+"""1.2.1's documented verdicts on compared rows: 'Accuracy Reached or Not', statistics Result, red/yellow
+highlight rules; and the gate that lets the dtype-aware judgement (`tolerance`) overrule the relative rules.
 
-All rules are vectorised over rows; rules that compare an output with the inputs of the same call
-group rows by entry (inputs = input and parameters rows, outputs = output rows). A red row shows only
-its red reasons (as in the reference); yellow rules apply to the remaining output rows.
+All rules work on numbers and reason codes, vectorised over rows; rules that compare an output with the
+inputs of the same call group rows by entry (inputs = input and parameters rows, outputs = output
+rows). A red row shows only its red reasons (as in the reference); yellow rules apply to the
+remaining output rows. Highlight reasons are keys ('red', 'relative') that `render` turns into text.
 """
 import numpy as np
 
-__all__ = ["accuracy_verdicts", "statistics_results", "highlight", "as_numbers", "RED", "YELLOW", "NO_COLOR",
-           "RED_MESSAGES", "YELLOW_MESSAGES"]
+from msprobe.core.compare.reasons import Reason
+
+__all__ = ["accuracy_verdicts", "statistics_results", "highlight", "gate_highlights", "as_numbers", "RED", "YELLOW",
+           "NO_COLOR", "RED_MESSAGES", "YELLOW_MESSAGES", "ABSOLUTE_RULES"]
 
 NO_COLOR, YELLOW, RED = 0, 1, 2
 RED_MESSAGES = {
@@ -31,21 +35,21 @@ def as_numbers(values):
                     dtype=np.float64)
 
 
-def accuracy_verdicts(cosine_cells, max_abs_cells):
-    """Tensor-mode 'Accuracy Reached or Not': Yes / No / None / Unmatched per the reference rules."""
-    cosine, max_abs = as_numbers(cosine_cells), as_numbers(max_abs_cells)
-    text_cos = np.array([c if isinstance(c, str) else "" for c in cosine_cells], dtype=object)
-    text_abs = np.array([c if isinstance(c, str) else "" for c in max_abs_cells], dtype=object)
-    verdict = np.full(len(cosine), "Yes", dtype=object)
-    numeric = ~np.isnan(cosine) & ~np.isnan(max_abs)
-    verdict[~numeric] = "None"
+def accuracy_verdicts(cosine, max_abs, reason):
+    """Tensor-mode 'Accuracy Reached or Not' per the reference rules: 'No' when Cosine < 0.99 and
+    MaxAbsErr > 0.001, or Cosine < 0.9, or MaxAbsErr > 1, or Cosine is NaN (one side all zeros), or
+    NaN/Inf sit at different places; a 0-d tensor is 'No' only when MaxAbsErr > 1; 'Unmatched' for
+    different shapes; 'None' where nothing was computed; 'Yes' otherwise."""
+    cosine, max_abs = np.asarray(cosine, dtype=np.float64), np.asarray(max_abs, dtype=np.float64)
+    reason = np.asarray(reason)
+    verdict = np.full(len(cosine), "None", dtype=object)
     with np.errstate(invalid="ignore"):
-        bad = ((cosine < 0.99) & (max_abs > 0.001)) | (cosine < 0.9) | (max_abs > 1)
-        verdict[numeric & bad] = "No"
-        verdict[np.isnan(cosine) & (max_abs > 1)] = "No"
-    cosine_nan = np.array([isinstance(c, float) and c != c for c in cosine_cells], dtype=bool)
-    verdict[(text_cos == "N/A") | (text_abs == "N/A") | cosine_nan] = "No"
-    verdict[text_cos == "shape unmatched"] = "Unmatched"
+        bad = ((cosine < 0.99) & (max_abs > 0.001)) | (cosine < 0.9) | (max_abs > 1) | np.isnan(cosine)
+        ok = reason == Reason.OK
+        verdict[ok] = np.where(bad[ok], "No", "Yes")
+        verdict[(reason == Reason.ZERO_DIM) & (max_abs > 1)] = "No"
+    verdict[reason == Reason.NAN_POSITION] = "No"
+    verdict[reason == Reason.SHAPE_MISMATCH] = "Unmatched"
     return verdict
 
 
@@ -68,7 +72,7 @@ def _group_reduce(reduce, fill, entry_ids, n_groups, values, mask):
 
 def highlight(entry_ids, roles, nonfinite_npu, max_abs, output_relative, cosine=None, thousandth=None,
               is_tensor=None):
-    """Colour (0/1/2) and reason list per row.
+    """Colour (0/1/2) and reason keys per row (('red' | 'yellow', rule), see RED_MESSAGES / YELLOW_MESSAGES).
 
     entry_ids: int per row (rows of one call share an id); roles: role per row; nonfinite_npu: the
     NPU max or min is nan/inf; max_abs: max abs error (tensor) or |Max diff| (statistics);
@@ -86,31 +90,47 @@ def highlight(entry_ids, roles, nonfinite_npu, max_abs, output_relative, cosine=
     is_out = roles == "output"
     is_in = (roles == "input") | (roles == "parameters")
 
-    def flag(mask, level, message):
+    def flag(mask, level, key):
         if level == YELLOW:
             mask = mask & (color < RED)
         for i in np.flatnonzero(mask):
-            if message not in reasons[i]:
-                reasons[i].append(message)
+            if key not in reasons[i]:
+                reasons[i].append(key)
         color[mask] = np.maximum(color[mask], level)
 
     with np.errstate(invalid="ignore"):
-        flag(nonfinite_npu, RED, RED_MESSAGES["nan_inf"])
-        flag(max_abs > 1e10, RED, RED_MESSAGES["huge_abs"])
+        flag(nonfinite_npu, RED, ("red", "nan_inf"))
+        flag(max_abs > 1e10, RED, ("red", "huge_abs"))
         if thousandth is not None:
             in_th = _group_reduce(np.maximum, -np.inf, entry_ids, groups, thousandth, is_in)
-            flag(is_out & (in_th > 0.9) & (thousandth < 0.6), RED, RED_MESSAGES["thousandth"])
+            flag(is_out & (in_th > 0.9) & (thousandth < 0.6), RED, ("red", "thousandth"))
         else:
-            flag(is_out & (output_relative > 0.5), RED, RED_MESSAGES["relative"])
+            flag(is_out & (output_relative > 0.5), RED, ("red", "relative"))
         big_in = _group_reduce(np.minimum, np.inf, entry_ids, groups, np.where(max_abs > 1, max_abs, np.nan), is_in)
-        flag(is_out & (max_abs > 1) & np.isfinite(big_in) & (max_abs > 10 * big_in), YELLOW,
-             YELLOW_MESSAGES["abs_growth"])
+        flag(is_out & (max_abs > 1) & np.isfinite(big_in) & (max_abs > 10 * big_in), YELLOW, ("yellow", "abs_growth"))
         if thousandth is not None:
-            flag(is_out & (in_th - thousandth > 0.1), YELLOW, YELLOW_MESSAGES["thousandth"])
+            flag(is_out & (in_th - thousandth > 0.1), YELLOW, ("yellow", "thousandth"))
         tensor_in = is_in if is_tensor is None else is_in & is_tensor
         in_rel_min = _group_reduce(np.minimum, np.inf, entry_ids, groups, output_relative, tensor_in)
-        flag(is_out & (output_relative > 0.1) & (in_rel_min < 0.01), YELLOW, YELLOW_MESSAGES["relative"])
+        flag(is_out & (output_relative > 0.1) & (in_rel_min < 0.01), YELLOW, ("yellow", "relative"))
         if cosine is not None:
             in_cos = _group_reduce(np.maximum, -np.inf, entry_ids, groups, cosine, is_in)
-            flag(is_out & np.isfinite(in_cos) & (in_cos - cosine > 0.1), YELLOW, YELLOW_MESSAGES["cosine"])
+            flag(is_out & np.isfinite(in_cos) & (in_cos - cosine > 0.1), YELLOW, ("yellow", "cosine"))
     return color, reasons
+
+
+ABSOLUTE_RULES = frozenset({("red", "nan_inf"), ("red", "huge_abs")})
+
+
+def gate_highlights(color, reasons, within_tolerance):
+    """Drop the relative rules (everything but nan/inf and the 1e+10 error) from rows the dtype-aware
+    judgement finds within tolerance: their difference is what the dtypes explain. Returns
+    (color, reasons, overruled) where overruled[i] lists the rule keys dropped from row i."""
+    color = color.copy()
+    overruled = [[] for _ in range(len(color))]
+    for i in np.flatnonzero(np.asarray(within_tolerance) & (color > 0)):
+        kept = [key for key in reasons[i] if key in ABSOLUTE_RULES]
+        overruled[i] = [key for key in reasons[i] if key not in ABSOLUTE_RULES]
+        reasons[i] = kept
+        color[i] = RED if kept else NO_COLOR
+    return color, reasons, overruled

@@ -18,7 +18,7 @@ import zlib
 from msprobe.core.errors import CompareError, ParseError
 from msprobe.core.paths import check_path
 
-__all__ = ["DumpTable", "load_dump", "load_stack", "detect_mode", "ROW_COLUMNS",
+__all__ = ["DumpTable", "load_dump", "table_from_dump", "load_stack", "detect_mode", "ROW_COLUMNS",
            "MODE_TENSOR", "MODE_STATISTICS", "MODE_MD5"]
 
 MODE_TENSOR, MODE_STATISTICS, MODE_MD5 = "tensor", "statistics", "md5"
@@ -36,18 +36,21 @@ _SECTIONS = (("input_args", "input", "input"), ("input_kwargs", "input", "input"
 class DumpTable:
     """The rows of one dump.json plus its header fields (task, level, framework, dump_data_dir)."""
 
-    def __init__(self, path, header):
+    def __init__(self, path, header, data_dir=None):
         self.path = path
         self.header = header
         self.columns = {key: [] for key in ROW_COLUMNS}
         self.entries = []  # entry names in dump order
+        self._data_dir = data_dir
 
     def __len__(self):
         return len(self.columns["name"])
 
     @property
     def data_dir(self):
-        """Directory holding the tensor files (dump_tensor_data next to dump.json)."""
+        """Directory holding the tensor files (dump_tensor_data next to dump.json, unless given)."""
+        if self._data_dir is not None:
+            return self._data_dir
         local = os.path.join(os.path.dirname(self.path), "dump_tensor_data")
         if os.path.isdir(local):
             return local
@@ -84,7 +87,11 @@ def _row_of(name, entry, role, node):
         md5 = node.get("md5") or _crc32_text("" if value is None else display)
         return (name, entry, role, "text", _class_text(kind_name), "[]", (), _NAN, _NAN, _NAN, _NAN, display,
                 str(md5), data_name, 15)
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond float range is kept as text: compared by value, never as a number
+        return (name, entry, role, "text", _class_text(kind_name), "[]", (), _NAN, _NAN, _NAN, _NAN, str(value),
+                str(node.get("md5") or _crc32_text(str(value))), data_name, 15)
     return (name, entry, role, "scalar", _class_text(kind_name), "[]", (), number, number, number, number, value,
             str(node.get("md5") or _crc32_text(str(value))), data_name, 0)
 
@@ -159,21 +166,35 @@ def _read_json(path, what):
                          f"{exc.msg}. Is it truncated? Dump it again or fix the file.") from None
     except UnicodeDecodeError:
         raise ParseError(f"{what} '{path}' is not UTF-8 text.") from None
+    except (ValueError, RecursionError) as exc:  # ints of more than 4300 digits, nesting too deep
+        raise ParseError(f"{what} '{path}' cannot be read: {str(exc).splitlines()[0][:200]}") from None
 
 
 def load_dump(path):
     """Read a dump.json into a DumpTable; a corrupt file raises ParseError naming it."""
     path = check_path(path, kind="file", what="dump file", allow_symlink=True)
-    raw = _read_json(path, "dump file")
+    return table_from_dump(_read_json(path, "dump file"), path)
+
+
+def table_from_dump(raw, path="<memory>", data_dir=None):
+    """A DumpTable of a dump.json-shaped dict ({"task", "level", "framework", "data": {entry: body}}) that
+    need not exist as a file: kernel compare and graph compare build tables in memory. `path` names it
+    in messages; tensor files are looked up in `data_dir` (data_name may also be an absolute path)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("data"), dict):
         raise ParseError(f"dump file '{path}' has no 'data' object; is it a msprobe dump.json?")
-    table = DumpTable(path, {key: raw.get(key) for key in ("task", "level", "framework", "dump_data_dir")})
+    table = DumpTable(path, {key: raw.get(key) for key in ("task", "level", "framework", "dump_data_dir")}, data_dir)
     rows = []
     for entry, body in raw["data"].items():
         if not isinstance(body, dict):
             raise ParseError(f"dump file '{path}': entry '{entry}' is not an object.")
         table.entries.append(entry)
-        _add_entry(rows, entry, body)
+        try:
+            _add_entry(rows, entry, body)
+        except OverflowError:
+            raise ParseError(f"dump file '{path}': entry '{entry}' holds a statistic beyond the float range "
+                             "(a corrupt or hand-edited dump); dump it again.") from None
+        except (TypeError, AttributeError):
+            raise ParseError(f"dump file '{path}': entry '{entry}' is not shaped like a dump entry.") from None
     if rows:
         table.columns = {key: list(values) for key, values in zip(ROW_COLUMNS, zip(*rows))}
     return table

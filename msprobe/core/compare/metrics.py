@@ -10,8 +10,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from msprobe.core.compare.reasons import Reason
+
 __all__ = ["TensorMetrics", "tensor_metrics", "statistics_diffs", "UNSUPPORTED", "NA", "NONE",
-           "SHAPE_UNMATCHED", "MSG_ZERO_DIM", "MSG_EMPTY", "MSG_SHAPE", "MSG_NAN_POSITION", "MSG_DTYPE"]
+           "SHAPE_UNMATCHED", "not_compared", "MSG_ZERO_DIM", "MSG_EMPTY", "MSG_SHAPE", "MSG_NAN_POSITION", "MSG_DTYPE"]
 
 UNSUPPORTED, NA, NONE, SHAPE_UNMATCHED = "unsupported", "N/A", "None", "shape unmatched"
 MSG_ZERO_DIM = ("This is type of 0-d tensor, can not calculate 'Cosine', 'One Thousandth Err Ratio' and "
@@ -21,16 +23,28 @@ MSG_SHAPE = "Shape of NPU and bench Tensor do not match. Skipped."
 MSG_NAN_POSITION = "The Position of inf or nan in NPU and bench Tensor do not match."
 MSG_DTYPE = "Dtype of NPU and bench Tensor do not match."
 _DECIMALS = 12
+_NAN_VALUE = float("nan")
+_FLOAT64_EPS = float(np.finfo(np.float64).eps)
 
 
 class TensorMetrics(NamedTuple):
-    """Tensor-mode metrics of one pair (a plain named tuple, so it crosses process boundaries)."""
-    cosine: object
-    max_abs: object
-    max_rel: object
-    one_thousandth: object
-    five_thousandths: object
-    message: str = ""
+    """Tensor-mode metrics of one pair as numbers (NaN: not computed) and the reason code saying why
+    (a plain named tuple, so it crosses process boundaries). `error_norm` = ||n - b|| and
+    `bench_norm` = ||b|| feed the dtype-aware judgement; `detail` explains an unreadable file."""
+    cosine: float
+    max_abs: float
+    max_rel: float
+    one_thousandth: float
+    five_thousandths: float
+    reason: int = Reason.OK
+    detail: str = ""
+    error_norm: float = _NAN_VALUE
+    bench_norm: float = _NAN_VALUE
+
+
+def not_compared(reason, detail=""):
+    """Metrics of a pair that could not be compared."""
+    return TensorMetrics(_NAN_VALUE, _NAN_VALUE, _NAN_VALUE, _NAN_VALUE, _NAN_VALUE, int(reason), detail)
 
 
 def _round(value):
@@ -67,58 +81,70 @@ def _dot(left, right):
 
 
 def _cosine(npu, bench):
+    """(cosine, ||bench||)."""
     dot = _dot(npu, bench)
     norm_n, norm_b = float(np.sqrt(_dot(npu, npu))), float(np.sqrt(_dot(bench, bench)))
     if norm_n == 0.0 and norm_b == 0.0:
-        return 1.0
+        return 1.0, norm_b
     if norm_n == 0.0 or norm_b == 0.0:
-        return float("nan")
-    return _round(min(max(dot / (norm_n * norm_b), -1.0), 1.0))
+        return float("nan"), norm_b
+    return _round(min(max(dot / (norm_n * norm_b), -1.0), 1.0)), norm_b
 
 
-def _finite_metrics(npu, bench, eps):
-    """(max_abs, max_rel, one, five) of finite flat arrays, with two temporary buffers."""
-    with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf inputs are handled by the caller
+def _finite_metrics(npu, bench):
+    """(max_abs, max_rel, one, five, error_norm) of finite flat arrays, with two temporary buffers.
+
+    Relative error is |n - b| / |b|; where b is exactly 0 both values are first shifted by float64's
+    epsilon, as the documented formula (and 1.2.1) does, so n = 0.5 against b = 0 counts as 0.5 / 2.2e-16.
+    """
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # NaN/Inf inputs: the caller's job
         abs_err = np.subtract(npu, bench)
         np.abs(abs_err, out=abs_err)
+        error_norm = float(np.sqrt(_dot(abs_err, abs_err)))
         relative = np.abs(bench)
-        np.maximum(relative, eps, out=relative)  # zeros (and denormals) divide by the dtype's epsilon
+        zeros = relative == 0
+        if zeros.any():
+            eps = npu.dtype.type(_FLOAT64_EPS)
+            relative[zeros] = eps
+            abs_err[zeros] = np.abs((npu[zeros] + eps) - eps)
         np.divide(abs_err, relative, out=relative)
         count = relative.size
         one = np.count_nonzero(relative < 0.001) / count
         five = np.count_nonzero(relative < 0.005) / count
-        return float(abs_err.max()), float(relative.max()), one, five
+        return float(abs_err.max()), float(relative.max()), one, five, error_norm
 
 
 def tensor_metrics(npu, bench):
-    """Metrics of two numpy arrays of the same shape, following the reference's definitions.
+    """Metrics of two numpy arrays, following the documented definitions (10.accuracy_compare_PyTorch).
 
-    Relative error divides by |bench| (values below the dtype's epsilon, zeros included, count as
-    epsilon); the error ratios count elements whose relative error is below 0.001 / 0.005.
+    Relative error divides by |bench| (an exact zero in bench shifts both sides by float64's epsilon);
+    the error ratios count elements whose relative error is below 0.001 / 0.005. Returns numbers and
+    a reason code (SHAPE_MISMATCH, EMPTY, NAN_POSITION, ZERO_DIM or OK); `render` makes the cells.
     """
     if npu.shape != bench.shape:
-        return TensorMetrics(SHAPE_UNMATCHED, SHAPE_UNMATCHED, SHAPE_UNMATCHED, SHAPE_UNMATCHED,
-                             SHAPE_UNMATCHED, MSG_SHAPE)
+        return not_compared(Reason.SHAPE_MISMATCH)
     if npu.size == 0:
-        return TensorMetrics(NONE, NONE, NONE, NONE, NONE, MSG_EMPTY)
+        return not_compared(Reason.EMPTY)
     work = _work_dtype(npu, bench)
     zero_dim = npu.ndim == 0
     npu = np.ascontiguousarray(npu, dtype=work).reshape(-1)
     bench = np.ascontiguousarray(bench, dtype=work).reshape(-1)
-    eps = np.finfo(work).eps
-    max_abs, max_rel, one, five = _finite_metrics(npu, bench, eps)
+    max_abs, max_rel, one, five, error_norm = _finite_metrics(npu, bench)
     if not (np.isfinite(max_abs) and np.isfinite(max_rel)):  # NaN/Inf somewhere: the slow, careful path
         mismatch, finite = _nonfinite_mismatch(npu, bench)
         if mismatch:
-            return TensorMetrics(NA, NA, NA, NA, NA, MSG_NAN_POSITION)
+            return not_compared(Reason.NAN_POSITION)
         if finite is not None:
             npu, bench = npu[finite], bench[finite]
         if npu.size == 0:
-            return TensorMetrics(NA, NA, NA, NA, NA, MSG_NAN_POSITION)
-        max_abs, max_rel, one, five = _finite_metrics(npu, bench, eps)
+            return not_compared(Reason.NAN_POSITION)
+        max_abs, max_rel, one, five, error_norm = _finite_metrics(npu, bench)
     if zero_dim:
-        return TensorMetrics(UNSUPPORTED, _round(max_abs), _round(max_rel), UNSUPPORTED, UNSUPPORTED, MSG_ZERO_DIM)
-    return TensorMetrics(_cosine(npu, bench), _round(max_abs), _round(max_rel), _round(one), _round(five), "")
+        return TensorMetrics(_NAN_VALUE, _round(max_abs), _round(max_rel), _NAN_VALUE, _NAN_VALUE, Reason.ZERO_DIM,
+                             "", error_norm, abs(float(bench[0])))
+    cosine, bench_norm = _cosine(npu, bench)
+    return TensorMetrics(cosine, _round(max_abs), _round(max_rel), _round(one), _round(five),
+                         Reason.OK, "", error_norm, bench_norm)
 
 
 def statistics_diffs(npu_stats, bench_stats):

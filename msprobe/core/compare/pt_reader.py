@@ -2,9 +2,12 @@
 
 Both PyTorch file layouts are understood: the zip archive (`archive/data.pkl` + `archive/data/{key}`)
 and the legacy stream (magic, protocol, sys_info, the object pickle, the storage-key pickle, then
-each storage as an int64 element count followed by its raw little-endian bytes). The object pickle is
-read with an unpickler that only knows tensor rebuilding, so nothing else in the file can run.
-Anything unexpected raises `UnreadableTensorFile`; callers then fall back to torch.load.
+each storage as an int64 element count followed by its raw little-endian bytes). Every pickle in the
+file, the legacy header records included, is read by a restricted unpickler: the object pickle may
+name only the tensor-rebuild function, the storage types and OrderedDict; the header records may name
+nothing at all. A file that names anything else (a crafted `os.system`, say) is refused before any of
+it runs. Anything unexpected raises `UnreadableTensorFile` with the reason; callers may then try
+torch.load(weights_only=True), which is restricted too.
 Legacy files are memory-mapped: a 100 MB tensor is a view of the page cache, not a copy.
 """
 import collections
@@ -37,6 +40,20 @@ def _rebuild_tensor(storage, offset, size, stride, *unused):
     return _TensorRecipe(storage, offset, size, stride)
 
 
+class _PlainUnpickler(pickle.Unpickler):
+    """Plain data only (ints, strings, dicts, lists): the legacy header records and storage keys."""
+
+    def find_class(self, module, name):
+        raise UnreadableTensorFile(f"it refers to {module}.{name}, which a tensor file never does (refused, not run)")
+
+    def persistent_load(self, pid):
+        raise UnreadableTensorFile("unexpected persistent id in a header record")
+
+
+def _plain_record(stream):
+    return _PlainUnpickler(stream).load()
+
+
 class _TensorUnpickler(pickle.Unpickler):
     def find_class(self, module, name):
         if module == "torch._utils" and name == "_rebuild_tensor_v2":
@@ -45,11 +62,14 @@ class _TensorUnpickler(pickle.Unpickler):
             return _STORAGE_DTYPES[name]
         if module == "collections" and name == "OrderedDict":
             return collections.OrderedDict
-        raise UnreadableTensorFile(f"unexpected object {module}.{name}")
+        raise UnreadableTensorFile(f"it refers to {module}.{name}, which a plain tensor file never does "
+                                   "(refused, not run)")
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage"):
             raise UnreadableTensorFile("unexpected persistent id")
+        if not any(pid[1] is dtype or pid[1] == dtype for dtype in _STORAGE_DTYPES.values()):
+            raise UnreadableTensorFile("unknown storage type")
         return pid[1], str(pid[2]), int(pid[4])  # dtype, key, element count
 
 
@@ -93,14 +113,16 @@ def _read_zip(path):
 
 def _read_legacy(path):
     with open(path, "rb") as handle:
-        if pickle.load(handle) != _LEGACY_MAGIC:
+        if _plain_record(handle) != _LEGACY_MAGIC:
             raise UnreadableTensorFile("not a torch file")
-        pickle.load(handle)  # protocol version
-        info = pickle.load(handle)
+        _plain_record(handle)  # protocol version
+        info = _plain_record(handle)
         if not isinstance(info, dict) or not info.get("little_endian", True):
             raise UnreadableTensorFile("big-endian file")
         recipe = _recipe(handle)
-        keys = pickle.load(handle)
+        keys = _plain_record(handle)
+        if not isinstance(keys, list):
+            raise UnreadableTensorFile("bad storage key list")
         position = handle.tell()
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     offsets = {}
@@ -126,5 +148,8 @@ def read_pt(path):
         return _read_legacy(path)
     except UnreadableTensorFile:
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, KeyError, TypeError, IndexError, OSError) as exc:
-        raise UnreadableTensorFile(str(exc)) from None
+    except EOFError:
+        raise UnreadableTensorFile("the file is truncated") from None
+    except (pickle.UnpicklingError, ValueError, KeyError, TypeError, IndexError, OSError, AttributeError,
+            zipfile.BadZipFile, RecursionError, MemoryError) as exc:
+        raise UnreadableTensorFile(str(exc) or type(exc).__name__) from None

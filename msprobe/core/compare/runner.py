@@ -13,17 +13,18 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from msprobe.core.compare.advisor import write_advisor
-from msprobe.core.compare.load import MODE_MD5, detect_mode, load_dump, load_stack
+from msprobe.core.compare.advisor import find_suspect, write_advisor
+from msprobe.core.compare.load import MODE_MD5, DumpTable, detect_mode, load_dump, load_stack
 from msprobe.core.compare.mapping import NameMapper, load_mapping_file
 from msprobe.core.compare.match import match_rows
-from msprobe.core.compare.result import build_result
+from msprobe.core.compare.records import CompareRecords, build_records
+from msprobe.core.compare.render import SUSPICION, render_result, summary_text
 from msprobe.core.compare.xlsx import Sheet, write_xlsx
 from msprobe.core.errors import CompareError
 from msprobe.core.log import logger
 from msprobe.core.paths import check_path, make_dir
 
-__all__ = ["CompareOptions", "CompareOutcome", "compare_dumps", "compare_pair", "find_rank_pairs"]
+__all__ = ["CompareOptions", "CompareOutcome", "compare_dumps", "compare_pair", "compare_tables", "find_rank_pairs"]
 
 _RANK_DIR = re.compile(r"^rank(\d*)$")
 _STEP_DIR = re.compile(r"^step(\d+)$")
@@ -51,9 +52,12 @@ class CompareOptions:
 
 @dataclass
 class CompareOutcome:
+    """What one compare wrote: the report, the advisor file (None with -c or md5), the report table
+    (`result`, a render.CompareResult; None for ranks compared in worker processes) and the records."""
     xlsx_path: str
     advisor_path: Optional[str]
     result: object
+    records: Optional[CompareRecords] = None
 
 
 def _mapping(value, what):
@@ -89,15 +93,48 @@ def _check_modes(npu, bench):
 
 
 def _keep_diff_rows(result):
-    """Only rows that fail, warn, differ or are highlighted (diff_only)."""
+    """Only rows that fail, warn, differ, are highlighted or carry a Suspicion (diff_only)."""
     keep = result.color > 0
     for column, bad in (("Accuracy Reached or Not", ("No", "Unmatched")), ("Result", ("Warning", "Different", "N/A"))):
         if column in result.columns:
             keep |= np.isin(np.array(result.columns[column], dtype=object), bad)
+    if SUSPICION in result.columns:
+        keep |= np.array([cell is not None and not cell.startswith("within") for cell in result.columns[SUSPICION]])
     index = np.flatnonzero(keep)
     result.columns = {k: [v[i] for i in index] for k, v in result.columns.items()}
     result.color = result.color[index]
+    if result.row_styles is not None:
+        result.row_styles = result.row_styles[index]
     return result
+
+
+def compare_tables(npu: DumpTable, bench: DumpTable, options: Optional[CompareOptions] = None) -> CompareRecords:
+    """Compare two loaded dumps in memory and return their CompareRecords (numbers, reason codes,
+    verdicts, the dtype-aware judgement and the advisor's suspect); nothing is written.
+
+    Tables come from `msprobe.core.compare.load.load_dump(path)` or, for data that never was a
+    dump.json file, `table_from_dump(dump_dict, path, data_dir)`. Example:
+
+        from msprobe.core.compare import CompareOptions, compare_tables
+        from msprobe.core.compare.load import load_dump
+        from msprobe.core.compare.render import render_result, suspicion_text
+
+        records = compare_tables(load_dump("npu/step0/rank0/dump.json"),
+                                 load_dump("gpu/step0/rank0/dump.json"), CompareOptions(progress=False))
+        if records.suspect is not None:
+            print(records.suspect.name, records.suspect.summary)
+        suspicious = records.judgement.suspicious          # bool per row, dtype-aware
+        row_names = records.names                          # one per row, NPU rows first
+        table = render_result(records)                     # the report's cells, if wanted
+
+    Raises CompareError when the two dumps hold different modes (statistics, tensor, md5).
+    """
+    options = options or CompareOptions(progress=False)
+    mode = _check_modes(npu, bench)
+    bench_index, unmatched = match_rows(npu, bench, options.fuzzy_match, build_mapper(options))
+    records = build_records(mode, npu, bench, bench_index, unmatched, options)
+    records.suspect = find_suspect(records)
+    return records
 
 
 _PARALLEL_LOAD_BYTES = 8 * 2 ** 20
@@ -119,29 +156,30 @@ def _load_both(npu_json, bench_json, options):
 
 def compare_pair(npu_json, bench_json, output_dir, options, name_tag=""):
     """Compare one NPU dump.json with one bench dump.json; writes the xlsx (and advisor)."""
-    start = time.time()
     npu, bench = _load_both(npu_json, bench_json, options)
-    mode = _check_modes(npu, bench)
+    return compare_loaded(npu, bench, output_dir, options, name_tag)
+
+
+def compare_loaded(npu, bench, output_dir, options, name_tag=""):
+    """compare_tables, then the xlsx report, the advisor file and the terminal summary."""
+    start = time.time()
+    records = compare_tables(npu, bench, options)
     stacks, with_stack = _stack_for(npu.path, options)
-    bench_index, unmatched = match_rows(npu, bench, options.fuzzy_match, build_mapper(options))
-    result = build_result(mode, npu, bench, bench_index, unmatched, stacks, with_stack, options)
-    npu_rows = len(npu)
-    del npu, bench  # the report keeps what it needs; free the tables before writing
+    result = render_result(records, stacks, with_stack)
     if options.diff_only:
         result = _keep_diff_rows(result)
     timestamp = options.timestamp or time.strftime("%Y%m%d%H%M%S")
     xlsx_path = os.path.join(output_dir, f"compare_result{name_tag}_{timestamp}.xlsx")
     write_xlsx(xlsx_path, [Sheet("Sheet", result.header, [result.columns[h] for h in result.header],
-                                 result.color)])
-    matched = int((bench_index >= 0).sum())
-    logger.info("compare (%s mode): %d NPU rows, %d matched, %d bench rows unmatched, %.2fs -> %s", mode,
-                npu_rows, matched, len(unmatched), time.time() - start, xlsx_path)
+                                 result.row_styles, freeze_header=True)])
+    logger.debug("compare took %.2fs", time.time() - start)
     advisor_path = None
-    if options.auto_analyze and mode != MODE_MD5:
-        advisor_path, text = write_advisor(result, os.path.join(output_dir, f"advisor{name_tag}_{timestamp}.txt"))
+    if options.auto_analyze and records.mode != MODE_MD5:
+        advisor_path, text = write_advisor(records, os.path.join(output_dir, f"advisor{name_tag}_{timestamp}.txt"))
         if options.is_print_compare_log:
             logger.info("advisor:\n%s", text.rstrip())
-    return CompareOutcome(xlsx_path, advisor_path, result)
+    logger.info("%s", summary_text(records, xlsx_path))
+    return CompareOutcome(xlsx_path, advisor_path, result, records)
 
 
 def _dump_json_in(directory):
@@ -194,7 +232,7 @@ _PENDING_JOBS = []  # filled just before forking workers, so options with callab
 def _run_one(index):
     tag, npu_json, bench_json, output_dir, options = _PENDING_JOBS[index]
     outcome = compare_pair(npu_json, bench_json, output_dir, options, tag)
-    outcome.result = None  # results stay in the worker; the files are the output
+    outcome.result = outcome.records = None  # results stay in the worker; the files are the output
     return outcome
 
 

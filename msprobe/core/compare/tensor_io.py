@@ -7,18 +7,14 @@ import os
 
 import numpy as np
 
-from msprobe.core.compare.metrics import NONE, TensorMetrics, tensor_metrics
+from msprobe.core.compare.metrics import TensorMetrics, not_compared, tensor_metrics
 from msprobe.core.compare.pt_reader import UnreadableTensorFile, read_pt
+from msprobe.core.compare.reasons import Reason
 from msprobe.core.log import logger
 
-__all__ = ["load_tensor", "compare_tensor_files", "MSG_NO_BENCH", "msg_not_found"]
+__all__ = ["load_tensor", "compare_tensor_files", "register_loader", "UnreadableTensorFile"]
 
-MSG_NO_BENCH = "No bench data matched."
 _LOADERS = {}
-
-
-def msg_not_found(path):
-    return f"Dump file: {path} not found."
 
 
 def register_loader(suffix, loader):
@@ -26,15 +22,28 @@ def register_loader(suffix, loader):
     _LOADERS[suffix] = loader
 
 
-def _load_pt(path):
-    import torch
+def _first_line(exc):
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
 
-    try:  # mmap: the numpy view reads the page cache directly instead of copying every tensor
-        tensor = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except RuntimeError:  # legacy (non-zip) .pt files cannot be mapped
-        tensor = torch.load(path, map_location="cpu", weights_only=True)
+
+def _load_pt(path, why_not_plain):
+    """torch.load(weights_only=True): tensors our reader does not know (subclasses, Parameters).
+    It runs no code from the file either; anything it refuses is reported with our reader's reason."""
+    try:
+        import torch
+    except ImportError:
+        raise UnreadableTensorFile(why_not_plain) from None
+    try:
+        try:  # mmap: the numpy view reads the page cache directly instead of copying every tensor
+            tensor = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:  # legacy (non-zip) .pt files cannot be mapped
+            tensor = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many kinds; every one means "not a tensor we may read"
+        logger.debug("torch.load(weights_only=True) refused %s: %s", path, _first_line(exc))
+        raise UnreadableTensorFile(why_not_plain) from None
     if not isinstance(tensor, torch.Tensor):
-        raise ValueError(f"{path} does not hold a tensor")
+        raise UnreadableTensorFile(f"it holds a {type(tensor).__name__}, not a tensor")
     tensor = tensor.detach()
     if tensor.dtype in (torch.bfloat16, torch.float16):
         tensor = tensor.float()
@@ -52,39 +61,56 @@ def load_tensor(path):
         try:  # plain tensors need no torch import (seconds per worker) and are memory-mapped
             array = read_pt(path)
             return array.astype(np.float32) if array.dtype == np.float16 else array
-        except UnreadableTensorFile:
-            return _load_pt(path)
-    array = np.load(path, allow_pickle=False)
+        except UnreadableTensorFile as exc:
+            return _load_pt(path, str(exc))
+    try:
+        array = np.load(path, allow_pickle=False)  # never unpickle: an object array is refused
+    except ValueError as exc:
+        raise UnreadableTensorFile(_first_line(exc)) from None
+    except (OSError, EOFError) as exc:
+        raise UnreadableTensorFile(f"not a readable .npy file ({_first_line(exc)})") from None
+    if not isinstance(array, np.ndarray):  # np.load of an .npz archive
+        raise UnreadableTensorFile("it is not a single array")
     return array.astype(np.float32) if array.dtype == np.float16 else array
 
 
-def _mismatch_message(path, array, recorded):
+def _shape_detail(path, array, recorded):
     if recorded is None or tuple(array.shape) == tuple(recorded):
         return None
-    return (f"Dump file: {os.path.basename(path)} holds shape {list(array.shape)} but dump.json records "
-            f"{list(recorded)}; the dump is inconsistent.")
+    return f"{os.path.basename(path)} holds shape {list(array.shape)} but dump.json records {list(recorded)}"
 
 
-def _pair_metrics(task):
+def _read(path, reason):
+    """(array, None) or (None, metrics saying why the file could not be read)."""
+    try:
+        return load_tensor(path), None
+    except UnreadableTensorFile as exc:
+        return None, not_compared(reason, f"{path} cannot be read: {exc}")
+    except Exception as exc:  # a broken file is a row, not a crash
+        logger.debug("cannot read %s: %s", path, exc)
+        return None, not_compared(reason, f"{path} cannot be read: {_first_line(exc)}")
+
+
+def _pair_metrics(task) -> TensorMetrics:
     npu_path, bench_path = task[:2]
     npu_shape, bench_shape = task[2:] if len(task) == 4 else (None, None)
     if not npu_path or not os.path.isfile(npu_path):
-        return TensorMetrics(NONE, NONE, NONE, NONE, NONE, msg_not_found(npu_path))
+        return not_compared(Reason.NPU_FILE_MISSING, npu_path or "")
     if not bench_path or not os.path.isfile(bench_path):
-        return TensorMetrics(NONE, NONE, NONE, NONE, NONE, MSG_NO_BENCH)
-    try:
-        npu = load_tensor(npu_path)
-    except Exception as exc:  # a broken file is a row, not a crash
-        logger.debug("cannot read %s: %s", npu_path, exc)
-        return TensorMetrics(NONE, NONE, NONE, NONE, NONE, msg_not_found(npu_path))
-    try:
-        bench = load_tensor(bench_path)
-    except Exception as exc:
-        logger.debug("cannot read %s: %s", bench_path, exc)
-        return TensorMetrics(NONE, NONE, NONE, NONE, NONE, MSG_NO_BENCH)
-    message = _mismatch_message(npu_path, npu, npu_shape) or _mismatch_message(bench_path, bench, bench_shape)
-    if message:
-        return TensorMetrics(NONE, NONE, NONE, NONE, NONE, message)
+        return not_compared(Reason.BENCH_FILE_MISSING, bench_path or "")
+    npu, failed = _read(npu_path, Reason.NPU_UNREADABLE)
+    if failed:
+        return failed
+    bench, failed = _read(bench_path, Reason.BENCH_UNREADABLE)
+    if failed:
+        return failed
+    detail = _shape_detail(npu_path, npu, npu_shape) or _shape_detail(bench_path, bench, bench_shape)
+    if detail:
+        return not_compared(Reason.FILE_SHAPE, detail)
+    if npu.dtype.kind not in "biufc" or bench.dtype.kind not in "biufc":
+        side, path = ("NPU", npu_path) if npu.dtype.kind not in "biufc" else ("bench", bench_path)
+        return not_compared(Reason.NPU_UNREADABLE if side == "NPU" else Reason.BENCH_UNREADABLE,
+                            f"{path} cannot be read: it holds {npu.dtype if side == 'NPU' else bench.dtype} data, not numbers")
     return tensor_metrics(npu, bench)
 
 

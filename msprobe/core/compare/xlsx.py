@@ -1,4 +1,5 @@
-"""A small streaming xlsx writer: inline strings, numbers, whole-row red/yellow fills, several sheets.
+"""A small streaming xlsx writer: inline strings, numbers, whole-row red/yellow fills, several sheets,
+optionally a frozen header row with an autofilter and columns sized to their content.
 
 Going through openpyxl cell objects costs seconds per 100k rows; here every column is rendered to
 XML text in one list comprehension and rows are joined, so a 115k x 25 sheet takes about a second.
@@ -20,14 +21,16 @@ _MAX_CELL_TEXT = 32767
 
 class Sheet:
     """One worksheet: a name, column titles, columns (lists of equal length) and a style per row
-    (0 plain, 1 yellow fill, 2 red fill)."""
+    (0 plain, 1 yellow fill, 2 red fill; 3, 4, 5: the same in bold, to mark a row). `freeze_header`
+    keeps the title row in view, adds an autofilter and sizes the columns."""
 
-    def __init__(self, name, header, columns, row_styles=None):
+    def __init__(self, name, header, columns, row_styles=None, freeze_header=False):
         self.name = name[:31]
         self.header = list(header)
         # lists, or sequences that slice into lists (NumberColumn): read chunk by chunk when written
         self.columns = [c if hasattr(c, "__getitem__") and hasattr(c, "__len__") else list(c) for c in columns]
         self.row_styles = row_styles
+        self.freeze_header = freeze_header
 
 
 def _escape(text):
@@ -172,9 +175,53 @@ def _chunks(sheet):
         _FORKED_SHEET.clear()
 
 
+def _column_letters(index):
+    letters = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        letters = chr(65 + rest) + letters
+    return letters
+
+
+_SAMPLE_ROWS = 200
+_MAX_WIDTH = 60
+
+
+def _column_widths(sheet):
+    """Width per column from the title and the first rows' text (a sample: sizing must stay cheap)."""
+    widths = []
+    for title, column in zip(sheet.header, sheet.columns):
+        sample = column[:_SAMPLE_ROWS]
+        longest = max((len(str(v).split("\n", 1)[0]) if type(v) is not float else min(len(repr(v)), 12)
+                       for v in sample if v is not None), default=0)
+        widths.append(min(_MAX_WIDTH, max(len(str(title)) + 3, longest + 2, 8)))
+    return widths
+
+
+def _sheet_head(sheet):
+    """Worksheet XML up to <sheetData>: frozen title row and column widths when asked for."""
+    if not sheet.freeze_header:
+        return _SHEET_HEAD
+    view = ('<sheetViews><sheetView workbookViewId="0"><pane ySplit="1" topLeftCell="A2" activePane="bottomLeft" '
+            'state="frozen"/><selection pane="bottomLeft" activeCell="A2" sqref="A2"/></sheetView></sheetViews>')
+    cols = "".join(f'<col min="{n}" max="{n}" width="{w}" customWidth="1"/>'
+                   for n, w in enumerate(_column_widths(sheet), 1))
+    head = _SHEET_HEAD[:-len("<sheetData>")]
+    return f"{head}{view}<cols>{cols}</cols><sheetData>"
+
+
+def _sheet_tail(sheet):
+    rows = len(sheet.columns[0]) if sheet.columns else 0
+    if not sheet.freeze_header or not sheet.header:
+        return "</sheetData></worksheet>"
+    last = _column_letters(len(sheet.header) - 1)
+    return f'</sheetData><autoFilter ref="A1:{last}{rows + 1}"/></worksheet>'
+
+
 def _write_sheet(stream, sheet):
     """Stream the worksheet XML in chunks of rows, so memory stays flat on 100k-row reports."""
-    stream.write((_SHEET_HEAD + f"<row>{''.join(_render_column(sheet.header))}</row>").encode("utf-8"))
+    stream.write((_sheet_head(sheet) + f"<row>{''.join(_render_column(sheet.header))}</row>").encode("utf-8"))
     from tqdm import tqdm
 
     rows = len(sheet.columns[0]) if sheet.columns else 0
@@ -182,7 +229,7 @@ def _write_sheet(stream, sheet):
         for data in _chunks(sheet):
             stream.write(data)
             progress.update(min(_CHUNK_ROWS, rows - progress.n))
-    stream.write(b"</sheetData></worksheet>")
+    stream.write(_sheet_tail(sheet).encode("utf-8"))
 
 
 _CONTENT_TYPES = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
@@ -202,7 +249,8 @@ _ROOT_RELS = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
               'officeDocument" Target="xl/workbook.xml"/></Relationships>')
 _STYLES = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
            '<styleSheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
-           '<fonts count="1"><font><sz val="11"/><name val="Calibri"/><family val="2"/></font></fonts>'
+           '<fonts count="2"><font><sz val="11"/><name val="Calibri"/><family val="2"/></font>'
+           '<font><b/><sz val="11"/><name val="Calibri"/><family val="2"/></font></fonts>'
            '<fills count="4"><fill><patternFill patternType="none"/></fill>'
            '<fill><patternFill patternType="gray125"/></fill>'
            f'<fill><patternFill patternType="solid"><fgColor rgb="{YELLOW_RGB}"/><bgColor rgb="{YELLOW_RGB}"/>'
@@ -211,9 +259,12 @@ _STYLES = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
            '</patternFill></fill></fills>'
            '<borders count="1"><border><left/><right/><top/><bottom/><diagonal/></border></borders>'
            '<cellStyleXfs count="1"><xf numFmtId="0" fontId="0" fillId="0" borderId="0"/></cellStyleXfs>'
-           '<cellXfs count="3"><xf numFmtId="0" fontId="0" fillId="0" borderId="0" xfId="0"/>'
+           '<cellXfs count="6"><xf numFmtId="0" fontId="0" fillId="0" borderId="0" xfId="0"/>'
            '<xf numFmtId="0" fontId="0" fillId="2" borderId="0" xfId="0" applyFill="1"/>'
-           '<xf numFmtId="0" fontId="0" fillId="3" borderId="0" xfId="0" applyFill="1"/></cellXfs>'
+           '<xf numFmtId="0" fontId="0" fillId="3" borderId="0" xfId="0" applyFill="1"/>'
+           '<xf numFmtId="0" fontId="1" fillId="0" borderId="0" xfId="0" applyFont="1"/>'
+           '<xf numFmtId="0" fontId="1" fillId="2" borderId="0" xfId="0" applyFont="1" applyFill="1"/>'
+           '<xf numFmtId="0" fontId="1" fillId="3" borderId="0" xfId="0" applyFont="1" applyFill="1"/></cellXfs>'
            '<cellStyles count="1"><cellStyle name="Normal" xfId="0" builtinId="0"/></cellStyles></styleSheet>')
 
 

@@ -4,33 +4,48 @@ import math
 import numpy as np
 import pytest
 
-from msprobe.core.compare.metrics import (MSG_EMPTY, MSG_NAN_POSITION, MSG_SHAPE, MSG_ZERO_DIM, NA, NONE,
-                                          SHAPE_UNMATCHED, UNSUPPORTED, statistics_diffs, tensor_metrics)
+from msprobe.core.compare.metrics import statistics_diffs, tensor_metrics
+from msprobe.core.compare.reasons import Reason
+
+
+def _not_compared(metrics):
+    return all(math.isnan(v) for v in metrics[:5])
 
 
 def test_identical_tensors_are_perfect():
     a = np.array([1.0, -2.0, 3.0], dtype=np.float32)
-    assert tensor_metrics(a, a.copy()) == (1.0, 0.0, 0.0, 1.0, 1.0, "")
+    result = tensor_metrics(a, a.copy())
+    assert result[:6] == (1.0, 0.0, 0.0, 1.0, 1.0, Reason.OK)
+    assert result.error_norm == 0.0 and result.bench_norm == pytest.approx(math.sqrt(14))
 
 
 def test_hand_computed_metrics():
     npu = np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32)
     bench = np.array([1.0, 2.003, 3.0, 5.0], dtype=np.float32)
-    cosine, max_abs, max_rel, one, five, message = tensor_metrics(npu, bench)
+    cosine, max_abs, max_rel, one, five, reason = tensor_metrics(npu, bench)[:6]
     expected_cos = np.dot(npu.astype(float), bench) / np.linalg.norm(npu.astype(float)) / np.linalg.norm(bench.astype(float))
     assert cosine == pytest.approx(expected_cos, abs=1e-9)
     assert max_abs == pytest.approx(1.0, abs=1e-6)
     assert max_rel == pytest.approx(0.2, abs=1e-6)
     assert one == 0.5          # rel errors 0, 0.0015, 0, 0.2
     assert five == 0.75
-    assert message == ""
+    assert reason == Reason.OK
+    assert tensor_metrics(npu, bench).error_norm == pytest.approx(math.hypot(0.003, 1.0), rel=1e-6)
 
 
-def test_zero_bench_uses_epsilon_in_relative_error():
-    npu = np.array([1e-3, 1.0], dtype=np.float32)
-    bench = np.array([0.0, 1.0], dtype=np.float32)
-    max_rel = tensor_metrics(npu, bench)[2]
-    assert max_rel == pytest.approx(1e-3 / np.finfo(np.float32).eps, rel=1e-5)
+def test_zero_bench_shifts_both_sides_by_float64_epsilon():
+    """The documented formula (and 1.2.1): where bench is exactly 0 both values get + 2**-52 first. A
+    conv bias gradient of 3 * 2**-33 against an exact 0 is 3 * 2**19 = 1572864, and it fails both ratios."""
+    npu = np.array([3 * 2.0 ** -33], dtype=np.float32)
+    bench = np.array([0.0], dtype=np.float32)
+    result = tensor_metrics(npu, bench)
+    assert result.max_rel == 1572864.0
+    assert (result.one_thousandth, result.five_thousandths) == (0.0, 0.0)
+    # both exactly zero: relative error 0, counted as agreeing
+    assert tensor_metrics(np.zeros(2, np.float32), np.zeros(2, np.float32))[2:5] == (0.0, 1.0, 1.0)
+    # a denormal bench value is divided by as it is (no epsilon floor)
+    tiny = tensor_metrics(np.array([2e-39], np.float32), np.array([1e-39], np.float32))
+    assert tiny.max_rel == pytest.approx(1.0, rel=1e-3)
 
 
 @pytest.mark.parametrize("npu, bench, expected", [
@@ -56,27 +71,29 @@ def test_nan_at_same_positions_compares_the_rest():
 def test_nan_at_different_positions_is_reported():
     npu = np.array([np.nan, 1.0], dtype=np.float32)
     bench = np.array([1.0, np.nan], dtype=np.float32)
-    assert tensor_metrics(npu, bench) == (NA, NA, NA, NA, NA, MSG_NAN_POSITION)
+    result = tensor_metrics(npu, bench)
+    assert _not_compared(result) and result.reason == Reason.NAN_POSITION
 
 
 def test_inf_sign_mismatch_is_reported():
-    assert tensor_metrics(np.array([np.inf, 1.0]), np.array([-np.inf, 1.0]))[5] == MSG_NAN_POSITION
+    assert tensor_metrics(np.array([np.inf, 1.0]), np.array([-np.inf, 1.0])).reason == Reason.NAN_POSITION
 
 
 def test_shape_mismatch():
     result = tensor_metrics(np.zeros((2, 3)), np.zeros((3, 2)))
-    assert result == (SHAPE_UNMATCHED,) * 5 + (MSG_SHAPE,)
+    assert _not_compared(result) and result.reason == Reason.SHAPE_MISMATCH
 
 
 def test_empty_tensor():
-    assert tensor_metrics(np.zeros((0, 4)), np.zeros((0, 4))) == (NONE,) * 5 + (MSG_EMPTY,)
+    result = tensor_metrics(np.zeros((0, 4)), np.zeros((0, 4)))
+    assert _not_compared(result) and result.reason == Reason.EMPTY
 
 
 def test_zero_dim_tensor():
-    cosine, max_abs, max_rel, one, five, message = tensor_metrics(np.array(2.0), np.array(1.5))
-    assert (cosine, one, five) == (UNSUPPORTED,) * 3
+    cosine, max_abs, max_rel, one, five, reason = tensor_metrics(np.array(2.0), np.array(1.5))[:6]
+    assert math.isnan(cosine) and math.isnan(one) and math.isnan(five)
     assert max_abs == 0.5 and max_rel == pytest.approx(1 / 3, abs=1e-9)
-    assert message == MSG_ZERO_DIM
+    assert reason == Reason.ZERO_DIM
 
 
 def test_integer_and_bool_tensors():

@@ -1,0 +1,264 @@
+"""Compare records: the numbers, reason codes and verdicts of one compare, before any rendering.
+
+`build_records` pairs rows (positions into the two dump tables), computes the metrics (tensor files or
+statistics), the 1.2.1 verdicts and highlights, and the dtype-aware judgement; `render` turns records
+into report cells, `advisor` picks the suspect from them. Nothing here makes text.
+"""
+import os
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import numpy as np
+
+from msprobe.core.compare import judge
+from msprobe.core.compare.load import MODE_MD5, MODE_TENSOR, DumpTable
+from msprobe.core.compare.metrics import statistics_diffs
+from msprobe.core.compare.reasons import NOT_COMPARED, UNREADABLE, Reason
+from msprobe.core.compare.tensor_io import compare_tensor_files
+from msprobe.core.compare.tolerance import Judgement, dtype_epsilon, judge_rows, run_epsilon
+
+__all__ = ["CompareRecords", "build_records", "FLOAT_DTYPES"]
+
+FLOAT_DTYPES = {"torch.float32", "torch.float16", "torch.bfloat16", "torch.float64", "Float32", "Float16",
+                "BFloat16", "Float64", "float32", "float16", "bfloat16", "float64"}
+_METRIC_FIELDS = ("cosine", "max_abs", "max_rel", "one_thousandth", "five_thousandths", "error_norm", "bench_norm")
+
+
+@dataclass
+class CompareRecords:
+    """One compare as arrays, one element per report row: NPU rows in dump order, then bench rows no
+    NPU row matched. Positions are row indices into `npu` / `bench` (-1: that side has no row).
+
+    reason: Reason code per row; detail: text that goes with it (the unreadable file and why), or None;
+    metrics: tensor mode 'cosine', 'max_abs', 'max_rel', 'one_thousandth', 'five_thousandths',
+    'error_norm', 'bench_norm' (float arrays, NaN where not computed); statistics mode 'diff' and
+    'relative' ((rows, 4) arrays of Max, Min, Mean, Norm); verdict: 'Accuracy Reached or Not' (tensor)
+    or Result (statistics / md5) per row; color / highlights / overruled: 1.2.1's highlight rules, after
+    the judgement has overruled the relative ones on rows within tolerance; judgement: the dtype-aware
+    judgement (tolerance.Judgement); suspect: the advisor's pick (advisor.Suspect) or None.
+    """
+    mode: str
+    npu: DumpTable
+    bench: DumpTable
+    npu_pos: np.ndarray
+    bench_pos: np.ndarray
+    reason: np.ndarray
+    detail: List[Optional[str]]
+    fuzzy: np.ndarray
+    npu_stats: np.ndarray
+    bench_stats: np.ndarray
+    absent: np.ndarray
+    metrics: dict
+    verdict: np.ndarray
+    color: np.ndarray
+    highlights: list
+    overruled: list
+    judgement: Optional[Judgement]
+    entry_ids: np.ndarray
+    suspect: object = None
+    extra: dict = field(default_factory=dict)
+
+    def __len__(self):
+        return len(self.npu_pos)
+
+    def column(self, side, key, missing=None):
+        """Values of table column `key` of side 'npu' or 'bench' per row (`missing` where the side has no row)."""
+        table, positions = (self.npu, self.npu_pos) if side == "npu" else (self.bench, self.bench_pos)
+        values = table.columns[key] if len(table) else []
+        return [values[i] if i >= 0 else missing for i in positions.tolist()]
+
+    @property
+    def names(self):
+        """The row name of each row: the NPU name, or the bench name of a bench-only row."""
+        npu, bench = self.column("npu", "name"), self.column("bench", "name")
+        return [n if n is not None else b for n, b in zip(npu, bench)]
+
+    @property
+    def entries(self):
+        npu, bench = self.column("npu", "entry"), self.column("bench", "entry")
+        return [n if n is not None else b for n, b in zip(npu, bench)]
+
+    @property
+    def roles(self):
+        npu, bench = self.column("npu", "role", ""), self.column("bench", "role", "")
+        return np.array([n or b for n, b in zip(npu, bench)], dtype=object)
+
+    def not_compared(self):
+        """Bool per row: the row could not be compared (no counterpart, missing or unreadable file)."""
+        return np.isin(self.reason, [int(r) for r in NOT_COMPARED])
+
+    def unreadable(self):
+        return np.isin(self.reason, [int(r) for r in UNREADABLE])
+
+
+def _stat_array(table, positions):
+    if len(table) == 0:
+        return np.full((len(positions), 4), np.nan)
+    array = np.array([table.columns[s] for s in ("max", "min", "mean", "norm")], dtype=np.float64).T
+    taken = array[np.clip(positions, 0, None)]
+    taken[positions < 0] = np.nan
+    return taken
+
+
+def _absent_array(table, positions):
+    """(rows, 4) bools: the dump recorded no max/min/mean/norm (null) for this row, or has no row."""
+    if len(table) == 0:
+        return np.ones((len(positions), 4), dtype=bool)
+    bits = np.asarray(table.columns["absent"], dtype=np.int64)[np.clip(positions, 0, None)]
+    bits[positions < 0] = 15
+    return (bits[:, None] >> np.arange(4)) & 1 == 1
+
+
+def _kinds(table, positions):
+    if len(table) == 0:
+        return np.full(len(positions), "missing", dtype=object)
+    kinds = np.asarray(table.columns["kind"], dtype=object)[np.clip(positions, 0, None)]
+    kinds[positions < 0] = "missing"
+    return kinds
+
+
+def _entry_ids(records_entries):
+    ids, lookup = np.empty(len(records_entries), dtype=np.int64), {}
+    for row, entry in enumerate(records_entries):
+        ids[row] = lookup.setdefault(entry, len(lookup))
+    return ids
+
+
+def _base_reasons(npu, bench, npu_pos, bench_pos, kinds_n, kinds_b):
+    """Reason per row from matching and the kinds of the two values (before any tensor file is read)."""
+    reason = np.full(len(npu_pos), int(Reason.OK), dtype=np.int8)
+    values_n = npu.columns["value"] if len(npu) else []
+    values_b = bench.columns["value"] if len(bench) else []
+    for row in np.flatnonzero((kinds_n != "tensor") | (kinds_b != "tensor")):
+        i, j = npu_pos[row], bench_pos[row]
+        if i < 0:
+            reason[row] = Reason.NO_NPU
+        elif j < 0:
+            reason[row] = Reason.NO_BENCH
+        elif kinds_n[row] == kinds_b[row] and values_n[i] == values_b[j]:
+            reason[row] = Reason.NON_TENSOR
+        elif kinds_b[row] == "none":
+            reason[row] = Reason.BENCH_NONE
+        else:
+            reason[row] = Reason.VALUE_DIFF
+    return reason
+
+
+def _tensor_metrics(records_args, options):
+    """Read the tensor files of matched tensor pairs; fills reason, detail and the metric arrays."""
+    npu, bench, npu_pos, bench_pos, reason, detail = records_args
+    rows = len(npu_pos)
+    metrics = {name: np.full(rows, np.nan) for name in _METRIC_FIELDS}
+    pairs, pair_rows = [], []
+    data_n = npu.columns["data_name"] if len(npu) else []
+    data_b = bench.columns["data_name"] if len(bench) else []
+    for row in np.flatnonzero(reason == Reason.OK).tolist():
+        i, j = npu_pos[row], bench_pos[row]
+        if data_n[i] == "-1":  # a tensor row without a file name: nothing to read
+            reason[row] = Reason.NPU_FILE_MISSING
+            detail[row] = npu.columns["name"][i]
+            continue
+        bench_file = os.path.join(bench.data_dir, data_b[j]) if data_b[j] != "-1" else ""
+        pairs.append((os.path.join(npu.data_dir, data_n[i]), bench_file, npu.columns["shape_key"][i],
+                      bench.columns["shape_key"][j]))
+        pair_rows.append(row)
+    results = compare_tensor_files(pairs, options.processes, options.progress) if pairs else []
+    for row, result in zip(pair_rows, results):
+        for k, name in enumerate(("cosine", "max_abs", "max_rel", "one_thousandth", "five_thousandths")):
+            metrics[name][row] = result[k]
+        metrics["error_norm"][row], metrics["bench_norm"][row] = result.error_norm, result.bench_norm
+        reason[row] = result.reason
+        detail[row] = result.detail or None
+    return metrics
+
+
+def _side_epsilon(table, positions, kinds):
+    """Per row: the epsilon of the side's dtype, or of its run's coarsest float dtype if coarser (NaN for
+    rows that are not tensors of a known dtype)."""
+    if len(table) == 0:
+        return np.full(len(positions), np.nan)
+    floor = run_epsilon(table.columns["dtype"])
+    by_dtype = {d: dtype_epsilon(d) for d in set(table.columns["dtype"])}
+    dtypes = table.columns["dtype"]
+    eps = np.array([by_dtype[dtypes[i]] if i >= 0 and by_dtype[dtypes[i]] is not None else np.nan
+                    for i in positions.tolist()], dtype=np.float64)
+    floats = eps > 0
+    eps[floats] = np.maximum(eps[floats], floor)
+    eps[kinds != "tensor"] = np.nan
+    return eps
+
+
+def _numel(table, positions):
+    if len(table) == 0:
+        return np.ones(len(positions))
+    shapes = table.columns["shape_key"]
+    cache = {}
+    out = np.ones(len(positions))
+    for row, i in enumerate(positions.tolist()):
+        if i >= 0:
+            shape = shapes[i]
+            if shape not in cache:
+                cache[shape] = float(np.prod(shape)) if shape else 1.0
+            out[row] = cache[shape]
+    return out
+
+
+def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
+    """CompareRecords of NPU rows (in dump order) followed by bench rows no NPU row matched."""
+    npu_pos = np.concatenate([np.arange(len(npu), dtype=np.int64), np.full(len(unmatched_bench), -1, np.int64)])
+    bench_pos = np.concatenate([np.asarray(bench_index, dtype=np.int64), np.asarray(unmatched_bench, np.int64)])
+    rows = len(npu_pos)
+    kinds_n, kinds_b = _kinds(npu, npu_pos), _kinds(bench, bench_pos)
+    reason = _base_reasons(npu, bench, npu_pos, bench_pos, kinds_n, kinds_b)
+    detail = [None] * rows
+    names_n, names_b = npu.columns["name"] if len(npu) else [], bench.columns["name"] if len(bench) else []
+    fuzzy = np.array([i >= 0 and j >= 0 and names_n[i] != names_b[j] for i, j in zip(npu_pos, bench_pos)],
+                     dtype=bool) if options.fuzzy_match else np.zeros(rows, dtype=bool)
+    entries = [npu.columns["entry"][i] if i >= 0 else ("bench-only", row) for row, i in enumerate(npu_pos.tolist())]
+    entry_ids = _entry_ids(entries)
+    npu_stats, bench_stats = _stat_array(npu, npu_pos), _stat_array(bench, bench_pos)
+    absent = _absent_array(npu, npu_pos) | _absent_array(bench, bench_pos)
+    records = CompareRecords(mode, npu, bench, npu_pos, bench_pos, reason, detail, fuzzy, npu_stats, bench_stats,
+                             absent, {}, np.zeros(rows, dtype=object), np.zeros(rows, np.int8), [[]] * rows,
+                             [[]] * rows, None, entry_ids)
+    if mode == MODE_MD5:
+        md5_n, md5_b = records.column("npu", "md5"), records.column("bench", "md5")
+        matched = (npu_pos >= 0) & (bench_pos >= 0)
+        records.verdict = np.array([("pass" if a == b else "Different") if ok else "N/A"
+                                    for a, b, ok in zip(md5_n, md5_b, matched)], dtype=object)
+        return records
+    is_tensor = kinds_n == "tensor"
+    npu_absent = _absent_array(npu, npu_pos)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        output_relative = np.abs(npu_stats[:, 0] - bench_stats[:, 0]) / np.maximum(0.01, np.abs(bench_stats[:, 0]))
+    # a null statistic (empty tensor, mean of a bool tensor) was not computed: it is not a NaN
+    nonfinite = is_tensor & ((~np.isfinite(npu_stats[:, 0]) & ~npu_absent[:, 0])
+                             | (~np.isfinite(npu_stats[:, 1]) & ~npu_absent[:, 1]))
+    roles = records.roles
+    tensor_error = tensor_norm = None
+    if mode == MODE_TENSOR:
+        metrics = _tensor_metrics((npu, bench, npu_pos, bench_pos, reason, detail), options)
+        records.verdict = judge.accuracy_verdicts(metrics["cosine"], metrics["max_abs"], reason)
+        color, highlights = judge.highlight(entry_ids, roles, nonfinite, np.abs(metrics["max_abs"]), output_relative,
+                                            metrics["cosine"], metrics["one_thousandth"], is_tensor)
+        tensor_error, tensor_norm = metrics["error_norm"], metrics["bench_norm"]
+    else:
+        diff, relative = statistics_diffs(npu_stats, bench_stats)
+        metrics = {"diff": diff, "relative": relative}
+        matched = (npu_pos >= 0) & (bench_pos >= 0)
+        records.verdict = judge.statistics_results(relative, matched)
+        color, highlights = judge.highlight(entry_ids, roles, nonfinite, np.abs(diff[:, 0]), output_relative,
+                                            is_tensor=is_tensor)
+    records.metrics = metrics
+    npu_eps = _side_epsilon(npu, npu_pos, kinds_n)
+    bench_eps = _side_epsilon(bench, bench_pos, kinds_b)
+    judged_stats = np.where(absent, np.nan, npu_stats), np.where(absent, np.nan, bench_stats)
+    judgement = judge_rows(judged_stats[0], judged_stats[1], _numel(bench, bench_pos), npu_eps, bench_eps,
+                           tensor_error, tensor_norm)
+    compared = ~records.not_compared()
+    suspicious = judgement.suspicious & compared
+    judgement = judgement._replace(suspicious=suspicious, worst=np.where(compared, judgement.worst, -1))
+    records.judgement = judgement
+    within = (judgement.worst >= 0) & ~suspicious
+    records.color, records.highlights, records.overruled = judge.gate_highlights(color, highlights, within)
+    return records

@@ -1,0 +1,329 @@
+"""Render compare records as text: report cells and markers, Err_message, Suspicion, summary lines.
+
+The one place that turns numbers and reason codes (`records`) into what people read; the xlsx/csv
+report, the advisor and the terminal summary all take their text from here. `CompareResult` is the
+report table: `header`, `columns` (name -> cells: float, int, str or None for an empty cell), `color`
+(0 none, 1 yellow, 2 red per row) and `row_styles` (color, plus 3 on the advisor's suspect row).
+"""
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from msprobe.core.compare.columns import NumberColumn
+from msprobe.core.compare.judge import RED_MESSAGES, YELLOW_MESSAGES
+from msprobe.core.compare.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR
+from msprobe.core.compare.reasons import Reason
+from msprobe.core.compare.records import FLOAT_DTYPES
+from msprobe.core.compare.tolerance import CHECKS, epsilon_name
+
+__all__ = ["CompareResult", "render_result", "headers_for", "suspicion_text", "tensor_metric_cells",
+           "summary_counts", "summary_text", "SUSPECT_STYLE", "UNSUPPORTED", "NA", "NONE", "SHAPE_UNMATCHED"]
+
+UNSUPPORTED, NA, NONE, SHAPE_UNMATCHED = "unsupported", "N/A", "None", "shape unmatched"
+SUSPECT_STYLE = 3  # added to the row colour: bold text marks the advisor's suspect in the xlsx
+COMMON = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape"]
+SUMMARY = ["NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm"]
+TENSOR_METRICS = ["Cosine", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio"]
+STAT_DIFFS = ["Max diff", "Min diff", "Mean diff", "L2norm diff"]
+STAT_RELATIVE = ["MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr"]
+STACK = "NPU_Stack_Info"
+SUSPICION = "Suspicion"
+
+MSG_NO_BENCH = "No bench data matched."
+MSG_NO_NPU = "No NPU data matched."
+MSG_FUZZY = "Fuzzy matching data, the comparison accuracy may be affected."
+MSG_STAT_WARNING = "Need double check api accuracy."
+MSG_VALUE_DIFF = "The NPU and bench values differ."
+MSG_SHAPE_STATISTICS = "Shape of NPU and bench Tensor do not match."
+MSG_DTYPE = "Dtype of NPU and bench Tensor do not match."
+MSG_ZERO_DIM = ("This is type of 0-d tensor, can not calculate 'Cosine', 'One Thousandth Err Ratio' and "
+                "'Five Thousandths Err Ratio'. ")
+MSG_EMPTY = "This is empty data, can not compare."
+MSG_SHAPE = "Shape of NPU and bench Tensor do not match. Skipped."
+MSG_NAN_POSITION = "The Position of inf or nan in NPU and bench Tensor do not match."
+
+
+def headers_for(mode, with_stack):
+    """1.2.1's columns of the mode, then Suspicion (the dtype-aware judgement) last."""
+    stack = [STACK] if with_stack else []
+    if mode == MODE_TENSOR:
+        return (COMMON + TENSOR_METRICS + SUMMARY + ["Accuracy Reached or Not", "Err_message"] + stack
+                + ["Data_name", SUSPICION])
+    if mode == MODE_STATISTICS:
+        return COMMON + STAT_DIFFS + STAT_RELATIVE + SUMMARY + ["Result", "Err_message"] + stack + [SUSPICION]
+    return COMMON + ["NPU MD5", "BENCH MD5", "Result"] + stack
+
+
+@dataclass
+class CompareResult:
+    mode: str
+    header: list
+    columns: dict
+    color: np.ndarray
+    npu_path: str = ""
+    bench_path: str = ""
+    row_styles: Optional[np.ndarray] = None
+    extra: dict = field(default_factory=dict)
+
+    def __len__(self):
+        return len(self.columns[self.header[0]])
+
+    def rows(self):
+        """Rows as lists in header order (for tests and small reports)."""
+        return [list(r) for r in zip(*(self.columns[h] for h in self.header))]
+
+
+_TENSOR_MARKERS = {
+    Reason.ZERO_DIM: (UNSUPPORTED, None, None, UNSUPPORTED, UNSUPPORTED),
+    Reason.NAN_POSITION: (NA,) * 5, Reason.NO_BENCH: (NA,) * 5, Reason.NO_NPU: (NA,) * 5,
+    Reason.SHAPE_MISMATCH: (SHAPE_UNMATCHED,) * 5,
+    Reason.NON_TENSOR: (UNSUPPORTED,) * 5, Reason.VALUE_DIFF: (UNSUPPORTED,) * 5, Reason.BENCH_NONE: (UNSUPPORTED,) * 5,
+}
+
+
+def tensor_metric_cells(values, reason):
+    """The five tensor-metric cells of one row: numbers, or the marker its reason code calls for
+    ('unsupported', 'N/A', 'None', 'shape unmatched'); None in the markers keeps the number."""
+    markers = _TENSOR_MARKERS.get(Reason(int(reason)), (NONE,) * 5 if reason != Reason.OK else (None,) * 5)
+    return [float(v) if m is None else m for v, m in zip(values, markers)]
+
+
+def _dtype_message(npu_dtype, bench_dtype):
+    if npu_dtype == bench_dtype or (npu_dtype in FLOAT_DTYPES and bench_dtype in FLOAT_DTYPES):
+        return ""
+    return MSG_DTYPE
+
+
+_BASE_MESSAGES = {Reason.NO_BENCH: MSG_NO_BENCH, Reason.NO_NPU: MSG_NO_NPU, Reason.EMPTY: MSG_EMPTY,
+                  Reason.SHAPE_MISMATCH: MSG_SHAPE, Reason.NAN_POSITION: MSG_NAN_POSITION,
+                  Reason.ZERO_DIM: MSG_ZERO_DIM, Reason.VALUE_DIFF: MSG_VALUE_DIFF, Reason.BENCH_NONE: MSG_NO_BENCH,
+                  Reason.BENCH_FILE_MISSING: MSG_NO_BENCH}
+
+
+def _reason_message(reason, detail):
+    if reason in (Reason.NPU_UNREADABLE, Reason.BENCH_UNREADABLE):
+        side = "Dump file" if reason == Reason.NPU_UNREADABLE else "Bench dump file"
+        return f"{side}: {detail}; the row is not compared."
+    if reason == Reason.NPU_FILE_MISSING:
+        return f"Dump file: {detail} not found."
+    if reason == Reason.FILE_SHAPE:
+        return f"Dump file: {detail}; the dump is inconsistent."
+    return _BASE_MESSAGES.get(reason, "")
+
+
+def _err_messages(records):
+    """Err_message per row: the reason's message, the mode's notes, then the highlight reasons."""
+    reasons, details = records.reason.tolist(), records.detail
+    dtypes_n, dtypes_b = records.column("npu", "dtype"), records.column("bench", "dtype")
+    tensor_mode = records.mode == MODE_TENSOR
+    if not tensor_mode:
+        kinds_n, kinds_b = records.column("npu", "kind"), records.column("bench", "kind")
+        shapes_n, shapes_b = records.column("npu", "shape_key"), records.column("bench", "shape_key")
+    cells = []
+    for row, code in enumerate(reasons):
+        parts = []
+        if not tensor_mode and records.verdict[row] == "Warning":
+            parts.append(MSG_STAT_WARNING)
+        if tensor_mode or code in (Reason.NO_BENCH, Reason.NO_NPU):
+            parts.append(_reason_message(code, details[row]))
+        if tensor_mode and code in (Reason.OK, Reason.ZERO_DIM, Reason.NAN_POSITION, Reason.SHAPE_MISMATCH,
+                                    Reason.EMPTY, Reason.FILE_SHAPE, Reason.NPU_UNREADABLE, Reason.BENCH_UNREADABLE,
+                                    Reason.BENCH_FILE_MISSING):
+            if records.fuzzy[row]:
+                parts.append(MSG_FUZZY)
+            parts.append(_dtype_message(dtypes_n[row], dtypes_b[row]))
+        elif not tensor_mode and kinds_n[row] == "tensor" and kinds_b[row] == "tensor":
+            if shapes_n[row] != shapes_b[row]:
+                parts.append(MSG_SHAPE_STATISTICS)
+            parts.append(_dtype_message(dtypes_n[row], dtypes_b[row]))
+        for level, key in records.highlights[row]:
+            parts.append((RED_MESSAGES if level == "red" else YELLOW_MESSAGES)[key])
+        cells.append("\n".join(p for p in parts if p) or None)
+    return cells
+
+
+def _float_cells(values, kinds, special_cell, absent=None):
+    """A NumberColumn of `values` whose non-tensor rows hold special_cell(i) instead, and whose tensor
+    rows without this statistic (`absent`) hold 'N/A'."""
+    overrides = {int(i): special_cell(i) for i in np.flatnonzero(kinds != "tensor")}
+    if absent is not None:
+        overrides.update((int(i), NA) for i in np.flatnonzero(absent & (kinds == "tensor")))
+    return NumberColumn(values, overrides)
+
+
+def _summary_cells(records, side, stats):
+    kinds = np.array(records.column(side, "kind", "missing"), dtype=object)
+    values = records.column(side, "value", NA)
+    table, positions = (records.npu, records.npu_pos) if side == "npu" else (records.bench, records.bench_pos)
+    if len(table):
+        bits = np.asarray(table.columns["absent"], dtype=np.int64)[np.clip(positions, 0, None)]
+    else:
+        bits = np.full(len(positions), 15)
+    bits = np.where(positions < 0, 15, bits)
+    absent = (bits[:, None] >> np.arange(4)) & 1 == 1
+    return [_float_cells(stats[:, k], kinds, lambda i: values[i], absent[:, k]) for k in range(4)]
+
+
+def _percent(values):
+    """Relative errors as the reference shows them: '12.345678%' (6 decimals, trailing zeros dropped)."""
+    cells = [f"{v}%" for v in np.round(values * 100, 6).tolist()]
+    for i in np.flatnonzero(np.isnan(values)):
+        cells[i] = NA
+    return cells
+
+
+def _statistics_cells(records):
+    diff, relative = records.metrics["diff"], records.metrics["relative"]
+    numeric_kinds = ("tensor", "scalar")
+    kinds_n = np.array(records.column("npu", "kind", "missing"), dtype=object)
+    kinds_b = np.array(records.column("bench", "kind", "missing"), dtype=object)
+    numeric = np.isin(kinds_n, numeric_kinds) & np.isin(kinds_b, numeric_kinds)
+    kinds = np.where(numeric, "tensor", "other").astype(object)
+    absent = records.absent
+    diff_cells = [_float_cells(diff[:, k], kinds, lambda i: NA, absent[:, k]) for k in range(4)]
+    rel_cells = [NumberColumn(relative[:, k], {int(i): NA for i in np.flatnonzero(~numeric | absent[:, k])},
+                              _percent) for k in range(4)]
+    return diff_cells + rel_cells
+
+
+def _stack_cells(records, stacks):
+    """Stack text on the first row of each entry, 'None' elsewhere (as the reference does)."""
+    entries = records.npu.columns["entry"] if len(records.npu) else []
+    seen, cells = set(), []
+    for i in records.npu_pos.tolist():
+        if i < 0:
+            cells.append("None")
+            continue
+        entry = entries[i]
+        cells.append("None" if entry in seen else stacks.get(entry, "None"))
+        seen.add(entry)
+    return cells
+
+
+def _number(value):
+    return f"{value:.6g}"
+
+
+def _check_text(records, row, check):
+    """'Norm off by 1.28 bf16 eps (allowed 0.5): NPU 5.03 vs bench 4.98' for one check of one row."""
+    judgement = records.judgement
+    score, allowed = judgement.scores[row, check], judgement.allowed[row, check]
+    eps = judgement.eps[row]
+    name = CHECKS[check]
+    if check == 4:
+        error, norm = records.metrics["error_norm"][row], records.metrics["bench_norm"][row]
+        values = f"||NPU - bench|| / ||bench|| = {error / norm:.3g}" if norm else f"||NPU - bench|| = {error:.3g}"
+        name = "values"
+    else:
+        npu, bench = records.npu_stats[row, check], records.bench_stats[row, check]
+        values = f"NPU {_number(npu)} vs bench {_number(bench)}"
+    if eps == 0:
+        return f"{name} differs and integers must match: {values}"
+    if np.isinf(score):
+        return f"{name} differs where the {epsilon_name(eps)} precision explains nothing: {values}"
+    share = f", {score * eps:.2%} of the tensor's magnitude" if check < 4 else ""
+    return f"{name} off by {score:.3g} {epsilon_name(eps)} eps (allowed {allowed:g}{share}): {values}"
+
+
+def suspicion_text(records, row, within_note=False, worst_only=False):
+    """The dtype-aware judgement of one row in words (every check over its allowance, worst first, or
+    only the worst), or None when there is nothing to say; `within_note` also words a passing row."""
+    code = records.reason[row]
+    if code in (Reason.NPU_UNREADABLE, Reason.BENCH_UNREADABLE, Reason.FILE_SHAPE):
+        return f"not compared: {records.detail[row]}"
+    if code == Reason.VALUE_DIFF:
+        npu, bench = records.column("npu", "value")[row], records.column("bench", "value")[row]
+        return f"value differs: NPU {npu}, bench {bench}"
+    if code == Reason.NAN_POSITION:
+        return "NaN/Inf at different positions"
+    judgement = records.judgement
+    if judgement is None or judgement.worst[row] < 0:
+        return None
+    worst = int(judgement.worst[row])
+    if judgement.suspicious[row]:
+        ratio = np.nan_to_num(judgement.scores[row] / judgement.allowed[row], nan=0.0)
+        over = [k for k in np.argsort(-ratio, kind="stable") if ratio[k] > 1]
+        return "; ".join(_check_text(records, row, int(k)) for k in over[:1 if worst_only else None])
+    if records.overruled[row] or within_note:
+        score, allowed = judgement.scores[row, worst], judgement.allowed[row, worst]
+        text = (f"within {epsilon_name(judgement.eps[row])} tolerance ({CHECKS[worst]} {score:.2g} of {allowed:g} "
+                "eps)")
+        if records.overruled[row]:
+            rules = "; ".join((RED_MESSAGES if lv == "red" else YELLOW_MESSAGES)[key] for lv, key in records.overruled[row])
+            text += f"; not coloured although: {rules}"
+        return text
+    return None
+
+
+def render_result(records, stacks=None, with_stack=False):
+    """The report table (CompareResult) of `records`."""
+    mode = records.mode
+    header = headers_for(mode, with_stack)
+    cols = {"NPU Name": records.column("npu", "name", NA), "Bench Name": records.column("bench", "name", NA),
+            "NPU Dtype": records.column("npu", "dtype", NA), "Bench Dtype": records.column("bench", "dtype", NA),
+            "NPU Tensor Shape": records.column("npu", "shape", NA),
+            "Bench Tensor Shape": records.column("bench", "shape", NA)}
+    if with_stack:
+        cols[STACK] = _stack_cells(records, stacks or {})
+    styles = records.color.astype(np.int8).copy()
+    if records.suspect is not None:
+        styles[records.suspect.row] += SUSPECT_STYLE
+    if mode == MODE_MD5:
+        cols["NPU MD5"] = records.column("npu", "md5", NA)
+        cols["BENCH MD5"] = records.column("bench", "md5", NA)
+        cols["Result"] = list(records.verdict)
+        return CompareResult(mode, header, cols, records.color, records.npu.path, records.bench.path, styles)
+    for name, cells in zip(SUMMARY, _summary_cells(records, "npu", records.npu_stats)
+                           + _summary_cells(records, "bench", records.bench_stats)):
+        cols[name] = cells
+    if mode == MODE_TENSOR:
+        metrics = records.metrics
+        values = np.stack([metrics[k] for k in ("cosine", "max_abs", "max_rel", "one_thousandth",
+                                                "five_thousandths")], axis=1)
+        cells = [tensor_metric_cells(v, code) for v, code in zip(values.tolist(), records.reason.tolist())]
+        for k, name in enumerate(TENSOR_METRICS):
+            cols[name] = [row[k] for row in cells]
+        cols["Accuracy Reached or Not"] = list(records.verdict)
+        cols["Data_name"] = records.column("npu", "data_name", "-1")
+    else:
+        for name, cells in zip(STAT_DIFFS + STAT_RELATIVE, _statistics_cells(records)):
+            cols[name] = cells
+        cols["Result"] = [r or None for r in records.verdict]
+    cols["Err_message"] = _err_messages(records)
+    suspicion = [suspicion_text(records, row) for row in range(len(records))]
+    if records.suspect is not None:
+        row = records.suspect.row
+        suspicion[row] = "Advisor's suspect: " + (suspicion[row] or records.suspect.summary)
+    cols[SUSPICION] = suspicion
+    return CompareResult(mode, header, cols, records.color, records.npu.path, records.bench.path, styles)
+
+
+def summary_counts(records):
+    """{'rows', 'compared', 'red', 'yellow', 'suspicious', 'unreadable', 'unmatched'} of one compare."""
+    not_compared = records.not_compared()
+    unmatched = (records.npu_pos < 0) | (records.bench_pos < 0)
+    suspicious = records.judgement.suspicious if records.judgement is not None else np.zeros(len(records), bool)
+    return {"rows": len(records), "compared": int((~not_compared).sum()), "red": int((records.color == 2).sum()),
+            "yellow": int((records.color == 1).sum()), "suspicious": int(suspicious.sum()),
+            "unreadable": int(records.unreadable().sum()), "unmatched": int(unmatched.sum())}
+
+
+def summary_text(records, report_path=None):
+    """A few lines for the terminal: counts, unreadable rows, the suspect."""
+    counts = summary_counts(records)
+    lines = [f"compare ({records.mode} mode): {counts['rows']} rows, {counts['compared']} compared, "
+             f"{counts['red']} red, {counts['yellow']} yellow, {counts['suspicious']} beyond dtype tolerance, "
+             f"{counts['unmatched']} without counterpart, {counts['unreadable']} unreadable"]
+    if counts["unreadable"]:
+        first = int(np.flatnonzero(records.unreadable())[0])
+        lines.append(f"  {counts['unreadable']} rows could not be compared (unreadable tensor files), e.g. "
+                     f"{records.names[first]}: {records.detail[first]}")
+    if records.mode != MODE_MD5:
+        if records.suspect is not None:
+            lines.append(f"  suspect: {records.suspect.name} (line {records.suspect.row}): {records.suspect.summary}")
+        else:
+            lines.append("  suspect: none" + (" among the compared rows" if counts["unreadable"] else ""))
+    if report_path:
+        lines.append(f"  report: {report_path}")
+    return "\n".join(lines)

@@ -1,0 +1,153 @@
+"""Dtype-aware judgement: is a row's difference more than the precision of the two sides explains?
+
+Every difference is measured in epsilons of the lower-precision side and in units of the tensor's own
+magnitude, so a Min of 0 against 1e-11 in a tensor whose values are around 0.5 is 2e-11 / (eps * 0.5)
+epsilons (nothing), while a 1 % scale fault in an fp32 run is 0.01 / 2^-23 = 84,000 epsilons.
+
+    magnitude   rms = Norm / sqrt(element count) of the bench tensor (the typical element size)
+    Max, Min    |npu - bench| / (eps * max(|bench value|, rms))
+    Mean        |npu - bench| / (eps * rms)
+    Norm        |npu - bench| / (eps * |bench Norm|)
+    tensor      ||npu - bench|| / (eps * ||bench||)            (tensor mode only, from the tensor files)
+
+`eps` is the coarser of the two sides' epsilons, where a side's epsilon is that of the row's dtype or
+of the lowest-precision float dtype its run used, whichever is coarser: a float32 tensor of a bf16
+run (an RMSNorm upcast) still carries bf16 rounding. Integer and bool tensors have epsilon 0: any
+difference is suspicious. A row is suspicious when a score exceeds its allowance (in epsilons):
+
+    dtypes     Max  Min  Mean  Norm  tensor
+    same        4    4    1     1     4      "a few ulps": both sides round, in the same way
+    mixed       2    2    0.5   0.5   2      only the lower-precision side rounds
+
+Aggregates (Mean, Norm) get tighter allowances than single elements because rounding errors of many
+elements average out, while a fault (a scale, a wrong constant) moves them all the same way.
+All functions are pure and vectorised over rows.
+"""
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["dtype_epsilon", "run_epsilon", "epsilon_name", "statistic_scores", "tensor_scores", "judge_rows",
+           "Judgement", "STATISTICS", "ALLOWED_SAME", "ALLOWED_MIXED", "CHECKS"]
+
+STATISTICS = ("Max", "Min", "Mean", "Norm")
+CHECKS = STATISTICS + ("tensor",)
+ALLOWED_SAME = np.array([4.0, 4.0, 1.0, 1.0, 4.0])
+ALLOWED_MIXED = np.array([2.0, 2.0, 0.5, 0.5, 2.0])
+
+_FLOAT_EPSILON = {"float64": 2.0 ** -52, "double": 2.0 ** -52, "float32": 2.0 ** -23, "float": 2.0 ** -23,
+                  "float16": 2.0 ** -10, "half": 2.0 ** -10, "bfloat16": 2.0 ** -7,
+                  "float8_e4m3fn": 2.0 ** -3, "float8_e5m2": 2.0 ** -2}
+_EXACT = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool", "long", "int",
+          "short", "char", "byte"}
+_NAMES = {2.0 ** -52: "fp64", 2.0 ** -23: "fp32", 2.0 ** -10: "fp16", 2.0 ** -7: "bf16", 2.0 ** -3: "fp8",
+          2.0 ** -2: "fp8", 0.0: "integer"}
+
+
+def dtype_epsilon(dtype):
+    """Machine epsilon of a dump's dtype text ('torch.bfloat16', 'BFloat16', 'float32'); 0.0 for integer
+    and bool dtypes (exact); None for anything else (non-tensor values, unknown dtypes)."""
+    if not isinstance(dtype, str):
+        return None
+    key = dtype.rsplit(".", 1)[-1].lower()
+    if key in _FLOAT_EPSILON:
+        return _FLOAT_EPSILON[key]
+    if key in _EXACT:
+        return 0.0
+    return None
+
+
+def epsilon_name(eps):
+    """'bf16', 'fp32', ... for an epsilon dtype_epsilon returned."""
+    return _NAMES.get(float(eps), f"eps={eps:.3g}")
+
+
+def run_epsilon(dtypes):
+    """The coarsest float epsilon among a run's dtypes (0.0 when the run holds no float tensor)."""
+    found = [dtype_epsilon(d) for d in set(dtypes)]
+    return max([e for e in found if e], default=0.0)
+
+
+def _scores(diff, scale, eps):
+    """|diff| / (eps * scale), with 0 for no difference and inf where nothing explains a difference."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        scores = np.abs(diff) / (eps * scale)
+    scores[diff == 0] = 0.0
+    unexplained = (diff != 0) & ~np.isnan(diff) & ((eps * scale == 0) | ~np.isfinite(scale))
+    scores[unexplained] = np.inf
+    return scores
+
+
+def statistic_scores(npu_stats, bench_stats, numel, eps):
+    """(rows, 4) scores of Max, Min, Mean, Norm in epsilons of the tensor's magnitude (NaN: not judged).
+
+    npu_stats, bench_stats: (rows, 4) floats, NaN where the dump left a statistic out; numel: element
+    count per row; eps: epsilon per row. Equal values, and the same inf/nan on both sides, score 0;
+    a non-finite value against a finite one scores inf.
+    """
+    npu_stats = np.asarray(npu_stats, dtype=np.float64).reshape(-1, 4)
+    bench_stats = np.asarray(bench_stats, dtype=np.float64).reshape(-1, 4)
+    eps = np.asarray(eps, dtype=np.float64)[:, None]
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = npu_stats - bench_stats
+        rms = np.abs(bench_stats[:, 3]) / np.sqrt(np.maximum(np.asarray(numel, dtype=np.float64), 1.0))
+    rms = np.where(np.isfinite(rms), rms, 0.0)
+    scale = np.empty_like(bench_stats)
+    scale[:, 0] = np.maximum(np.abs(bench_stats[:, 0]), rms)
+    scale[:, 1] = np.maximum(np.abs(bench_stats[:, 1]), rms)
+    scale[:, 2] = rms
+    scale[:, 3] = np.abs(bench_stats[:, 3])
+    same_special = (npu_stats == bench_stats) | (np.isnan(npu_stats) & np.isnan(bench_stats))
+    diff[same_special] = 0.0
+    one_special = np.isfinite(npu_stats) != np.isfinite(bench_stats)
+    absent = np.isnan(npu_stats) & np.isnan(bench_stats)
+    scores = _scores(diff, scale, eps)
+    scores[one_special] = np.inf
+    scores[absent] = np.nan
+    return scores
+
+
+def tensor_scores(error_norm, bench_norm, eps):
+    """||npu - bench|| / (eps * ||bench||) per row (NaN where the tensors were not compared)."""
+    error_norm = np.asarray(error_norm, dtype=np.float64)
+    scores = _scores(error_norm, np.asarray(bench_norm, dtype=np.float64), np.asarray(eps, dtype=np.float64))
+    scores[np.isnan(error_norm)] = np.nan
+    return scores
+
+
+class Judgement(NamedTuple):
+    """Per row: `scores` (rows, 5) in epsilons for CHECKS, `allowed` (rows, 5), `suspicious` (bool),
+    `worst` (index into CHECKS of the check furthest over or nearest to its allowance, -1 when no check
+    ran), `eps` (the epsilon used) and `mixed` (the sides' precisions differ)."""
+    scores: np.ndarray
+    allowed: np.ndarray
+    suspicious: np.ndarray
+    worst: np.ndarray
+    eps: np.ndarray
+    mixed: np.ndarray
+
+
+def judge_rows(npu_stats, bench_stats, numel, npu_eps, bench_eps, tensor_error=None, tensor_bench_norm=None):
+    """The judgement of every row. npu_eps / bench_eps: each side's epsilon per row (NaN: the row is
+    not a tensor of a known dtype, so it is not judged). tensor_error / tensor_bench_norm: tensor-mode
+    norms per row, or None in statistics mode."""
+    npu_eps = np.asarray(npu_eps, dtype=np.float64)
+    bench_eps = np.asarray(bench_eps, dtype=np.float64)
+    rows = len(npu_eps)
+    known = ~np.isnan(npu_eps) & ~np.isnan(bench_eps)
+    eps = np.where(known, np.fmax(npu_eps, bench_eps), np.nan)
+    mixed = known & (npu_eps != bench_eps)
+    scores = np.full((rows, len(CHECKS)), np.nan)
+    scores[:, :4] = statistic_scores(npu_stats, bench_stats, numel, eps)
+    if tensor_error is not None:
+        scores[:, 4] = tensor_scores(tensor_error, tensor_bench_norm, eps)
+    scores[~known] = np.nan
+    allowed = np.where(mixed[:, None], ALLOWED_MIXED, ALLOWED_SAME)
+    with np.errstate(invalid="ignore"):
+        ratio = scores / allowed
+    judged = ~np.isnan(ratio).all(axis=1)
+    worst = np.full(rows, -1, dtype=np.int64)
+    worst[judged] = np.nanargmax(np.where(np.isnan(ratio[judged]), -1.0, ratio[judged]), axis=1)
+    with np.errstate(invalid="ignore"):
+        suspicious = np.nan_to_num(ratio, nan=0.0).max(axis=1) > 1.0 if rows else np.zeros(0, dtype=bool)
+    return Judgement(scores, allowed, suspicious, worst, eps, mixed)
