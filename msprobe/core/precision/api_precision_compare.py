@@ -4,13 +4,14 @@ Usage from code: `compare_details_csvs(npu_csv, gpu_csv, out_dir)` returns the t
 `api_precision_compare_result_{ts}.csv` and `api_precision_compare_details_{ts}.csv`.
 """
 import csv
+import io
 import os
 import time
 
-from msprobe.core.errors import ParseError
+from msprobe.core.errors import ParseError, PathError
 from msprobe.core.log import logger
 from msprobe.core.naming import parse_row_name
-from msprobe.core.paths import check_path, make_dir
+from msprobe.core.paths import atomic_write_text, check_path, make_dir
 from msprobe.core.precision.columns import (COMPARE_DETAIL_COLUMNS, COMPARE_RESULT_COLUMNS, DETAIL_KEYS,
                                             format_value, normalise_title)
 from msprobe.core.precision.new_standard import judge_row
@@ -33,20 +34,29 @@ def _to_number(text):
 def read_details_csv(path):
     """Rows of an accuracy_checking_details CSV as dicts of metric keys (numbers as floats, '' as None)."""
     path = check_path(path, kind="file", what="details CSV")
-    with open(path, newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if not header:
-            raise ParseError(f"{path}: empty file; expected an accuracy_checking_details CSV.")
-        keys = [_KEY_BY_TITLE.get(normalise_title(title)) for title in header]
-        if "name" not in keys or "status" not in keys:
-            raise ParseError(f"{path}: no 'API name'/'Status' columns; is this an accuracy_checking_details CSV?")
-        rows = []
-        for cells in reader:
-            row = {}
-            for key, cell in zip(keys, cells):
-                if key:
-                    row[key] = cell if key in _TEXT_KEYS else _to_number(cell)
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            return _details_rows(path, csv.reader(handle))
+    except UnicodeDecodeError:
+        raise ParseError(f"{path}: not UTF-8 text; expected an accuracy_checking_details CSV.") from None
+    except csv.Error as exc:
+        raise ParseError(f"{path}: not a readable CSV ({exc}); expected an accuracy_checking_details CSV.") from None
+
+
+def _details_rows(path, reader):
+    header = next(reader, None)
+    if not header:
+        raise ParseError(f"{path}: empty file; expected an accuracy_checking_details CSV.")
+    keys = [_KEY_BY_TITLE.get(normalise_title(title)) for title in header]
+    if "name" not in keys or "status" not in keys:
+        raise ParseError(f"{path}: no 'API name'/'Status' columns; is this an accuracy_checking_details CSV?")
+    rows = []
+    for cells in reader:
+        row = {}
+        for key, cell in zip(keys, cells):
+            if key:
+                row[key] = cell if key in _TEXT_KEYS else _to_number(cell)
+        if row.get("name"):
             rows.append(row)
     return rows
 
@@ -92,11 +102,14 @@ def compare_rows(npu_rows, gpu_rows):
 
 
 def _write_csv(path, header, rows):
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
-    os.chmod(path, 0o640)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    writer.writerows(rows)
+    try:
+        atomic_write_text(path, buffer.getvalue())
+    except OSError as exc:
+        raise PathError(f"api_precision_compare: cannot write '{path}': {exc.strerror or exc}.") from None
 
 
 def compare_details_csvs(npu_csv, gpu_csv, out_dir="./"):

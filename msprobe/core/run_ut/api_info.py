@@ -45,7 +45,7 @@ def _tensor_dir(dump_json, meta):
         return None
     local = os.path.join(os.path.dirname(os.path.abspath(dump_json)), "dump_tensor_data")
     for candidate in (local, meta.get("dump_data_dir")):
-        if candidate and os.path.isdir(candidate):
+        if isinstance(candidate, str) and candidate and os.path.isdir(candidate):
             return candidate
     raise ParseError(f"{dump_json}: task is 'tensor' but the tensor directory was not found "
                      f"(looked in '{local}' and '{meta.get('dump_data_dir')}'); copy dump_tensor_data "
@@ -63,8 +63,11 @@ def load_api_cases(dump_json):
         parsed = parse_name(entry_name)
         if parsed is None or parsed.is_module or parsed.direction != FORWARD:
             continue
+        backward = data.get(str(parsed.with_direction(BACKWARD)))
+        if not isinstance(record, dict) or not (backward is None or isinstance(backward, dict)):
+            raise ParseError(f"{dump_json}: entry '{entry_name}' is not a JSON object as msprobe dump writes it.")
         cases.append(ApiCase(name=parsed.call_name, prefix=parsed.prefix, api=parsed.api, forward=record,
-                             backward=data.get(str(parsed.with_direction(BACKWARD))), index=len(cases)))
+                             backward=backward, index=len(cases)))
     return DumpInfo(task=meta.get("task", "statistics"), framework=meta.get("framework", ""),
                     tensor_dir=_tensor_dir(dump_json, meta), cases=cases)
 

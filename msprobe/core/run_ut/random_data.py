@@ -9,9 +9,12 @@ import zlib
 
 import numpy as np
 
+from msprobe.core.errors import UnsupportedError
+
 __all__ = ["rng_for", "random_values", "kind_of_dtype"]
 
 _INT_WORDS = ("int", "uint", "long", "short", "byte", "char")
+MAX_GENERATED_ELEMENTS = 2 ** 30  # a dump.json claiming more is broken or hostile: never allocate it
 
 
 def rng_for(name):
@@ -39,12 +42,25 @@ def _finite_or(value, default):
     return value if math.isfinite(value) else default
 
 
+def _shape_of(record):
+    shape = record.get("shape") or ()
+    if not isinstance(shape, (list, tuple)) or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
+                                                   for s in shape):
+        raise UnsupportedError(f"recorded shape {str(shape)[:60]} is not a list of non-negative integers")
+    size = math.prod(shape)
+    if size > MAX_GENERATED_ELEMENTS:
+        raise UnsupportedError(f"recorded shape {list(shape)} holds {size} elements, more than the "
+                               f"{MAX_GENERATED_ELEMENTS} random data is generated for")
+    return tuple(shape), size
+
+
 def random_values(record, rng):
     """float64 / int64 / bool numpy array shaped like `record` ('shape', 'dtype', 'Max', 'Min')."""
-    shape = tuple(int(s) for s in record.get("shape") or ())
-    size = int(np.prod(shape)) if shape else 1
+    shape, size = _shape_of(record)
     kind = kind_of_dtype(record.get("dtype", "float32"))
     high, low = _finite_or(record.get("Max"), 1.0), _finite_or(record.get("Min"), -1.0)
+    if kind == "int":  # keep integer bounds inside int64, whatever the statistics claim
+        high, low = (min(max(v, -2.0 ** 62), 2.0 ** 62) for v in (high, low))
     if low > high:
         low, high = high, low
     if kind == "bool":

@@ -11,7 +11,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from msprobe.core.errors import PathError
+from msprobe.core.errors import ParseError, PathError
 from msprobe.core.log import logger
 from msprobe.core.naming import parse_row_name
 from msprobe.core.paths import atomic_write_text, check_path, make_dir
@@ -52,12 +52,21 @@ def _csv_line(cells):
 
 
 def _complete_rows(path):
-    """Rows of a CSV written by this module, leaving out a last line cut short by a kill."""
-    with open(path, encoding="utf-8", newline="") as handle:
-        text = handle.read()
-    if text and not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
-    return list(csv.reader(io.StringIO(text)))
+    """Rows of a CSV written by this module, leaving out a last line cut short by a kill (which may
+    end inside a multi-byte character: the cut is made on bytes, before decoding)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise ParseError(f"-csv_path: cannot read '{path}': {exc.strerror or exc}.") from None
+    if data and not data.endswith(b"\n"):
+        data = data[: data.rfind(b"\n") + 1]
+    try:
+        return list(csv.reader(io.StringIO(data.decode("utf-8"))))
+    except UnicodeDecodeError:
+        raise ParseError(f"-csv_path: '{path}' is not UTF-8 text; give the CSV files of the interrupted run.") from None
+    except csv.Error as exc:
+        raise ParseError(f"-csv_path: '{path}' is not a readable CSV ({exc}).") from None
 
 
 def _api_of_row_name(name):
@@ -93,6 +102,8 @@ class ResultWriter:
             raise PathError(f"-csv_path '{self.result_path}' is not a run_ut result file of this framework.")
         self.done = {row[0] for row in results[1:] if row}
         details = _complete_rows(self.details_path)
+        if not details or list(details[0]) != [title for _, title in self.layout.detail_keys]:
+            raise PathError(f"-csv_path: '{self.details_path}' is not the details file of a run_ut of this framework.")
         kept = [details[0]] + [row for row in details[1:] if row and _api_of_row_name(row[0]) in self.done]
         atomic_write_text(self.result_path, "".join(_csv_line(row) for row in results))
         atomic_write_text(self.details_path, "".join(_csv_line(row) for row in kept))
