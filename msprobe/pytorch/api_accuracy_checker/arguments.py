@@ -29,10 +29,22 @@ def torch_dtype(name):
 
 
 def _load_tensor(record, tensor_dir):
-    path = os.path.join(tensor_dir, record["data_name"])
+    """The tensor of a `data_name` file: a plain file name inside tensor_dir, read with weights_only
+    (a crafted file can name no function to call)."""
+    name = record["data_name"]
+    if not isinstance(name, str) or os.path.basename(name) != name or name in ("", ".", "..") or "\0" in name:
+        raise UnsupportedError(f"data_name {str(name)[:80]!r} is not a file name inside {tensor_dir}")
+    path = os.path.join(tensor_dir, name)
     if not os.path.isfile(path):
-        raise UnsupportedError(f"tensor file {record['data_name']} is missing from {tensor_dir}")
-    return torch.load(path, map_location="cpu", weights_only=True)
+        raise UnsupportedError(f"tensor file {name} is missing from {tensor_dir}")
+    try:
+        tensor = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises UnpicklingError, RuntimeError, EOFError, ...
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UnsupportedError(f"tensor file {name} cannot be read safely: {first_line[:200]}") from None
+    if not isinstance(tensor, torch.Tensor):
+        raise UnsupportedError(f"tensor file {name} holds a {type(tensor).__name__}, not a tensor")
+    return tensor
 
 
 def _make_tensor(record, rng, tensor_dir, device):
