@@ -17,7 +17,8 @@ from msprobe.core.paths import check_dump_path, load_json
 from msprobe.core.ranges import IndexRanges
 
 __all__ = ["TASKS", "LEVELS", "DebuggerConfig", "load_config", "parse_config", "expand_ranges",
-           "default_config_path", "DEFAULT_CONFIG", "IndexRanges", "keys_without_effect", "FRAMEWORKS"]
+           "default_config_path", "DEFAULT_CONFIG", "IndexRanges", "keys_without_effect", "FRAMEWORKS",
+           "load_task_section"]
 
 TASKS = ("statistics", "tensor", "overflow_check", "run_ut", "free_benchmark", "grad_probe")
 DUMP_TASKS = ("statistics", "tensor", "overflow_check")
@@ -270,6 +271,14 @@ def _caller_framework(depth=2):
     module = sys._getframe(depth).f_globals.get("__name__", "")
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[0] == "msprobe" and parts[1] in FRAMEWORKS else ""
+
+
+def load_task_section(config_path, task, what="-config config.json"):
+    """The validated section `task` of a config.json (run_ut reads only its run_ut section)."""
+    raw = load_json(config_path, what=what)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{what}: the top level must be a JSON object, got {type(raw).__name__}.")
+    return parse_config(dict(raw, task=task)).section
 
 
 def load_config(config_path=None, framework=None, **overrides):

@@ -211,5 +211,7 @@ def load_yaml(path, what="YAML file"):
         raise ParseError(f"{what} '{full}' is not UTF-8 text.") from None
     except RecursionError:
         raise ParseError(f"{what} '{full}' is nested too deeply to be a msprobe file.") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise ParseError(f"{what} '{full}' holds a value that cannot be read: {str(exc).splitlines()[0]}") from None
     except OSError as exc:
         raise ParseError(f"{what} '{full}' cannot be read: {exc.strerror or exc}.") from None
