@@ -181,3 +181,20 @@ def test_online_run_ut_keys_of_the_reference_are_accepted():
     assert cfg.section["tls_path"] == "" and cfg.section["online_run_ut_recompute"] is True
     with pytest.raises(ConfigError, match="port"):
         parse_config({"task": "run_ut", "run_ut": {"port": 70000}})
+
+
+def test_debuggers_name_their_framework_for_the_warning(tmp_path, capsys):
+    import mindspore
+
+    from msprobe.mindspore import PrecisionDebugger as MsDebugger
+    from msprobe.pytorch import PrecisionDebugger as TorchDebugger
+
+    mindspore.set_device("CPU")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"task": "statistics", "dump_path": str(tmp_path / "dump"), "level": "L1",
+                                  "enable_dataloader": True}))
+    MsDebugger(config_path=str(config)).close()
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "[WARNING]" in line and "config:" in line]
+    assert len(warnings) == 1 and "enable_dataloader (PyTorch only)" in warnings[0] and "mindspore" in warnings[0]
+    TorchDebugger(config_path=str(config)).close()
+    assert "enable_dataloader" not in capsys.readouterr().out
