@@ -26,7 +26,7 @@ from typing import List
 import numpy as np
 
 from msprobe.core.compare.reasons import Reason
-from msprobe.core.naming import BACKWARD, FORWARD, parse_name
+from msprobe.core.compare.records import PHASES
 from msprobe.core.paths import atomic_write_text
 
 __all__ = ["Suspect", "find_suspect", "advisor_text", "write_advisor", "advice_for"]
@@ -72,13 +72,6 @@ class Suspect:
     summary: str = ""
 
 
-def _phase_of(entry):
-    parsed = parse_name(entry) if isinstance(entry, str) else None
-    if parsed is None:
-        return FORWARD
-    return parsed.direction
-
-
 def _calls_in_order(records):
     """[(phase, entry, rows)] in the order the advisor examines them."""
     rows_of, order = {}, []
@@ -86,21 +79,11 @@ def _calls_in_order(records):
         key = entry if isinstance(entry, str) else repr(entry)
         if key not in rows_of:
             rows_of[key] = []
-            order.append((key, entry))
+            order.append((key, PHASES[records.phases[row]]))
         rows_of[key].append(row)
-    forward, backward, grads, after = [], [], [], []
-    seen_backward = False
-    for key, entry in order:
-        phase = _phase_of(entry)
-        if phase == BACKWARD:
-            seen_backward = True
-            backward.append(("backward", key, rows_of[key]))
-        elif phase == FORWARD:
-            (after if seen_backward else forward).append(("after backward" if seen_backward else "forward", key,
-                                                          rows_of[key]))
-        else:
-            grads.append(("parameters_grad", key, rows_of[key]))
-    return forward + backward + grads[::-1] + after
+    calls = {phase: [(phase, key, rows_of[key]) for key, p in order if p == phase] for phase in PHASES}
+    # parameter gradients: last module first, as backward computes them
+    return calls["forward"] + calls["backward"] + calls["parameters_grad"][::-1] + calls["after backward"]
 
 
 def _row_flags(records):
@@ -164,9 +147,10 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
         if first_difference is None and (len(bad_out) or len(bad_in)):
             first_difference = (phase, entry, bad_in, bad_out)
         if len(bad_out) and not len(bad_in):
-            args = inputs[records.reason[inputs] == Reason.VALUE_DIFF]
+            args_mask = records.reason[inputs] == Reason.VALUE_DIFF
+            args = inputs[args_mask]
             suspect = Suspect(int(bad_out[0]), names[int(bad_out[0])], entry, phase, "cause",
-                              bad_out.tolist(), inputs[compared[inputs] & ~bad[inputs]].tolist(),
+                              bad_out.tolist(), inputs[compared[inputs] & ~bad[inputs] & ~args_mask].tolist(),
                               inputs[~compared[inputs]].tolist(), args.tolist())
             suspect.summary = _describe(records, suspect)
             return suspect

@@ -16,8 +16,11 @@ from msprobe.core.compare.metrics import statistics_diffs
 from msprobe.core.compare.reasons import NOT_COMPARED, UNREADABLE, Reason
 from msprobe.core.compare.tensor_io import compare_tensor_files
 from msprobe.core.compare.tolerance import Judgement, dtype_epsilon, judge_rows, run_epsilon
+from msprobe.core.naming import BACKWARD, FORWARD, parse_name
 
-__all__ = ["CompareRecords", "build_records", "FLOAT_DTYPES"]
+__all__ = ["CompareRecords", "build_records", "row_phases", "FLOAT_DTYPES", "PHASES"]
+
+PHASES = ("forward", "backward", "parameters_grad", "after backward")
 
 FLOAT_DTYPES = {"torch.float32", "torch.float16", "torch.bfloat16", "torch.float64", "Float32", "Float16",
                 "BFloat16", "Float64", "float32", "float16", "bfloat16", "float64"}
@@ -35,7 +38,8 @@ class CompareRecords:
     'relative' ((rows, 4) arrays of Max, Min, Mean, Norm); verdict: 'Accuracy Reached or Not' (tensor)
     or Result (statistics / md5) per row; color / highlights / overruled: 1.2.1's highlight rules, after
     the judgement has overruled the relative ones on rows within tolerance; judgement: the dtype-aware
-    judgement (tolerance.Judgement); suspect: the advisor's pick (advisor.Suspect) or None.
+    judgement (tolerance.Judgement); phases: index into PHASES per row (execution phase of its call);
+    suspect: the advisor's pick (advisor.Suspect) or None.
     """
     mode: str
     npu: DumpTable
@@ -55,6 +59,7 @@ class CompareRecords:
     overruled: list
     judgement: Optional[Judgement]
     entry_ids: np.ndarray
+    phases: np.ndarray = None
     suspect: object = None
     extra: dict = field(default_factory=dict)
 
@@ -115,6 +120,28 @@ def _kinds(table, positions):
     kinds = np.asarray(table.columns["kind"], dtype=object)[np.clip(positions, 0, None)]
     kinds[positions < 0] = "missing"
     return kinds
+
+
+def row_phases(entries):
+    """Index into PHASES per row: forward calls up to the first backward entry (in dump order), backward
+    calls, parameter gradients, and forward calls recorded after the backward pass (the optimizer)."""
+    by_entry, seen_backward = {}, False
+    phases = np.zeros(len(entries), dtype=np.int8)
+    for row, entry in enumerate(entries):
+        phase = by_entry.get(entry)
+        if phase is None:
+            parsed = parse_name(entry) if isinstance(entry, str) else None
+            direction = parsed.direction if parsed else FORWARD
+            if direction == BACKWARD:
+                seen_backward = True
+                phase = 1
+            elif direction == FORWARD:
+                phase = 3 if seen_backward else 0
+            else:
+                phase = 2
+            by_entry[entry] = phase
+        phases[row] = phase
+    return phases
 
 
 def _entry_ids(records_entries):
@@ -220,7 +247,7 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     absent = _absent_array(npu, npu_pos) | _absent_array(bench, bench_pos)
     records = CompareRecords(mode, npu, bench, npu_pos, bench_pos, reason, detail, fuzzy, npu_stats, bench_stats,
                              absent, {}, np.zeros(rows, dtype=object), np.zeros(rows, np.int8), [[]] * rows,
-                             [[]] * rows, None, entry_ids)
+                             [[]] * rows, None, entry_ids, row_phases(entries))
     if mode == MODE_MD5:
         md5_n, md5_b = records.column("npu", "md5"), records.column("bench", "md5")
         matched = (npu_pos >= 0) & (bench_pos >= 0)
@@ -254,7 +281,7 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     bench_eps = _side_epsilon(bench, bench_pos, kinds_b)
     judged_stats = np.where(absent, np.nan, npu_stats), np.where(absent, np.nan, bench_stats)
     judgement = judge_rows(judged_stats[0], judged_stats[1], _numel(bench, bench_pos), npu_eps, bench_eps,
-                           tensor_error, tensor_norm)
+                           tensor_error, tensor_norm, records.phases)
     compared = ~records.not_compared()
     suspicious = judgement.suspicious & compared
     judgement = judgement._replace(suspicious=suspicious, worst=np.where(compared, judgement.worst, -1))

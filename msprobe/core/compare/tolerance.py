@@ -21,6 +21,9 @@ difference is suspicious. A row is suspicious when a score exceeds its allowance
 
 Aggregates (Mean, Norm) get tighter allowances than single elements because rounding errors of many
 elements average out, while a fault (a scale, a wrong constant) moves them all the same way.
+Gradients carry the rounding of the forward pass and of the backward pass: rows of backward calls and
+parameter gradients get 4 times these allowances, and rows recorded after the backward pass (the
+optimizer step, which squares gradients) 8 times.
 All functions are pure and vectorised over rows.
 """
 from typing import NamedTuple
@@ -28,12 +31,13 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["dtype_epsilon", "run_epsilon", "epsilon_name", "statistic_scores", "tensor_scores", "judge_rows",
-           "Judgement", "STATISTICS", "ALLOWED_SAME", "ALLOWED_MIXED", "CHECKS"]
+           "Judgement", "STATISTICS", "ALLOWED_SAME", "ALLOWED_MIXED", "PHASE_FACTOR", "CHECKS"]
 
 STATISTICS = ("Max", "Min", "Mean", "Norm")
 CHECKS = STATISTICS + ("tensor",)
 ALLOWED_SAME = np.array([4.0, 4.0, 1.0, 1.0, 4.0])
 ALLOWED_MIXED = np.array([2.0, 2.0, 0.5, 0.5, 2.0])
+PHASE_FACTOR = np.array([1.0, 4.0, 4.0, 8.0])  # forward, backward, parameters_grad, after backward
 
 _FLOAT_EPSILON = {"float64": 2.0 ** -52, "double": 2.0 ** -52, "float32": 2.0 ** -23, "float": 2.0 ** -23,
                   "float16": 2.0 ** -10, "half": 2.0 ** -10, "bfloat16": 2.0 ** -7,
@@ -127,10 +131,11 @@ class Judgement(NamedTuple):
     mixed: np.ndarray
 
 
-def judge_rows(npu_stats, bench_stats, numel, npu_eps, bench_eps, tensor_error=None, tensor_bench_norm=None):
+def judge_rows(npu_stats, bench_stats, numel, npu_eps, bench_eps, tensor_error=None, tensor_bench_norm=None,
+               phases=None):
     """The judgement of every row. npu_eps / bench_eps: each side's epsilon per row (NaN: the row is
     not a tensor of a known dtype, so it is not judged). tensor_error / tensor_bench_norm: tensor-mode
-    norms per row, or None in statistics mode."""
+    norms per row, or None in statistics mode. phases: index into PHASE_FACTOR per row (None: forward)."""
     npu_eps = np.asarray(npu_eps, dtype=np.float64)
     bench_eps = np.asarray(bench_eps, dtype=np.float64)
     rows = len(npu_eps)
@@ -143,6 +148,8 @@ def judge_rows(npu_stats, bench_stats, numel, npu_eps, bench_eps, tensor_error=N
         scores[:, 4] = tensor_scores(tensor_error, tensor_bench_norm, eps)
     scores[~known] = np.nan
     allowed = np.where(mixed[:, None], ALLOWED_MIXED, ALLOWED_SAME)
+    if phases is not None:
+        allowed = allowed * PHASE_FACTOR[np.asarray(phases, dtype=np.int64)][:, None]
     with np.errstate(invalid="ignore"):
         ratio = scores / allowed
     judged = ~np.isnan(ratio).all(axis=1)

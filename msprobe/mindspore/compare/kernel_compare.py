@@ -1,10 +1,11 @@
 """Compare two MindSpore L2 kernel dumps (native layout) rank by rank and step by step.
 
-Each iteration directory `rank_{r}/{net}/{graph}/{step}` is turned into a dump.json-shaped table
-(entry = `{OpType}.{OpName}`, input/output slots as rows; statistics from statistic.csv or the .npy
-files, data_name = the .npy file) and handed to core compare, so the report has the same columns,
-metrics and highlighting as every other compare: `compare_result_{rank}_{step}_{timestamp}.xlsx`.
-bfloat16 files (a dtype numpy cannot read) are handed over as float32 copies in a temporary directory.
+Each iteration directory `rank_{r}/{net}/{graph}/{step}` is turned into a dump.json-shaped table in
+memory (entry = `{OpType}.{OpName}`, input/output slots as rows; statistics from statistic.csv or the
+.npy files, data_name = the .npy file) and handed to core compare (`compare_loaded`), so the report has
+the same columns, metrics, judgement and highlighting as every other compare:
+`compare_result_{rank}_{step}_{timestamp}.xlsx`. No dump.json is written; only bfloat16 files (a dtype
+numpy cannot read) are handed over as float32 copies in a temporary directory.
 """
 import csv
 import os
@@ -18,7 +19,7 @@ import numpy as np
 
 from msprobe.core.errors import CompareError
 from msprobe.core.log import logger
-from msprobe.core.paths import atomic_write_json, check_path, make_dir
+from msprobe.core.paths import check_path, make_dir
 from msprobe.mindspore.dump.kernel_files import STAT_FILE, file_statistics, kernel_files
 
 __all__ = ["is_kernel_dump", "compare_kernel_dumps", "kernel_dump_json"]
@@ -133,7 +134,8 @@ def _selected(keys, wanted, what):
 
 def compare_kernel_dumps(npu_root, bench_root, output_dir, options, rank_ids=(), step_ids=()):
     """One compare_result_{rank}_{step}_{timestamp}.xlsx per rank/step both dumps have."""
-    from msprobe.core.compare import compare_pair
+    from msprobe.core.compare.load import table_from_dump
+    from msprobe.core.compare.runner import compare_loaded
 
     npu_root = check_path(npu_root, kind="dir", what="npu_path")
     bench_root = check_path(bench_root, kind="dir", what="bench_path")
@@ -150,12 +152,12 @@ def compare_kernel_dumps(npu_root, bench_root, output_dir, options, rank_ids=(),
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="msprobe_kernel_") as tmp:
         for rank, step in keys:
-            paths = []
-            for side, iters in (("npu", npu_iters), ("bench", bench_iters)):
-                side_dir = os.path.join(tmp, f"{side}_{rank}_{step}")
-                path = os.path.join(side_dir, "dump.json")
-                atomic_write_json(path, kernel_dump_json(iters[(rank, step)], os.path.join(side_dir, "bf16")))
-                paths.append(path)
+            tables = []
+            for side, root, iters in (("npu", npu_root, npu_iters), ("bench", bench_root, bench_iters)):
+                scratch = os.path.join(tmp, f"{side}_{rank}_{step}", "bf16")
+                dump = kernel_dump_json(iters[(rank, step)], scratch)
+                label = os.path.join(root, f"rank_{rank}", f"step {step}")
+                tables.append(table_from_dump(dump, label, data_dir=root))
             logger.info(f"kernel compare: rank {rank}, step {step}")
-            outcomes.append(compare_pair(paths[0], paths[1], output_dir, options, name_tag=f"_{rank}_{step}"))
+            outcomes.append(compare_loaded(tables[0], tables[1], output_dir, options, name_tag=f"_{rank}_{step}"))
     return outcomes

@@ -138,3 +138,134 @@ def awkward_calls(side):
         torch.tanh(inputs["low"])
 
     return calls
+
+
+# -- models with one layer that can be broken by a scale factor (same calls on both sides) ------------
+
+class Scaled(nn.Module):
+    """Wraps a layer and multiplies its (first) output by `scale`: 1.0 on the bench side, 1.01 or 1.05 on
+    the NPU side, so both sides make the same calls and only this multiplication's argument differs."""
+
+    def __init__(self, inner, scale=1.0):
+        super().__init__()
+        self.inner, self.scale = inner, scale
+
+    def forward(self, x):
+        out = self.inner(x)
+        if isinstance(out, tuple):
+            return out[0] * self.scale
+        return out * self.scale
+
+
+class ConvNet(nn.Module):
+    def __init__(self, scale=1.0):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = Scaled(nn.Conv2d(8, 8, 3, padding=1), scale)
+        self.head = nn.Linear(8 * 4 * 4, 4)
+
+    def forward(self, x):
+        x = F.relu(self.conv1(x))
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.head(x.flatten(1))
+
+
+class LstmNet(nn.Module):
+    def __init__(self, scale=1.0):
+        super().__init__()
+        self.embed = nn.Linear(6, 16)
+        self.lstm = Scaled(nn.LSTM(16, 16, batch_first=True), scale)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.head(self.lstm(torch.tanh(self.embed(x)))[:, -1])
+
+
+class LinearNet(nn.Module):
+    def __init__(self, scale=1.0):
+        super().__init__()
+        self.l1, self.l2, self.l3 = nn.Linear(16, 32), Scaled(nn.Linear(32, 32), scale), nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.l3(torch.relu(self.l2(torch.relu(self.l1(x)))))
+
+
+_INPUTS = {"conv": (4, 3, 8, 8), "lstm": (4, 5, 6), "linear": (8, 16)}
+_MODELS = {"conv": ConvNet, "lstm": LstmNet, "linear": LinearNet}
+
+
+def tiny_llama(fault=None, layer=1):
+    """A 2-layer transformers Llama built from a config (random weights, nothing downloaded) whose MLP
+    activations are F.silu(x) * scale: 1.0 everywhere, 1 + fault in layer `layer`."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model = LlamaForCausalLM(config)
+    for index, block in enumerate(model.model.layers):
+        block.mlp.act_fn = Scaled(nn.SiLU(), 1.0 + fault if fault and index == layer else 1.0)
+    return model
+
+
+def dump_model(out_dir, kind, task="tensor", dtype="fp32", fault=None, level="mix", seed=0):
+    """One training step of model `kind` ('conv', 'lstm', 'linear' or 'llama') under the debugger, its
+    scaled layer multiplied by 1 + fault; returns the dump.json path."""
+    from msprobe.pytorch import PrecisionDebugger
+
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed + 1)
+    if kind == "llama":
+        model = tiny_llama(fault)
+        ids = torch.randint(0, 128, (2, 8), generator=generator)
+        batch = {"input_ids": ids, "labels": ids}
+    else:
+        model = _MODELS[kind](1.0 + fault if fault else 1.0)
+        batch = torch.randn(*_INPUTS[kind], generator=generator)
+    if dtype == "bf16":
+        model = model.to(torch.bfloat16)
+        batch = batch if kind == "llama" else batch.to(torch.bfloat16)
+    config = {"task": task, "dump_path": out_dir, "rank": [], "step": [], "level": level,
+              task: {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}
+    os.makedirs(out_dir, exist_ok=True)
+    config_path = os.path.join(out_dir, "config.json")
+    with open(config_path, "w") as handle:
+        json.dump(config, handle)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    debugger = PrecisionDebugger(config_path=config_path, model=model)
+    debugger.start()
+    if kind == "llama":
+        loss = model(**batch).loss
+    else:
+        loss = model(batch).float().pow(2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    step0 = os.path.join(out_dir, "step0")
+    return os.path.join(step0, sorted(os.listdir(step0))[0], "dump.json")
+
+
+def as_statistics_dump(dump_json, out_path):
+    """The same dump as a statistics dump (tensor dumps record the statistics too): task and data_name
+    dropped, so the compare runs in statistics mode on exactly the same run."""
+    with open(dump_json) as handle:
+        dump = json.load(handle)
+    dump["task"] = "statistics"
+    text = json.dumps(dump).replace('"data_name"', '"_unused_data_name"')
+    os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    with open(out_path, "w") as handle:
+        handle.write(text)
+    return out_path
+
+
+def fault_entry(dump_json, factor):
+    """The forward entry whose second argument is the scale `factor` (the faulty multiplication)."""
+    with open(dump_json) as handle:
+        data = json.load(handle)["data"]
+    for entry, body in data.items():
+        args = body.get("input_args") or []
+        if ".forward" in entry and len(args) > 1 and isinstance(args[1], dict) and args[1].get("value") == factor:
+            return entry
+    raise AssertionError(f"no call multiplies by {factor}")

@@ -23,8 +23,9 @@ def test_cli_single_rank_with_options(dumps, tmp_path):
     assert len(glob.glob(str(out / "advisor_*.txt"))) == 1
     sheet = openpyxl.load_workbook(report).worksheets[0]
     kept = [row for row in sheet.iter_rows(min_row=2)]
-    # -d keeps only failing or highlighted rows
-    assert kept and all(row[19].value != "Yes" or row[0].fill.fill_type for row in kept)
+    # -d keeps only failing, highlighted or suspicious rows (Suspicion, the last column, says why)
+    assert kept and all(row[19].value != "Yes" or row[0].fill.fill_type or row[-1].value for row in kept)
+    assert sheet.cell(1, sheet.max_column).value == "Suspicion"
     assert "Module.act.GELU.forward.0.output.0" in [row[0].value for row in kept]
     out2 = tmp_path / "out2"
     assert main(["-f", "pytorch", "compare", "-i", config, "-o", str(out2), "-c", "-f"]) == 0
@@ -175,15 +176,17 @@ def test_merge_result_leaves_missing_ranks_blank_and_refuses_md5(dumps, tmp_path
                          str(results), options, "_rank0-rank0").result
     compare_pair(os.path.join(dumps["stat_fp32_again"], "dump.json"), os.path.join(dumps["stat_fp32"], "dump.json"),
                  str(results), options, "_rank1-rank1")
+    # only the broken rank calls Tensor.__mul__ (named Tensor.mul by older dumps)
+    mul = next(n for n in rank0.columns["NPU Name"] if n.startswith("Tensor.") and "mul" in n
+               and n.endswith(".0.forward.output.0"))
     config = tmp_path / "merge.yaml"
-    config.write_text("api:\n- Tensor.mul\n- Functional.gelu.0.forward\n")  # no compare_index: all metrics
+    config.write_text(f"api:\n- {mul[:-len('.0.forward.output.0')]}\n- Functional.gelu.0.forward\n")  # all metrics
     merged = tmp_path / "merged"
     assert main(["-f", "pytorch", "merge_result", "-i", str(results), "-o", str(merged), "-config", str(config)]) == 0
     [path] = glob.glob(str(merged / "multi_ranks_compare_merge_*.xlsx"))
     book = openpyxl.load_workbook(path)
     assert book.sheetnames == STATISTICS_INDEX
     rows = {row[0]: row[1:] for row in book["Max diff"].iter_rows(min_row=2, values_only=True)}
-    mul = "Tensor.mul.0.forward.output.0"  # only the broken rank calls Tensor.mul
     expected = rank0.columns["Max diff"][rank0.columns["NPU Name"].index(mul)]
     assert rows[mul] == (expected, None)
     assert rows["Functional.gelu.0.forward.output.0"] == (0.0, 0.0)
