@@ -3,6 +3,7 @@
 Runs in the training process (process_num=0) or in a worker process; both call `check_call`.
 """
 import os
+import time
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -88,18 +89,23 @@ def _detail(call, position, dut, bench, bench_dtype_name) -> Dict[str, Any]:
 
 def check_call(call: OpCall, bench_dtype: str = "float32", dump_dir: Optional[str] = None,
                dump_failed: bool = False) -> Dict[str, Any]:
-    """{'summary': row, 'details': [rows], 'failed': bool}; tensors are dumped under `dump_dir` when the
-    call asks for it (`call.dump`) or when it failed and `dump_failed` is set."""
+    """{'summary': row, 'details': [rows], 'failed': bool, 'seconds': {'convert', 'rerun', 'judge'}}; tensors are
+    dumped under `dump_dir` when the call asks for it (`call.dump`) or when it failed and `dump_failed` is set."""
     target = BENCH_DTYPES[bench_dtype]
+    started = time.perf_counter()
     dtypes = ",".join(sorted({dtype_name(t.dtype) for t in call.outputs if t is not None}))
     try:
         func = resolve_op(call.op)
-        bench_out = func(*tree_map(lambda v: to_bench(v, target), call.args),
-                         **tree_map(lambda v: to_bench(v, target), call.kwargs))
+        bench_args = tree_map(lambda v: to_bench(v, target), call.args)
+        bench_kwargs = tree_map(lambda v: to_bench(v, target), call.kwargs)
+        converted = time.perf_counter()
+        bench_out = func(*bench_args, **bench_kwargs)
     except Exception as exc:  # no CPU kernel, or a kernel that refuses widened inputs
         message = f"not re-run on CPU: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return {"summary": _summary(call, SKIPPED, message[:300], dtypes, 0), "details": [], "failed": False}
     bench_outputs = _tensors(bench_out)
+    rerun_seconds = time.perf_counter() - converted
+    convert_seconds = converted - started
     if len(bench_outputs) != len(call.outputs):
         message = f"the CPU re-run returned {len(bench_outputs)} tensors, the device {len(call.outputs)}"
         return {"summary": _summary(call, SKIPPED, message, dtypes, 0), "details": [], "failed": False}
@@ -110,4 +116,6 @@ def check_call(call: OpCall, bench_dtype: str = "float32", dump_dir: Optional[st
     if dump_dir and (call.dump or (failed and dump_failed)):
         _dump(call, bench_outputs, dump_dir)
     return {"summary": _summary(call, FAIL if failed else PASS, message, dtypes, len(details)),
-            "details": details, "failed": failed}
+            "details": details, "failed": failed,
+            "seconds": {"convert": convert_seconds, "rerun": rerun_seconds,
+                        "judge": time.perf_counter() - converted - rerun_seconds}}

@@ -98,6 +98,8 @@ class PtdbgDispatch(TorchDispatchMode):
         self._pool = None
         self._broken_ops = set()
         self.unchecked = 0
+        # time spent widening inputs for the CPU, re-running there, and judging (with dumps)
+        self.seconds = {"convert": 0.0, "rerun": 0.0, "judge": 0.0}
 
     # ---- session ---------------------------------------------------------------------------------
     def __enter__(self):
@@ -145,6 +147,8 @@ class PtdbgDispatch(TorchDispatchMode):
         with self._lock:
             self._summaries.append(summary)
             self._details.extend(outcome["details"])
+            for key, value in outcome.get("seconds", {}).items():
+                self.seconds[key] += value
         if outcome["failed"]:
             logger.warning("online_dispatch: %s (%s) Failed: %s", summary["Op Name"], summary["Direction"],
                            summary["Message"])

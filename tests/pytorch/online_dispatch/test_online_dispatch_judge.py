@@ -84,3 +84,11 @@ def test_extra_columns_cosine_and_overall_max_abs():
     row = judge_output(dut, bench, "float32")
     assert row["max_abs_all"] == pytest.approx(0.5)
     assert row["cosine"] == pytest.approx((9 + 18) / (5 * np.hypot(3, 4.5)))
+
+
+def test_indices_count_every_element_when_special_values_are_left_out():
+    bench = np.array([np.nan, 0.5, np.inf, 3.0])
+    dut = np.array([np.nan, 0.5 + 2.0 ** -9, np.inf, 3.0 * (1 + 2.0 ** -9)])
+    row = judge_output(dut, bench, "float16")
+    assert (row["max_abs_idx"], row["max_rel_idx"]) == (1, 3)
+    assert row["max_abs_err"] == pytest.approx(2.0 ** -9) and row["max_rel_err"] == pytest.approx(2.0 ** -9)
