@@ -5,102 +5,27 @@ Example::
     from msprobe.pytorch import PrecisionDebugger
     debugger = PrecisionDebugger(config_path="./config.json", model=model)
     for batch in loader:
-        debugger.start()
-        loss = model(batch).mean(); loss.backward(); optimizer.step()
-        debugger.stop()
+        with debugger.collect(model):          # or debugger.start() ... debugger.stop()
+            loss = model(batch).mean(); loss.backward(); optimizer.step()
         debugger.step()
 
 Nothing is patched or hooked outside start()/stop(): building the optimizer, a dataloader or
-another model after the debugger is fine, and a filtered-out step costs nothing.
+another model after the debugger is fine, a filtered-out step costs nothing, and stop() leaves torch
+exactly as it was (every hook goes through one HookSession, see dump/dump_session.py). With
+`"enable_dataloader": true` the DataLoader's iteration drives start/stop/step instead (see
+dump/dataloader_driver.py).
 """
 import contextlib
 
-import torch
-
 from msprobe.core.config import DUMP_TASKS, load_config
 from msprobe.core.dump import DumpCollector, StackCapture
-from msprobe.core.errors import ConfigError, UnsupportedError
+from msprobe.core.errors import ConfigError, MsprobeError, UnsupportedError
 from msprobe.core.log import logger
 
 __all__ = ["PrecisionDebugger", "module_dump", "module_dump_end"]
 
 _STACK_SKIP = ("torch/overrides.py", "torch/utils/_python_dispatch.py", "torch/nn/modules/module.py",
                "torch/_tensor.py", "torch/utils/hooks.py")
-
-
-_NOBODY = object()
-
-
-class _HookSession:
-    """The hooks of one start()..stop() window; `remove()` leaves torch exactly as before."""
-
-    def __init__(self, collector, level, models):
-        from msprobe.pytorch.dump.api_hooks import ApiDumpMode
-        from msprobe.pytorch.dump.distributed_hooks import DistributedHooks
-        from msprobe.pytorch.dump.grad_tracker import GradTracker
-
-        self.collector = collector
-        self.pause_depth = 0
-        self.tracker = GradTracker(collector, self.paused)
-        track_grads = collector.config.wants("backward", "input") or collector.config.wants("backward", "output")
-        self.track_grads = track_grads
-        self.api_mode = ApiDumpMode(collector, self.tracker, track_grads) if level in ("L1", "mix") else None
-        self.aten_mode = None
-        if level == "L2":
-            from msprobe.pytorch.dump.aten_hooks import AtenDumpMode
-            self.aten_mode = AtenDumpMode(collector)
-        self.module_hooks = None
-        if level in ("L0", "mix"):
-            from msprobe.pytorch.dump.module_hooks import ModuleHooks
-            self.module_hooks = ModuleHooks(collector, self.tracker, self.paused, track_grads).install(models)
-        self.dist_hooks = DistributedHooks(collector, self.paused).install() if level in ("L1", "mix") else None
-        self.extra_hooks = []
-        if level == "mix":
-            self.extra_hooks.append(_OptimizerParent(collector))
-        if self.api_mode is not None:
-            self.api_mode.__enter__()
-        if self.aten_mode is not None:
-            self.aten_mode.__enter__()
-
-    @contextlib.contextmanager
-    def paused(self):
-        """Our own tensor work inside hooks: not recorded, and not even routed through the mode
-        (every `tensor.shape` would otherwise be a Python __torch_function__ call)."""
-        mode = self.api_mode
-        if mode is not None:
-            mode.paused_depth += 1
-        try:
-            with torch._C.DisableTorchFunction():
-                yield
-        finally:
-            if mode is not None:
-                mode.paused_depth -= 1
-
-    def remove(self):
-        self.tracker.flush()
-        if self.aten_mode is not None:
-            self.aten_mode.__exit__(None, None, None)
-        if self.api_mode is not None:
-            self.api_mode.__exit__(None, None, None)
-        for hooks in [self.module_hooks, self.dist_hooks] + self.extra_hooks:
-            if hooks is not None:
-                hooks.remove()
-        self.tracker.remove()
-
-
-class _OptimizerParent:
-    """Marks calls made inside optimizer.step() with the parent "optimizer" in construct.json."""
-
-    def __init__(self, collector):
-        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
-
-        stack = collector.module_stack
-        self.handles = [register_optimizer_step_pre_hook(lambda *_: stack.append("optimizer")),
-                        register_optimizer_step_post_hook(lambda *_: stack and stack.pop())]
-
-    def remove(self):
-        for handle in self.handles:
-            handle.remove()
 
 
 class PrecisionDebugger:
@@ -115,16 +40,64 @@ class PrecisionDebugger:
                                    f"{list(DUMP_TASKS)} (run_ut has its own command: msprobe -f pytorch run_ut).")
         from msprobe.pytorch.dump.adapter import TorchAdapter
 
+        if self.config.level in ("L1", "mix"):
+            from msprobe.pytorch.dump.api_names import api_table
+
+            api_table()  # a broken API list stops here, not in the middle of the first step
+        if self.config.is_deterministic:
+            from msprobe.pytorch.seed import enable_deterministic
+
+            enable_deterministic()
         self.model = model
         self.collector = DumpCollector(self.config, TorchAdapter(), StackCapture(skip_files=_STACK_SKIP))
         self.session = None
+        self.driver = None
         PrecisionDebugger._instance = self
         logger.info(f"msprobe PrecisionDebugger: task={self.config.task} level={self.config.level} "
                     f"dump_path={self.config.dump_path}")
+        if self.config.enable_dataloader:
+            from msprobe.pytorch.dump.dataloader_driver import DataLoaderDriver
+
+            self.driver = DataLoaderDriver(self)
 
     # -- the user API -----------------------------------------------------------------------
     def start(self, model=None):
-        """Begin dumping (installs the hooks); a no-op for steps or ranks that are filtered out."""
+        """Begin dumping (installs the hooks); a no-op for steps or ranks that are filtered out
+        (and when enable_dataloader drives the steps)."""
+        if self.driver is None:
+            self.begin_window(model)
+
+    def stop(self):
+        """Stop dumping: remove every hook and write this step's JSON files."""
+        if self.driver is None:
+            self.end_window()
+
+    forward_backward_dump_end = stop
+
+    def step(self):
+        """End the step: write what is left and move on to step N+1."""
+        if self.driver is None:
+            self.next_step()
+
+    @contextlib.contextmanager
+    def collect(self, model=None):
+        """`with debugger.collect(model): ...` dumps the block: start() on entry, stop() on exit
+        (also when the block raises). Call step() after it at the end of each training step."""
+        self.start(model)
+        try:
+            yield self
+        finally:
+            self.stop()
+
+    def close(self):
+        """Wait until every file is written (also done automatically at exit)."""
+        if self.driver is not None:
+            self.driver.close()
+        self.end_window()
+        self.collector.close()
+
+    # -- the window, also driven by enable_dataloader ---------------------------------------
+    def begin_window(self, model=None):
         if model is not None:
             self.model = model
         if self.config.level in ("L0", "mix") and self.model is None:
@@ -135,26 +108,26 @@ class PrecisionDebugger:
         collector = self.collector
         if not collector.start(collector.adapter.current_rank()):
             return
-        self.session = _HookSession(collector, self.config.level, self.model)
+        from msprobe.pytorch.dump.dump_session import TorchDumpSession
 
-    def stop(self):
-        """Stop dumping: remove every hook and write this step's JSON files."""
+        try:
+            self.session = TorchDumpSession(collector, self.config.level, self.model)
+        except MsprobeError:
+            collector.stop()
+            raise
+        except Exception as exc:  # noqa: BLE001 - rolled back; the user's step runs undumped
+            collector.stop()
+            collector.guard.report("PrecisionDebugger.start", exc)
+
+    def end_window(self):
         if self.session is not None:
-            self.session.remove()
-            self.session = None
+            session, self.session = self.session, None
+            session.close()
         self.collector.stop()
 
-    forward_backward_dump_end = stop
-
-    def step(self):
-        """End the step: write what is left and move on to step N+1."""
-        self.stop()
+    def next_step(self):
+        self.end_window()
         self.collector.next_step()
-
-    def close(self):
-        """Wait until every file is written (also done automatically at exit)."""
-        self.stop()
-        self.collector.close()
 
     @classmethod
     def save(cls, variable, name, save_backward=True):
@@ -182,30 +155,11 @@ def module_dump(module, module_name):
     debugger = PrecisionDebugger._instance
     if debugger is None or debugger.session is None:
         raise UnsupportedError("module_dump: call PrecisionDebugger(...).start() first.")
-    from msprobe.pytorch.dump.module_hooks import ModuleHooks
-
-    session = debugger.session
-    hooks = ModuleHooks(debugger.collector, session.tracker, session.paused, session.track_grads, only=module)
-    hooks.install(module, root_name=module_name)
-    session.extra_hooks.append(hooks)
-    session.exclusive = hooks
-    if session.module_hooks is not None:
-        session.module_hooks.only = _NOBODY  # every other module stays silent
-    if session.api_mode is not None:
-        session.api_mode.paused_depth += 1
+    debugger.session.dump_only(module, module_name)
 
 
 def module_dump_end():
     """End module_dump(): back to the normal dump."""
     debugger = PrecisionDebugger._instance
-    session = debugger.session if debugger else None
-    hooks = getattr(session, "exclusive", None)
-    if hooks is None:
-        return
-    hooks.remove()
-    session.extra_hooks.remove(hooks)
-    session.exclusive = None
-    if session.module_hooks is not None:
-        session.module_hooks.only = None
-    if session.api_mode is not None:
-        session.api_mode.paused_depth -= 1
+    if debugger is not None and debugger.session is not None:
+        debugger.session.dump_all()

@@ -5,7 +5,7 @@ import random
 import numpy as np
 import torch
 
-__all__ = ["seed_all", "restore_dropout"]
+__all__ = ["seed_all", "enable_deterministic", "restore_dropout"]
 
 _DROPOUT_APIS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
 _original_dropouts = {}
@@ -24,9 +24,7 @@ def seed_all(seed=1234, mode=False, rm_dropout=True):
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
     if mode:  # like the reference, mode=False leaves the user's own determinism settings alone
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True)
-        torch.backends.cudnn.deterministic = True
+        enable_deterministic()
     torch.backends.cudnn.benchmark = False
     try:
         import torch_npu  # noqa: F401
@@ -35,6 +33,16 @@ def seed_all(seed=1234, mode=False, rm_dropout=True):
         pass
     if rm_dropout:
         _remove_dropout()
+
+
+def enable_deterministic():
+    """Deterministic kernels only (what seed_all(mode=True) and config "is_deterministic" turn on):
+    an op without a deterministic implementation raises instead of running."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    os.environ.setdefault("HCCL_DETERMINISTIC", "true")  # Ascend collectives, read by torch_npu
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
 
 
 def _remove_dropout():

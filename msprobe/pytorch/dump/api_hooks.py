@@ -3,18 +3,26 @@
 While the mode runs a call's `__torch_function__`, torch takes the mode off the stack, so calls
 made *inside* a recorded API (F.layer_norm calling torch.layer_norm) are not recorded again, and
 neither are our own statistics kernels. Hooks that run outside that window (module hooks, grad
-hooks) use `paused()` so their tensor ops stay out of the dump.
+hooks) run their bookkeeping in the session's `paused()`, which turns torch functions off.
+
+`a * b` reaches `__torch_function__` as Tensor.mul, like `a.mul(b)`. To write "Tensor.__mul__" as
+1.2.1 does, `install()` also wraps the Tensor operators (api_names.operator_names): the wrapper
+marks the call it is about to make, and the mode takes the name from the mark.
 """
-import contextlib
+import threading
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from msprobe.pytorch.dump.api_names import api_table
+from msprobe.pytorch.dump.api_names import api_table, operator_names
 
 __all__ = ["ApiDumpMode"]
 
 _NoSubclassDispatch = torch._C.DisableTorchFunctionSubclass
+
+
+class _OperatorMark(threading.local):
+    key = None  # "Tensor.__mul__" from the operator wrapper, for the next __torch_function__ call
 
 
 class ApiDumpMode(TorchFunctionMode):
@@ -26,23 +34,28 @@ class ApiDumpMode(TorchFunctionMode):
         self.tracker = tracker
         self.track_grads = track_grads
         self.table = api_table()
-        self.paused_depth = 0
+        self.mark = _OperatorMark()
+        self.silenced = False  # module_dump: only that module records
 
-    @contextlib.contextmanager
-    def paused(self):
-        self.paused_depth += 1
-        try:
-            yield
-        finally:
-            self.paused_depth -= 1
+    def install(self, session):
+        """Wrap the operators and enter the mode, both undone when `session` closes."""
+        for name in operator_names():
+            session.patch(torch.Tensor, name, _marking(self.mark, f"Tensor.{name}", getattr(torch.Tensor, name)))
+        session.enter(self)
+        return self
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        try:
-            key = self.table.get(func)
-        except TypeError:
-            key = None
-        if key is None or self.paused_depth or not self.collector.active:
+        mark = self.mark
+        key = mark.key
+        if key is not None:
+            mark.key = None
+        else:
+            try:
+                key = self.table.get(func)
+            except TypeError:
+                key = None
+        if key is None or self.silenced or not self.collector.active:
             return func(*args, **kwargs)
         collector = self.collector
         try:  # a dump failure must not reach the user's code (see core/dump/guard.py)
@@ -58,10 +71,26 @@ class ApiDumpMode(TorchFunctionMode):
         output = func(*args, **kwargs)
         try:
             with _NoSubclassDispatch():
-                collector.end_forward(call, output)
+                replaced = collector.end_forward(call, output)  # a task may replace the output
+                if replaced is not None:
+                    output = replaced
                 if pending is not None:
                     self.tracker.watch_outputs(pending, output)
         except Exception as exc:  # noqa: BLE001
             collector.guard.report(key, exc)
         return output
 
+
+def _marking(mark, key, operator):
+    """`operator` (e.g. Tensor.__mul__) that names its __torch_function__ call `key`."""
+    def marked_operator(*args, **kwargs):
+        mark.key = key
+        try:
+            return operator(*args, **kwargs)
+        finally:
+            mark.key = None  # not consumed when torch functions are off (our own paused work)
+
+    marked_operator.__name__ = getattr(operator, "__name__", key.rsplit(".", 1)[-1])
+    marked_operator.__doc__ = getattr(operator, "__doc__", None)
+    marked_operator.__wrapped__ = operator
+    return marked_operator

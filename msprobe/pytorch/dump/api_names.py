@@ -11,10 +11,11 @@ import os
 
 import torch
 
+from msprobe.core.errors import ParseError
 from msprobe.core.naming import dotted_attribute
 from msprobe.core.paths import load_yaml
 
-__all__ = ["api_table", "distributed_api_names", "is_inplace_api", "SUPPORT_YAML"]
+__all__ = ["api_table", "operator_names", "distributed_api_names", "load_api_lists", "SUPPORT_YAML"]
 
 SUPPORT_YAML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support_wrap_ops.yaml")
 
@@ -37,22 +38,36 @@ _NOT_APIS = {
 # reflected operators reach __torch_function__ under their own names (`1 - x` -> Tensor.__rsub__)
 _REFLECTED = ["__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rdiv__", "__rpow__", "__rmatmul__",
               "__rfloordiv__", "__rmod__", "__rand__", "__ror__", "__rxor__", "__rlshift__", "__rrshift__"]
+# operators whose __torch_function__ call already names them (and indexing is too hot to wrap)
+_SELF_NAMING = {"__getitem__", "__setitem__", "__bool__", "__nonzero__"}
+_REQUIRED_SECTIONS = ("functional", "tensor", "torch", "distributed")
+
+
+def load_api_lists(path: str = SUPPORT_YAML) -> dict:
+    """{section: [api names]} of the API list; a list that cannot be read is an error, never a
+    silently smaller API table."""
+    import yaml
+
+    if hasattr(yaml, "CSafeLoader"):  # the C loader is ~20x faster on this 2000-line list
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = yaml.load(handle, Loader=yaml.CSafeLoader)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            detail = " ".join(str(exc).split())
+            raise ParseError(f"API list '{path}' cannot be loaded ({detail}); reinstall msprobe.") from None
+    else:
+        data = load_yaml(path, what="API list")
+    sections = data if isinstance(data, dict) else {}
+    bad = [key for key in _REQUIRED_SECTIONS if not isinstance(sections.get(key), list)
+           or not all(isinstance(name, str) for name in sections[key])]
+    if bad:
+        raise ParseError(f"API list '{path}' lacks the name lists {bad}; reinstall msprobe.")
+    return {key: list(value or []) for key, value in sections.items() if isinstance(value, list)}
 
 
 @functools.lru_cache(maxsize=1)
 def _reference_lists():
-    try:
-        import yaml
-
-        loader = getattr(yaml, "CSafeLoader", None)  # the C loader is ~20x faster on this 2000-line list
-        if loader is None:
-            data = load_yaml(SUPPORT_YAML, what="API list") or {}
-        else:
-            with open(SUPPORT_YAML, encoding="utf-8") as handle:
-                data = yaml.load(handle, Loader=loader) or {}
-    except Exception:  # the list only adds names; the live modules are enough to work
-        data = {}
-    return {key: list(value or []) for key, value in data.items()}
+    return load_api_lists(SUPPORT_YAML)
 
 
 def _add(table, obj, name):
@@ -66,30 +81,42 @@ def _add(table, obj, name):
 
 @functools.lru_cache(maxsize=1)
 def api_table():
-    """{function object: "Prefix.api"} for every API the L1 dump records."""
+    """{function object: "Prefix.api"} for every API the L1 dump records (the first name added wins)."""
     import torch.nn.functional as F
 
     lists = _reference_lists()
     table = {}
-    functional = set(lists.get("functional", [])) | {n for n in dir(F) if not n.startswith("_")}
+    functional = set(lists["functional"]) | {n for n in dir(F) if not n.startswith("_")}
     for name in sorted(functional - _NOT_APIS):
         _add(table, getattr(F, name, None), f"Functional.{name}")
-    torch_names = set(lists.get("torch", []))
+    # nn.LSTM calls torch._VF.lstm, the same object as torch.lstm: 1.2.1 names it "VF.lstm"
+    for name in lists.get("_VF", []):
+        _add(table, getattr(torch._VF, name, None), f"VF.{name}")
+    torch_names = set(lists["torch"])
     overridable = torch.overrides.get_overridable_functions().get(torch, [])
     torch_names |= {fn.__name__ for fn in overridable if not fn.__name__.startswith("_")}
     for name in sorted(torch_names):
         if name.split(".")[-1] in _NOT_APIS or name.startswith("is_"):
             continue
         _add(table, dotted_attribute(torch, name), f"Torch.{name}")
-    tensor_names = list(lists.get("tensor", [])) + [n for n in _REFLECTED if n not in lists.get("tensor", [])]
-    for name in tensor_names:
+    # a method shared with an operator (Tensor.pow is Tensor.__pow__) keeps the method's name: the
+    # operator form is told apart by its wrapper (see operator_names)
+    for name in sorted(lists["tensor"], key=lambda n: n.startswith("__")) + _REFLECTED:
         obj = getattr(torch.Tensor, name, None)
         _add(table, obj, f"Tensor.{name}")
         _add(table, getattr(torch._C.TensorBase, name, None) if obj is None else None, f"Tensor.{name}")
-    for name in lists.get("_VF", []):
-        _add(table, getattr(torch._VF, name, None), f"VF.{name}")
     _add_npu(table, lists.get("torch_npu", []))
     return table
+
+
+def operator_names():
+    """Tensor operators recorded under their own name (`a * b` -> "Tensor.__mul__", as 1.2.1 writes it).
+
+    `a * b` reaches __torch_function__ as Tensor.mul, exactly like `a.mul(b)`: only a wrapper around
+    Tensor.__mul__ can tell them apart, so these are wrapped while an API-level dump runs."""
+    names = [n for n in _reference_lists()["tensor"] if n.startswith("__") and n.endswith("__")]
+    names += [n for n in _REFLECTED if n not in names]
+    return [n for n in names if n not in _SELF_NAMING and hasattr(torch.Tensor, n)]
 
 
 def _add_npu(table, names):
@@ -103,18 +130,4 @@ def _add_npu(table, names):
 
 def distributed_api_names():
     """Collectives recorded as "Distributed.<name>" (they bypass __torch_function__)."""
-    lists = _reference_lists()
-    return list(lists.get("distributed", [])) or [
-        "send", "recv", "broadcast", "all_reduce", "reduce", "all_gather", "gather", "isend", "irecv",
-        "scatter", "reduce_scatter", "all_to_all_single", "all_to_all", "all_gather_into_tensor",
-        "reduce_scatter_tensor", "barrier"]
-
-
-def is_inplace_api(key, kwargs):
-    """Whether the call modifies its first argument (self) in place."""
-    api = key.rsplit(".", 1)[-1]
-    if api.startswith("__i") and api.endswith("__"):
-        return True
-    if api in ("__setitem__", "copy_"):
-        return True
-    return (api.endswith("_") and not api.endswith("__")) or bool(kwargs and kwargs.get("inplace"))
+    return list(_reference_lists()["distributed"])

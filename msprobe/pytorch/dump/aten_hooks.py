@@ -2,7 +2,9 @@
 
 It works on any device and sees the ops autograd runs in backward too (they are ATen ops like
 any other), so L2 has forward entries only. Our own statistics kernels run while torch has the
-mode off the stack, so they are never recorded.
+mode off the stack, so they are never recorded; work done in the session's `paused()` elsewhere
+(debugger.save) is skipped through the reentrancy guard. A failing record is reported to the
+collector's DumpGuard and the op runs as without msprobe.
 """
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -12,21 +14,29 @@ __all__ = ["AtenDumpMode"]
 class AtenDumpMode(TorchDispatchMode):
     """Reports every ATen op to the collector."""
 
-    def __init__(self, collector):
+    def __init__(self, collector, reentrancy):
         super().__init__()
         self.collector = collector
+        self.reentrancy = reentrancy
         self.names = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         collector = self.collector
-        if not collector.active:
+        if not collector.active or self.reentrancy.active:
             return func(*args, **kwargs)
         key = self.names.get(func)
         if key is None:
             key = f"Aten.{func.overloadpacket.__name__}"
             self.names[func] = key
-        call = collector.begin_forward(key, args, kwargs)
+        try:  # a dump failure must not reach the user's code (see core/dump/guard.py)
+            call = collector.begin_forward(key, args, kwargs)
+        except Exception as exc:  # noqa: BLE001
+            collector.guard.report(key, exc)
+            return func(*args, **kwargs)
         output = func(*args, **kwargs)
-        collector.end_forward(call, output)
+        try:
+            collector.end_forward(call, output)
+        except Exception as exc:  # noqa: BLE001
+            collector.guard.report(key, exc)
         return output

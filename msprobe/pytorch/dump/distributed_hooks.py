@@ -1,9 +1,10 @@
 """Collective dump: torch.distributed calls recorded as "Distributed.<name>.<n>.forward".
 
 Collectives do not go through __torch_function__, so they are wrapped explicitly: `install()`
-replaces the functions in torch.distributed (and distributed_c10d) and `remove()` puts the very
-same objects back. In-place collectives (all_reduce, broadcast, ...) return None or a work
-handle; their output is recorded as the first tensor argument after the call.
+replaces the functions in torch.distributed (and distributed_c10d) through the session, which puts
+the very same objects back at stop(). In-place collectives (all_reduce, broadcast, ...) return None
+or a work handle; their output is recorded as the first tensor argument after the call. A failing
+record is reported to the collector's DumpGuard and the collective runs as without msprobe.
 """
 import functools
 
@@ -15,15 +16,18 @@ __all__ = ["DistributedHooks"]
 
 
 class DistributedHooks:
-    """Wraps the collectives while installed."""
+    """Wraps the collectives while installed.
 
-    def __init__(self, collector, pause):
+    pause: the session's context manager for our own work; reentrancy: its guard, active inside it
+    (collectives call each other through the patched names: only the outer one is recorded).
+    """
+
+    def __init__(self, collector, pause, reentrancy):
         self.collector = collector
         self.pause = pause
-        self.saved = []
-        self.depth = 0  # collectives call each other through the patched names: record the outer one
+        self.reentrancy = reentrancy
 
-    def install(self):
+    def install(self, session):
         import torch.distributed as dist
 
         if not dist.is_available():
@@ -37,8 +41,7 @@ class DistributedHooks:
             wrapper = self._wrap(name, original)
             for namespace in (dist, distributed_c10d):
                 if getattr(namespace, name, None) is original:
-                    self.saved.append((namespace, name, original))
-                    setattr(namespace, name, wrapper)
+                    session.patch(namespace, name, wrapper)
         return self
 
     def _wrap(self, name, original):
@@ -47,26 +50,25 @@ class DistributedHooks:
         @functools.wraps(original)
         def collective(*args, **kwargs):
             collector = self.collector
-            if not collector.active or self.depth:
+            if not collector.active or self.reentrancy.active:
                 return original(*args, **kwargs)
-            self.depth += 1
-            try:
+            try:  # a dump failure must not reach the user's code (see core/dump/guard.py)
                 with self.pause():
                     call = collector.begin_forward(key, args, kwargs)
-                    result = original(*args, **kwargs)
-            finally:
-                self.depth -= 1
+            except Exception as exc:  # noqa: BLE001
+                collector.guard.report(key, exc)
+                return original(*args, **kwargs)
             with self.pause():
-                collector.tensors_changed(args)
-                output = result
-                if result is None or not isinstance(result, torch.Tensor):
-                    first = next((a for a in args if isinstance(a, (torch.Tensor, list))), None)
-                    output = first if first is not None else result
-                collector.end_forward(call, output)
+                result = original(*args, **kwargs)
+            try:
+                with self.pause():
+                    collector.tensors_changed(args)
+                    output = result
+                    if result is None or not isinstance(result, torch.Tensor):
+                        first = next((a for a in args if isinstance(a, (torch.Tensor, list))), None)
+                        output = first if first is not None else result
+                    collector.end_forward(call, output)
+            except Exception as exc:  # noqa: BLE001
+                collector.guard.report(key, exc)
             return result
         return collective
-
-    def remove(self):
-        for namespace, name, original in reversed(self.saved):
-            setattr(namespace, name, original)
-        self.saved = []

@@ -4,7 +4,7 @@ Each submodule `path` of class `Cls` is recorded as "Module.{path}.{Cls}.forward
 own parameters, its backward as "Module.{path}.{Cls}.backward.{n}" (through GradTracker, no
 full backward hooks: those wrap outputs in a custom Function and break in-place ops on them), and
 the gradients of its parameters as "Module.{path}.{Cls}.parameters_grad". Every hook is kept as
-a RemovableHandle and removed by `remove()`.
+a RemovableHandle registered in the session's HookSession, which removes it at stop().
 """
 import sys
 
@@ -21,11 +21,15 @@ class ModuleHooks:
         self.tracker = tracker
         self.pause = pause
         self.track_grads = track_grads
-        self.handles = []
+        self.session = None
         self.calls = {}
         self.only = only  # module_dump: the single module allowed to record
 
-    def install(self, models, root_name=None):
+    def install(self, models, session, root_name=None):
+        """Hook every submodule of `models` (only `models` itself as `root_name` when given); the
+        handles go to `session` (a core HookSession)."""
+        self.session = session
+        session.callback(self.calls.clear)
         models = models if isinstance(models, (list, tuple)) else [models]
         for model_index, model in enumerate(models):
             for path, module in model.named_modules():
@@ -41,13 +45,13 @@ class ModuleHooks:
         return self
 
     def _hook(self, module, key):
-        self.handles.append(module.register_forward_pre_hook(self._pre_hook(key), with_kwargs=True))
+        add = self.session.add_handle
+        add(module.register_forward_pre_hook(self._pre_hook(key), with_kwargs=True))
         # always_call: a forward that raises still closes its call (module stack, scope ranges)
-        self.handles.append(module.register_forward_hook(self._post_hook(key), with_kwargs=True,
-                                                         always_call=True))
+        add(module.register_forward_hook(self._post_hook(key), with_kwargs=True, always_call=True))
         for name, param in module.named_parameters(recurse=False):
             if param.requires_grad:
-                self.handles.append(param.register_post_accumulate_grad_hook(self._param_hook(key, name)))
+                add(param.register_post_accumulate_grad_hook(self._param_hook(key, name)))
 
     def _pre_hook(self, key):
         def pre_hook(module, args, kwargs):
@@ -81,15 +85,18 @@ class ModuleHooks:
             if current is not None and current is not outer_exception:  # forward raised: close, record nothing
                 self.collector.abandon_forward(call)
                 return None
+            given_back = None
             try:
                 with self.pause():
                     params = dict(module.named_parameters(recurse=False))
-                    self.collector.end_forward(call, output, parameters=params)
+                    replaced = self.collector.end_forward(call, output, parameters=params)
+                    if replaced is not None and replaced is not output:  # a task replaced the output
+                        output = given_back = replaced
                     if pending is not None:
                         self.tracker.watch_outputs(pending, output)
             except Exception as exc:  # noqa: BLE001
                 self.collector.guard.report(key, exc)
-            return None
+            return given_back
         return post_hook
 
     def _param_hook(self, key, name):
@@ -98,10 +105,3 @@ class ModuleHooks:
                 with self.pause():
                     self.collector.guard.call(key, self.collector.parameters_grad, key, name, param.grad)
         return on_grad
-
-    def remove(self):
-        for handle in self.handles:
-            handle.remove()
-        self.handles = []
-        self.calls = {}
-

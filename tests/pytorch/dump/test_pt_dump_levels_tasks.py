@@ -92,7 +92,7 @@ def test_overflow_check_dumps_only_overflowing_calls(tmp_path, overflow_nums, ex
     dump, _, _ = load_rank(tmp_path / "dump")
     names = list(dump["data"])
     assert len(names) == expected
-    assert names[0] == "Tensor.mul.0.forward"
+    assert names[0] == "Tensor.__mul__.0.forward"
     assert all("relu" not in n for n in names)
     files = list((tmp_path / "dump" / "step0" / "rank" / "dump_tensor_data").iterdir())
     assert {f.name.split(".forward")[0] for f in files} == {n.split(".forward")[0] for n in names}

@@ -1,0 +1,103 @@
+"""The hooks of one start()..stop() window, all installed through one core HookSession.
+
+    session = TorchDumpSession(collector, "mix", model)   # installs; a failing step undoes the others
+    ...
+    session.close()                                       # torch exactly as before start()
+
+What a level installs: L0 module/parameter hooks; L1 the TorchFunctionMode, the Tensor operator
+wrappers and the patched collectives; mix both plus the optimizer step hooks (construct.json parent
+"optimizer"); L2 the TorchDispatchMode. Grad hooks that the calls leave on outputs and autograd
+nodes are removed by the GradTracker, whose removal is the session's last undo step.
+"""
+import contextlib
+
+import torch
+
+from msprobe.core.dump.session import HookSession, Reentrancy
+
+__all__ = ["TorchDumpSession"]
+
+
+class TorchDumpSession:
+    """Installs the hooks for `level` on `models`; `close()` removes them all."""
+
+    def __init__(self, collector, level, models):
+        from msprobe.pytorch.dump.grad_tracker import GradTracker
+
+        self.collector = collector
+        self.hooks = HookSession()
+        self.reentrancy = Reentrancy()
+        self.tracker = GradTracker(collector, self.paused)
+        wants = collector.config.wants
+        self.track_grads = wants("backward", "input") or wants("backward", "output")
+        self.api_mode = self.aten_mode = self.module_hooks = self.exclusive = None
+        with self.hooks.installing():
+            self.hooks.callback(self.tracker.remove)  # undone last: pending backward entries are flushed
+            if level in ("L0", "mix"):
+                from msprobe.pytorch.dump.module_hooks import ModuleHooks
+
+                self.module_hooks = ModuleHooks(collector, self.tracker, self.paused, self.track_grads)
+                self.module_hooks.install(models, self.hooks)
+            if level == "mix":
+                install_optimizer_parent(collector, self.hooks)
+            if level in ("L1", "mix"):
+                from msprobe.pytorch.dump.api_hooks import ApiDumpMode
+                from msprobe.pytorch.dump.distributed_hooks import DistributedHooks
+
+                DistributedHooks(collector, self.paused, self.reentrancy).install(self.hooks)
+                self.api_mode = ApiDumpMode(collector, self.tracker, self.track_grads).install(self.hooks)
+            if level == "L2":
+                from msprobe.pytorch.dump.aten_hooks import AtenDumpMode
+
+                self.aten_mode = self.hooks.enter(AtenDumpMode(collector, self.reentrancy))
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Our own tensor work inside hooks: not recorded, and not even routed through the modes
+        (every `tensor.shape` would otherwise be a Python __torch_function__ call)."""
+        with self.reentrancy.inside(), torch._C.DisableTorchFunction():
+            yield
+
+    def close(self):
+        self.hooks.close()
+
+    # -- module_dump ------------------------------------------------------------------------
+    def dump_only(self, module, module_name):
+        """Record only `module` (named `module_name`) until `dump_all()`."""
+        from msprobe.pytorch.dump.module_hooks import ModuleHooks
+
+        self.dump_all()
+        exclusive = HookSession()
+        with exclusive.installing():
+            ModuleHooks(self.collector, self.tracker, self.paused, self.track_grads, only=module).install(
+                module, exclusive, root_name=module_name)
+            if self.module_hooks is not None:
+                exclusive.patch(self.module_hooks, "only", _NOBODY)  # every other module stays silent
+            if self.api_mode is not None:
+                exclusive.patch(self.api_mode, "silenced", True)
+        self.exclusive = exclusive
+        self.hooks.callback(exclusive.close)  # stop() ends it too
+
+    def dump_all(self):
+        if self.exclusive is not None:
+            self.exclusive.close()
+            self.exclusive = None
+
+
+_NOBODY = object()
+
+
+def install_optimizer_parent(collector, session):
+    """Calls made inside optimizer.step() get the parent "optimizer" in construct.json."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    def enter_step(*_):
+        collector.module_stack.append("optimizer")
+
+    def leave_step(*_):
+        stack = collector.module_stack
+        if stack and stack[-1] == "optimizer":
+            stack.pop()
+
+    session.add_handle(register_optimizer_step_pre_hook(enter_step))
+    session.add_handle(register_optimizer_step_post_hook(leave_step))
