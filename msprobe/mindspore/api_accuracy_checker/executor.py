@@ -12,14 +12,15 @@ import numpy as np
 
 from msprobe.core.errors import UnsupportedError
 from msprobe.core.precision import metrics
-from msprobe.core.precision.output_check import ERROR, PASS, aggregate_status, judge_cosine_abs
+from msprobe.core.precision.output_check import ERROR, PASS, judge_cosine_abs
 from msprobe.core.run_ut.arg_template import fill, plain_scalar, slot_arrays, template_of
+from msprobe.core.run_ut.executor import SideRun, executor_factory, save_error_arrays
+from msprobe.core.run_ut.executor import run_case as run_checked_case
 from msprobe.core.run_ut.random_data import kind_of_dtype, rng_for
-from msprobe.core.run_ut.runner import run_or_skip
 from msprobe.mindspore.api_accuracy_checker.api_map import (ms_dtype, resolve_mindspore, resolve_torch,
                                                             torch_dtype_of)
 
-__all__ = ["make_executor", "run_case"]
+__all__ = ["make_executor", "run_case", "MindSporeOps"]
 
 _UPCAST = {"bfloat16": "float32", "float16": "float32", "float32": "float64"}
 
@@ -104,59 +105,74 @@ def _grad_arrays(case, outputs, tensor_dir):
     return grads
 
 
-def _run_tested(function, inputs, grads_for=None, tensor_dir=None, case=None):
-    """(outputs as numpy, their dtype names, input gradients as numpy or None) of the MindSpore op."""
+def _forward_args(inputs, float_tensors, scalar):
+    tensors = list(inputs.tensors)
+    for slot, tensor in zip(inputs.float_slots, float_tensors):
+        tensors[slot] = tensor
+    return fill(inputs.template.args, tensors, scalar), fill(inputs.template.kwargs, tensors, scalar)
+
+
+def _mindspore_forward(function, inputs, with_grad):
+    """(flattened outputs, vjp function or None) of the MindSpore op."""
     import mindspore as ms
 
     def forward(*float_tensors):
-        tensors = list(inputs.tensors)
-        for slot, tensor in zip(inputs.float_slots, float_tensors):
-            tensors[slot] = tensor
-        args = fill(inputs.template.args, tensors, _ms_scalar)
-        kwargs = fill(inputs.template.kwargs, tensors, _ms_scalar)
+        args, kwargs = _forward_args(inputs, float_tensors, _ms_scalar)
         return function(*args, **kwargs)
 
-    if not grads_for:
-        outputs = _flatten(forward(*[inputs.tensors[i] for i in inputs.float_slots]))
-        return [_ms_to_numpy(o) for o in outputs], _dtype_names(outputs), None
-    out, vjp_fn = ms.vjp(forward, *[inputs.tensors[i] for i in inputs.float_slots])
-    outputs = _flatten(out)
-    grads = _grad_arrays(case, outputs, tensor_dir)
+    float_tensors = [inputs.tensors[i] for i in inputs.float_slots]
+    if not with_grad:
+        return _flatten(forward(*float_tensors)), None
+    out, vjp_fn = ms.vjp(forward, *float_tensors)
+    return _flatten(out), (vjp_fn, isinstance(out, (tuple, list)))
+
+
+def _mindspore_backward(outputs, vjp, grads):
+    """Input gradients (numpy) of the MindSpore op for output gradients `grads` (numpy or None)."""
+    import mindspore as ms
+
+    vjp_fn, several = vjp
     sens = [ms.Tensor(g.astype(np.float32), dtype=o.dtype) if g is not None else ms.ops.zeros_like(o)
             for o, g in zip(outputs, grads)]
-    input_grads = vjp_fn(sens[0] if not isinstance(out, (tuple, list)) else tuple(sens))
+    input_grads = vjp_fn(tuple(sens) if several else sens[0])
     input_grads = input_grads if isinstance(input_grads, (tuple, list)) else (input_grads,)
-    return [_ms_to_numpy(o) for o in outputs], _dtype_names(outputs), [_ms_to_numpy(g) for g in input_grads]
+    return [_ms_to_numpy(g) for g in input_grads]
+
+
+def _torch_forward(function, inputs, with_grad):
+    """(flattened outputs, leaves) of the PyTorch bench on the same values, upcast."""
+    import torch
+
+    tensors = [torch.from_numpy(np.array(value)).to(torch_dtype_of(_UPCAST.get(dtype, dtype)))
+               for value, dtype in zip(inputs.values, inputs.dtypes)]
+    leaves = [tensors[i].requires_grad_(with_grad) for i in inputs.float_slots]
+    args = fill(inputs.template.args, tensors, _torch_scalar)
+    kwargs = fill(inputs.template.kwargs, tensors, _torch_scalar)
+    return _flatten(function(*args, **kwargs)), leaves
+
+
+def _torch_backward(outputs, leaves, grads):
+    import torch
+
+    pairs = [(o, torch.from_numpy(np.array(g)).to(o.dtype)) for o, g in zip(outputs, grads)
+             if g is not None and isinstance(o, torch.Tensor) and o.requires_grad]
+    if pairs:
+        torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+    return [(leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)).detach().to(torch.float64).numpy()
+            for leaf in leaves]
+
+
+def _torch_to_numpy(value):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        value = value.detach()
+        return value.to(torch.float64).numpy() if value.is_floating_point() else value.numpy()
+    return np.asarray(value)
 
 
 def _dtype_names(outputs):
     return [str(o.dtype) if hasattr(o, "dtype") else type(o).__name__ for o in outputs]
-
-
-def _run_torch_bench(function, inputs, grads):
-    """(outputs, input gradients, bench dtype names) of the PyTorch bench; grads may be None."""
-    import torch
-
-    tensors = []
-    for value, dtype in zip(inputs.values, inputs.dtypes):
-        tensor = torch.from_numpy(np.array(value)).to(torch_dtype_of(_UPCAST.get(dtype, dtype)))
-        tensors.append(tensor)
-    leaves = [tensors[i].requires_grad_(grads is not None) for i in inputs.float_slots]
-    args = fill(inputs.template.args, tensors, _torch_scalar)
-    kwargs = fill(inputs.template.kwargs, tensors, _torch_scalar)
-    outputs = _flatten(function(*args, **kwargs))
-    input_grads = None
-    if grads is not None:
-        pairs = [(o, torch.from_numpy(np.array(g)).to(o.dtype)) for o, g in zip(outputs, grads)
-                 if g is not None and isinstance(o, torch.Tensor) and o.requires_grad]
-        if pairs:
-            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
-        input_grads = [leaf.grad if leaf.grad is not None else torch.zeros_like(leaf) for leaf in leaves]
-    as_numpy = [o.detach().to(torch.float64).numpy() if isinstance(o, torch.Tensor) and o.is_floating_point()
-                else (o.numpy() if isinstance(o, torch.Tensor) else np.asarray(o)) for o in outputs]
-    names = [str(o.dtype) if isinstance(o, torch.Tensor) else type(o).__name__ for o in outputs]
-    grad_numpy = None if input_grads is None else [g.detach().to(torch.float64).numpy() for g in input_grads]
-    return as_numpy, grad_numpy, names
 
 
 def _round_to(values, dtype_name):
@@ -199,42 +215,84 @@ def _compare(prefix, tested, bench, tested_dtypes, bench_dtypes):
     return rows
 
 
+class _Side:
+    """What one side of a MindSpore run_ut call keeps between forward and backward."""
+
+    def __init__(self, kind, inputs, tensor_dir, function=None):
+        self.kind = kind            # "mindspore" or "torch"
+        self.inputs = inputs        # _Inputs in this side's dtypes
+        self.tensor_dir = tensor_dir
+        self.function = function    # the torch bench function (kind "torch")
+        self.raw_outputs = []       # framework values, for backward
+        self.dtypes = []            # dtype names of the outputs
+        self.backward_state = None  # input gradients (MindSpore, computed with the forward) or leaves (torch)
+
+
+class MindSporeOps:
+    """`FrameworkOps` of MindSpore: the tested op in MindSpore, the bench in PyTorch when it has the
+    op (and `settings['torch_bench']` is not False), else the MindSpore op on upcast inputs."""
+
+    failing_statuses = (ERROR,)
+    empty_forward_status = ""
+
+    def resolve(self, case):
+        return resolve_mindspore(case.prefix, case.api)
+
+    def build_inputs(self, case, settings):
+        tensor_dir = settings.get("tensor_dir")
+        inputs = _Inputs(case, tensor_dir)
+        torch_function = resolve_torch(case.prefix, case.api) if settings.get("torch_bench", True) else None
+        bench = (_Side("torch", inputs, tensor_dir, torch_function) if torch_function is not None
+                 else _Side("mindspore", inputs.upcast(), tensor_dir))
+        with_grad = case.backward is not None and bool(inputs.float_slots)
+        return SideRun(_Side("mindspore", inputs, tensor_dir)), SideRun(bench), with_grad
+
+    def forward(self, case, function, side, with_grad, is_bench):
+        state = side.inputs
+        if state.kind == "torch":
+            state.raw_outputs, state.backward_state = _torch_forward(state.function, state.inputs, with_grad)
+            side.outputs = [_torch_to_numpy(o) for o in state.raw_outputs]
+        else:
+            state.raw_outputs, vjp = _mindspore_forward(function, state.inputs, with_grad)
+            side.outputs = [_ms_to_numpy(o) for o in state.raw_outputs]
+            if vjp is not None:  # now: the next ms.vjp (the other side) replaces this one's graph
+                grads = _grad_arrays(case, state.raw_outputs, state.tensor_dir)
+                state.backward_state = _mindspore_backward(state.raw_outputs, vjp, grads)
+        state.dtypes = _dtype_names(state.raw_outputs)
+
+    def backward(self, case, settings, tested, bench):
+        for side in (tested, bench):
+            state = side.inputs
+            if state.kind == "torch":
+                grads = _grad_arrays(case, tested.outputs, settings.get("tensor_dir"))
+                side.grads = _torch_backward(state.raw_outputs, state.backward_state, grads)
+            else:
+                side.grads = state.backward_state  # computed with the forward
+        return ""
+
+    def compare(self, prefix, tested, bench, tested_side, bench_side):
+        if ".backward." not in prefix:
+            return _compare(prefix, tested, bench, tested_side.inputs.dtypes, bench_side.inputs.dtypes)
+        inputs = tested_side.inputs.inputs
+        grad_dtypes = [str(inputs.tensors[i].dtype) for i in inputs.float_slots]
+        prefix_of_bench = "torch." if bench_side.inputs.kind == "torch" else ""
+        return _compare(prefix, tested, bench, grad_dtypes,
+                        [prefix_of_bench + _UPCAST.get(_short(d), _short(d)) for d in grad_dtypes])
+
+    def save_error_data(self, folder, case, tested, bench):
+        groups = {"input": tested.inputs.inputs.values, "output.tested": tested.outputs,
+                  "output.bench": bench.outputs}
+        save_error_arrays(folder, case.name, groups, "npy", _save_array)
+
+
+def _save_array(value, path):
+    np.save(path, np.asarray(value))
+    return True
+
+
 def run_case(case, settings):
     """Outcome dict of one ApiCase (see msprobe.core.run_ut.report.ResultWriter.write)."""
-    function = resolve_mindspore(case.prefix, case.api)
-    tensor_dir = settings.get("tensor_dir")
-    inputs = _Inputs(case, tensor_dir)
-    with_grad = case.backward is not None and bool(inputs.float_slots)
-    tested_out, tested_dtypes, tested_grads = _run_tested(function, inputs, with_grad, tensor_dir, case)
-    grads = _grad_arrays(case, tested_out, tensor_dir) if with_grad else None
-    torch_function = resolve_torch(case.prefix, case.api) if settings.get("torch_bench", True) else None
-    if torch_function is not None:
-        bench_out, bench_grads, bench_dtypes = _run_torch_bench(torch_function, inputs, grads)
-    else:  # no PyTorch: the MindSpore op itself on upcast inputs
-        bench_out, bench_dtypes, bench_grads = _run_tested(function, inputs.upcast(), with_grad, tensor_dir, case)
-    forward_rows = _compare(f"{case.name}.forward.output", tested_out, bench_out, tested_dtypes, bench_dtypes)
-    backward_rows = []
-    if with_grad and tested_grads is not None and bench_grads is not None:
-        grad_dtypes = [str(inputs.tensors[i].dtype) for i in inputs.float_slots]
-        prefix = "torch." if torch_function is not None else ""
-        backward_rows = _compare(f"{case.name}.backward.output", tested_grads, bench_grads, grad_dtypes,
-                                 [prefix + _UPCAST.get(_short(d), _short(d)) for d in grad_dtypes])
-    forward, backward = aggregate_status([r["status"] for r in forward_rows]), aggregate_status(
-        [r["status"] for r in backward_rows])
-    if settings.get("error_data_dir") and ERROR in (forward, backward):
-        _save_error_data(settings["error_data_dir"], case.name, inputs.values, tested_out, bench_out)
-    failing = [f"{r['name']}: {r['message']}" for r in forward_rows + backward_rows if r["status"] == ERROR]
-    return {"api": case.name, "forward": forward, "backward": backward, "message": "; ".join(failing),
-            "details": forward_rows + backward_rows}
-
-
-def _save_error_data(folder, name, inputs, tested, bench):
-    os.makedirs(folder, mode=0o750, exist_ok=True)
-    for group, values in (("input", inputs), ("output.tested", tested), ("output.bench", bench)):
-        for index, value in enumerate(values):
-            path = os.path.join(folder, f"{name}.forward.{group}.{index}.npy")
-            np.save(path, np.asarray(value))
-            os.chmod(path, 0o640)
+    return run_checked_case(case, settings, MindSporeOps())
 
 
 def make_executor(settings):
@@ -249,7 +307,4 @@ def make_executor(settings):
             torch.set_num_threads(int(settings["threads"]))
         except ImportError:
             pass
-
-    def execute(case):
-        return run_or_skip(run_case, case, settings)
-    return execute
+    return executor_factory(MindSporeOps(), settings)

@@ -3,21 +3,22 @@ and backward, and judge every output with the precision standards.
 
 Device under test: CUDA device `-d` when CUDA is available, else the CPU, in the recorded dtypes.
 Bench: the CPU with every floating input upcast (bfloat16/float16 -> float32, float32 -> float64).
+The flow is `msprobe.core.run_ut.executor`'s; `TorchOps` gives it PyTorch's callbacks, and
 `make_executor(settings)` is the executor factory used by `msprobe.core.run_ut.runner`.
 """
-import os
 
 import numpy as np
 import torch
 
 from msprobe.core.errors import UnsupportedError
-from msprobe.core.precision.output_check import ERROR, SKIP, WARNING, aggregate_status, check_output
-from msprobe.core.run_ut.runner import run_or_skip
+from msprobe.core.precision.output_check import ERROR, SKIP, WARNING, check_output
+from msprobe.core.run_ut.executor import SideRun, executor_factory, save_error_arrays
+from msprobe.core.run_ut.executor import run_case as run_checked_case
 from msprobe.pytorch.api_accuracy_checker.arguments import (bench_copy, build_call_args, build_grads,
                                                             flatten_tensors)
 from msprobe.pytorch.api_accuracy_checker.op_resolver import is_inplace, resolve_api
 
-__all__ = ["make_executor", "device_for", "run_case"]
+__all__ = ["make_executor", "device_for", "run_case", "TorchOps"]
 
 _INDEXERS = (torch.Tensor.__getitem__, torch.Tensor.__setitem__)
 
@@ -83,63 +84,65 @@ def _run_backward(outputs, grads):
     engine_run(tuple(outputs), tuple(grads), False, False, (), allow_unreachable=True, accumulate_grad=True)
 
 
-def _backward(case, device_call, bench_call, device_out, bench_out, tensor_dir, seed=None):
-    """Rows of the input gradients, or (SKIP reason) when no gradient can be computed."""
-    outputs_d, outputs_b = flatten_tensors(device_out), flatten_tensors(bench_out)
-    grads = build_grads(case.backward, case.name, outputs_d, tensor_dir, seed)
-    pairs = [(o, g) for o, g in zip(outputs_d, grads)
-             if g is not None and isinstance(o, torch.Tensor) and o.requires_grad]
-    if not pairs or not device_call.leaves:
-        return None, "no differentiable output or input"
-    bench_pairs = [(ob, g.detach().to("cpu").to(ob.dtype)) for ob, (od, g) in zip(outputs_b, zip(outputs_d, grads))
-                   if g is not None and isinstance(od, torch.Tensor) and od.requires_grad]
-    _run_backward([o for o, _ in pairs], [g for _, g in pairs])
-    _run_backward([o for o, _ in bench_pairs], [g for _, g in bench_pairs])
-    device_grads = [leaf.grad for leaf in device_call.leaves]
-    bench_grads = [leaf.grad for leaf in bench_call.leaves]
-    return _compare(f"{case.name}.backward.output", device_grads, bench_grads), ""
+class TorchOps:
+    """`FrameworkOps` of PyTorch: `function` replaces the resolved API (op_generate scripts); `seed`
+    replaces the name-based seed of random inputs."""
+
+    failing_statuses = (ERROR, WARNING)
+    empty_forward_status = SKIP
+
+    def __init__(self, function=None, seed=None):
+        self.function, self.seed = function, seed
+
+    def resolve(self, case):
+        return self.function or resolve_api(case.prefix, case.api)
+
+    def build_inputs(self, case, settings):
+        with_grad = case.backward is not None
+        device_call = build_call_args(case.forward, case.name, settings.get("tensor_dir"),
+                                      settings.get("device", "cpu"), with_grad, self.seed)
+        return SideRun(device_call), SideRun(bench_copy(device_call)), with_grad
+
+    def forward(self, case, function, side, with_grad, is_bench):
+        torch.default_generator.manual_seed(0)  # CPU generator only: seeding CUDA costs more than most ops
+        side.outputs = flatten_tensors(_call(function, side.inputs, is_inplace(case.api)))
+
+    def backward(self, case, settings, tested, bench):
+        grads = build_grads(case.backward, case.name, tested.outputs, settings.get("tensor_dir"), self.seed)
+        differentiable = [g is not None and isinstance(o, torch.Tensor) and o.requires_grad
+                          for o, g in zip(tested.outputs, grads)]
+        if not any(differentiable) or not tested.inputs.leaves:
+            return "no differentiable output or input"
+        pairs = [(o, g) for o, g, keep in zip(tested.outputs, grads, differentiable) if keep]
+        bench_pairs = [(ob, g.detach().to("cpu").to(ob.dtype))
+                       for ob, g, keep in zip(bench.outputs, grads, differentiable) if keep]
+        _run_backward([o for o, _ in pairs], [g for _, g in pairs])
+        _run_backward([o for o, _ in bench_pairs], [g for _, g in bench_pairs])
+        tested.grads = [leaf.grad for leaf in tested.inputs.leaves]
+        bench.grads = [leaf.grad for leaf in bench.inputs.leaves]
+        return ""
+
+    def compare(self, prefix, tested, bench, tested_side, bench_side):
+        return _compare(prefix, tested, bench)
+
+    def save_error_data(self, folder, case, tested, bench):
+        call = tested.inputs
+        groups = {"input": flatten_tensors(call.args) + flatten_tensors(list(call.kwargs.values())),
+                  "output.device": tested.outputs, "output.bench": bench.outputs}
+        save_error_arrays(folder, case.name, groups, "pt", _save_tensor)
 
 
-def _save_error_data(folder, case, device_call, device_out, bench_out):
-    os.makedirs(folder, mode=0o750, exist_ok=True)
-    groups = {"input": flatten_tensors(device_call.args) + flatten_tensors(list(device_call.kwargs.values())),
-              "output.device": flatten_tensors(device_out), "output.bench": flatten_tensors(bench_out)}
-    for group, values in groups.items():
-        for index, value in enumerate(values):
-            if isinstance(value, torch.Tensor):
-                path = os.path.join(folder, f"{case.name}.forward.{group}.{index}.pt")
-                torch.save(value.detach().to("cpu"), path)
-                os.chmod(path, 0o640)
+def _save_tensor(value, path):
+    if not isinstance(value, torch.Tensor):
+        return False
+    torch.save(value.detach().to("cpu"), path)
+    return True
 
 
 def run_case(case, settings, function=None, seed=None):
     """Outcome dict of one ApiCase (see msprobe.core.run_ut.report.ResultWriter.write).
     `function` replaces the resolved API (op_generate scripts); `seed` replaces the name-based seed."""
-    device, tensor_dir = settings.get("device", "cpu"), settings.get("tensor_dir")
-    with_grad = case.backward is not None
-    function = function or resolve_api(case.prefix, case.api)
-    inplace = is_inplace(case.api)
-    device_call = build_call_args(case.forward, case.name, tensor_dir, device, with_grad, seed)
-    bench_call = bench_copy(device_call)
-    torch.default_generator.manual_seed(0)  # CPU generator only: seeding CUDA costs more than most ops
-    device_out = _call(function, device_call, inplace)
-    torch.default_generator.manual_seed(0)
-    bench_out = _call(function, bench_call, inplace)
-    forward_rows = _compare(f"{case.name}.forward.output", flatten_tensors(device_out), flatten_tensors(bench_out))
-    backward_rows, backward_status, message = [], "", ""
-    if with_grad:
-        backward_rows, reason = _backward(case, device_call, bench_call, device_out, bench_out, tensor_dir, seed)
-        if backward_rows is None:
-            backward_rows, backward_status, message = [], SKIP, f"backward: {reason}"
-        else:
-            backward_status = aggregate_status([r["status"] for r in backward_rows])
-    forward_status = aggregate_status([r["status"] for r in forward_rows]) or SKIP
-    failing = [f"{r['name']}: {r['message']}" for r in forward_rows + backward_rows
-               if r["status"] in (ERROR, WARNING) and r.get("message")]
-    if settings.get("error_data_dir") and (forward_status in (ERROR, WARNING) or backward_status in (ERROR, WARNING)):
-        _save_error_data(settings["error_data_dir"], case, device_call, device_out, bench_out)
-    return {"api": case.name, "forward": forward_status, "backward": backward_status,
-            "message": "; ".join([m for m in [message] + failing if m]), "details": forward_rows + backward_rows}
+    return run_checked_case(case, settings, TorchOps(function, seed))
 
 
 def make_executor(settings):
@@ -148,7 +151,4 @@ def make_executor(settings):
     if settings.get("threads"):
         torch.set_num_threads(int(settings["threads"]))
     settings = dict(settings, device=settings.get("device") or device_for(settings.get("device_id", 0)))
-
-    def execute(case):
-        return run_or_skip(run_case, case, settings)
-    return execute
+    return executor_factory(TorchOps(), settings)
