@@ -3,8 +3,9 @@
 `MindSporeHooks.open(models)` returns a `HookSession` holding the API wrappers (mint / ops / Tensor /
 functional / collectives), the primitive `__call__` patches, the Cell and parameter hooks and the jit
 patch; closing it leaves MindSpore exactly as it was. A failing install undoes the ones before it.
-Installing again each step is cheap (measured on the GPT benchmark model: ~1 ms for 1,195 API
-wrappers, built once and kept while detached, and ~1 ms for the hooks of 32 cells)::
+Installing again each step is cheap: 3-4 ms at level mix on the GPT model of
+benchmarks/ms_dump_overhead.py (1,195 API wrappers, built once and kept while detached, plus the hooks
+of 32 cells), against 0.7-0.8 s per training step::
 
     hooks = MindSporeHooks(collector, level="mix")
     session = hooks.open([model])      # start()
