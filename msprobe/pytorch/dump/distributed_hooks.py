@@ -57,9 +57,12 @@ class DistributedHooks:
                     call = collector.begin_forward(key, args, kwargs)
             except Exception as exc:  # noqa: BLE001
                 collector.guard.report(key, exc)
-                return original(*args, **kwargs)
+                call = None
+            # paused: the collective calls itself again through __torch_function__ (torch >= 2.x)
             with self.pause():
                 result = original(*args, **kwargs)
+            if call is None:
+                return result
             try:
                 with self.pause():
                     collector.tensors_changed(args)
