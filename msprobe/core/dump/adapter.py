@@ -30,9 +30,9 @@ Example (a toy adapter for numpy arrays)::
 
 import abc
 
-__all__ = ["DumpAdapter", "STAT_KEYS"]
+from msprobe.core.dump.stats import STAT_KEYS
 
-STAT_KEYS = ("Max", "Min", "Mean", "Norm")
+__all__ = ["DumpAdapter", "STAT_KEYS"]
 
 
 class DumpAdapter(abc.ABC):
@@ -86,7 +86,7 @@ class DumpAdapter(abc.ABC):
 
     @abc.abstractmethod
     def tensor_stats(self, tensor):
-        """Max/Min/Mean/Norm of a tensor: a tuple of four Python numbers/bools/None when computed at
+        """The statistics of stats.STATS (Max/Min/Mean/Norm, in that order): a tuple of Python numbers/bools/None when computed at
         once, None when the tensor has no statistics (no elements, meta tensor), or any other object
         as a deferred handle (e.g. values still on an accelerator) that `resolve_stats` converts."""
 

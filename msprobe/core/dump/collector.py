@@ -3,23 +3,25 @@
 Framework hooks report three kinds of events:
 
     call = collector.begin_forward("Functional.linear", args, kwargs)        # before the call
-    collector.end_forward(call, output)                                     # after it
+    output = collector.end_forward(call, output)                            # after it (may replace it)
     collector.backward(call, grads_of_outputs, grads_of_inputs)             # when grads arrived
 
 (modules pass `is_module=True`, a key like "Module.l1.Linear" and their `parameters`; parameter
 gradients go to `parameters_grad`). The collector names calls ("Functional.linear.0.forward",
 "Module.l1.Linear.forward.0"), applies the step/rank/scope/list/data_mode filters, keeps the
-module stack for construct.json, captures stack.json, runs the task (statistics / tensor /
-overflow_check) and hands finished steps to the writer. It never imports a framework.
+module stack for construct.json, captures stack.json and builds the descriptors; the task (tasks/,
+chosen by config "task") decides which tensors are saved and which records are kept. Finished steps
+go to the writer. It never imports a framework.
 """
 import atexit
-import math
 import os
 
 from msprobe.core.dump.filters import CallFilter
 from msprobe.core.dump.guard import DumpGuard
 from msprobe.core.dump.record import RecordBuilder
 from msprobe.core.dump.stack import StackCapture
+from msprobe.core.dump.tasks import Record, Task, task_class
+from msprobe.core.dump.tensor_files import TensorFiles
 from msprobe.core.dump.writer import TENSOR_DIR, DumpWriter, rank_dir_name
 from msprobe.core.log import logger
 
@@ -29,9 +31,11 @@ PARAMS_GRAD = "parameters_grad"
 
 
 class ForwardCall:
-    """One forward call in progress (returned by begin_forward, passed back to the other events)."""
+    """One forward call in progress (returned by begin_forward, passed back to the other events).
+
+    `function` may be set by a hook to the callable being run, for tasks that run a call again."""
     __slots__ = ("key", "name", "index", "is_module", "dump", "entry", "parent", "list_matched",
-                 "stack", "step")
+                 "stack", "step", "tensors", "function")
 
     def __init__(self, key, name, index, is_module, dump, parent, step):
         self.key, self.name, self.index, self.is_module = key, name, index, is_module
@@ -39,6 +43,8 @@ class ForwardCall:
         self.entry = {}
         self.list_matched = False
         self.stack = None
+        self.tensors = []  # the task's candidate tensors (see tasks.Task.tensor_seen)
+        self.function = None
 
     @property
     def backward_name(self):
@@ -55,61 +61,54 @@ def _backward_of(forward_name):
     return forward_name[: -len("forward")] + "backward" if forward_name.endswith(".forward") else forward_name
 
 
-def _has_overflow(desc):
-    """True when any tensor descriptor inside `desc` has an inf/nan statistic."""
-    if isinstance(desc, (list, tuple)):
-        return any(_has_overflow(d) for d in desc)
-    if isinstance(desc, dict):
-        if "Max" in desc:
-            # Max/Min only: an inf/nan element always shows there, while Norm of large finite
-            # values can overflow float32 on its own
-            return any(isinstance(desc[k], float) and not math.isfinite(desc[k]) for k in ("Max", "Min"))
-        return any(_has_overflow(d) for d in desc.values())
-    return False
-
-
 class DumpCollector:
     """Collects one rank's dump for a DebuggerConfig through a framework adapter."""
 
     def __init__(self, config, adapter, stack_capture=None):
         self.config = config
         self.adapter = adapter
-        self.task = config.task
+        self.task_name = config.task
         self.level = config.level
         self.filter = CallFilter(config)
         self.guard = DumpGuard()  # hooks report their failures here (the user's call goes on)
         self.writer = DumpWriter(config.dump_path, adapter.save_tensor)
+        self.tensor_files = TensorFiles(adapter, self.writer)
         self.stack_capture = stack_capture or StackCapture()
         self.current_step = 0
         self.rank = None
         self.active = False
-        self.overflow_count = 0
-        self.finished = False  # overflow_nums reached
+        self.finished = False  # the task ended the dump (overflow_nums reached)
         wants = config.wants  # data_mode, resolved once: these are asked on every call
         self.want_forward_input = wants("forward", "input")
         self.want_forward_output = wants("forward", "output")
         self.want_backward_input = wants("backward", "input")
         self.want_backward_output = wants("backward", "output")
+        self.task: Task = task_class(config.task)(self)
+        # routing decided once: a task that does not look at calls costs nothing per call
+        self._task_before = type(self.task).before_call is not Task.before_call
+        self._task_after = type(self.task).after_call is not Task.after_call
+        if getattr(config, "async_dump", False):
+            logger.warning("config: async_dump has no effect: msprobe always keeps a step's statistics until the "
+                           "step ends and writes every file off the training thread.")
         self._reset_step()
         atexit.register(self._flush_at_exit)
 
     # -- lifecycle --------------------------------------------------------------------------
     def _reset_step(self):
-        saves = self._queue_tensor if self.task in ("tensor", "overflow_check") else None
-        self.records = RecordBuilder(self.adapter, self.config.summary_mode, save_tensor=saves)
+        self.records = RecordBuilder(self.adapter, self.config.summary_mode, on_tensor=self.task.tensor_seen)
         self.counters = {}
         self.data = {}
         self.stacks = {}
         self.construct = {}
         self.debug_data = {}
         self.module_stack = []
-        self._saved_files = {}
-        self._buffered_saves = []
+        self.tensor_files.new_step()
         self.dirty = False
         self.filter.reset()
+        self.task.new_step()
 
     def step_enabled(self):
-        """Whether the current step and rank are selected (and overflow_nums not reached)."""
+        """Whether the current step and rank are selected (and the task has not ended the dump)."""
         cfg = self.config
         if self.finished or (cfg.step and self.current_step not in cfg.step):
             return False
@@ -133,6 +132,13 @@ class DumpCollector:
         self.flush()
         self.current_step += 1
         self._reset_step()
+
+    def finish(self, message):
+        """The task ends the dump for good (e.g. overflow_nums reached): write what was kept, stop."""
+        self.finished = True
+        self.flush()
+        self.active = False
+        logger.info(message)
 
     def _flush_at_exit(self):
         """The process ends (normally or by an exception) inside a step: keep what was collected."""
@@ -171,8 +177,11 @@ class DumpCollector:
             call.stack = self.stack_capture.capture(2)
             if self.want_forward_input:
                 records = self.records
+                self.task.sink = call.tensors
                 call.entry["input_args"] = records.describe_args(args, f"{name}.input")
                 call.entry["input_kwargs"] = records.describe_kwargs(kwargs or {}, f"{name}.input")
+            if self._task_before:
+                self.task.before_call(call, args, kwargs)
         return call
 
     def abandon_forward(self, call):
@@ -183,25 +192,30 @@ class DumpCollector:
             self.filter.leave(call.name, True, call.list_matched)
 
     def end_forward(self, call, output, parameters=None):
-        """Describe the outputs (and a module's own parameters) and commit the forward entry."""
+        """Describe the outputs (and a module's own parameters) and hand the forward record to the task.
+        Returns the output the caller should pass on (a task may replace it; usually `output` itself)."""
         if call.is_module:
             if self.module_stack and self.module_stack[-1] == call.name:
                 self.module_stack.pop()
             self.filter.leave(call.name, True, call.list_matched)
         if not call.dump or not self.active:
-            return
+            return output
+        if self._task_after:
+            output = self.task.after_call(call, output)
         entry = call.entry
+        self.task.sink = call.tensors
         if self.want_forward_output:
             entry["output"] = self.records.describe_output(output, f"{call.name}.output")
         if parameters is not None and (self.want_forward_input or self.want_forward_output):
             entry["parameters"] = {str(k): self.records.describe(v, f"{call.name}.parameters.{k}")
                                    for k, v in parameters.items()}
         if entry:  # data_mode without forward data: no forward entry (only its backward)
-            self._commit(call.name, entry, call.parent, call.stack, check_key="output")
+            self._offer(Record("forward", call.name, entry, call.parent, call.stack, call, call.tensors))
         if call.is_module and parameters and self.want_backward_output:
             grad_name = f"{call.key}.{PARAMS_GRAD}"
             if grad_name not in self.data:
                 self.data[grad_name] = {str(k): None for k in parameters}
+        return output
 
     def tensors_changed(self, values):
         """Tensors (or lists of them) written in place without a version bump (e.g. by collectives)."""
@@ -210,7 +224,7 @@ class DumpCollector:
                 self.tensors_changed(value)
             elif self.adapter.is_tensor(value):
                 self.records.forget(value)
-                self._saved_files.pop(self.adapter.tensor_identity(value), None)
+                self.tensor_files.forget(value)
 
     # -- backward ---------------------------------------------------------------------------
     def backward(self, call, grads_of_outputs, grads_of_inputs):
@@ -220,13 +234,14 @@ class DumpCollector:
             return
         name = call.backward_name
         entry = {}
+        tensors = []
+        self.task.sink = tensors
         if self.want_backward_input:
             entry["input"] = self.records.describe_args(grads_of_outputs, f"{name}.input")
         if self.want_backward_output:
             entry["output"] = self.records.describe_args(grads_of_inputs, f"{name}.output")
-        if not entry:
-            return
-        self._commit(name, entry, _backward_of(call.parent), None, check_key="output")
+        if entry:
+            self._offer(Record("backward", name, entry, _backward_of(call.parent), None, call, tensors))
 
     def parameters_grad(self, module_key, param_name, grad):
         """Record the gradient of one parameter of a dumped module ("{key}.parameters_grad")."""
@@ -234,15 +249,10 @@ class DumpCollector:
         current = self.data.get(name)
         if not self.active or current is None or param_name not in current:
             return
+        tensors = []
+        self.task.sink = tensors
         desc = self.records.describe(grad, f"{name}.{param_name}")
-        if self.task == "overflow_check":
-            self.records.resolve()
-            if not _has_overflow(desc):
-                self._drop_buffered(f"{name}.{param_name}")
-                return
-            self._submit_buffered(f"{name}.{param_name}")
-        self.data[name] = {**current, param_name: (desc,)}  # replace, never mutate: the writer may hold it
-        self.dirty = True
+        self._offer(Record(PARAMS_GRAD, name, desc, tensors=tensors, param_name=param_name))
 
     # -- debugger.save ----------------------------------------------------------------------
     def save_variable(self, name, value, index=None):
@@ -253,76 +263,52 @@ class DumpCollector:
             index = self.counters.get(("debug", name), 0)
             self.counters[("debug", name)] = index + 1
         entry_name = f"{name}.{index}.debug"
-        self.debug_data[entry_name] = self.records.describe(value, entry_name)
+        saves = self.task.saves_tensors
+        self.records.on_tensor = self._save_debug_tensor if saves else None  # debug values: always kept
+        try:
+            self.debug_data[entry_name] = self.records.describe(value, entry_name)
+        finally:
+            self.records.on_tensor = self.task.tensor_seen
         self.dirty = True
         return index
 
-    # -- commit & overflow ------------------------------------------------------------------
-    def _commit(self, name, entry, parent, stack, check_key):
-        if self.task == "overflow_check":
-            self.records.resolve()
-            if not _has_overflow(entry.get(check_key)):
-                self._drop_buffered(name)
-                return
-            self._submit_buffered(name)
-        self.data[name] = entry
-        if stack is not None:
-            self.stacks[name] = stack
-        if self.level != "L1":
-            self.construct[name] = parent
+    def _save_debug_tensor(self, tensor, file_name, desc):
+        desc["data_name"] = file_name
+        self.save_tensor_file(tensor, file_name)
+
+    # -- records ----------------------------------------------------------------------------
+    def _offer(self, record):
+        if self.task.admit(record):
+            self.commit(record)
+
+    def commit(self, record):
+        """Put a record into the step's files (tasks call this for records they held back)."""
+        if record.kind == PARAMS_GRAD:
+            current = self.data.get(record.name) or {}
+            # replace, never mutate: the writer may hold the previous dict
+            self.data[record.name] = {**current, record.param_name: (record.entry,)}
+        else:
+            self.data[record.name] = record.entry
+            if record.stack is not None:
+                self.stacks[record.name] = record.stack
+            if self.level != "L1":
+                self.construct[record.name] = record.parent
         self.dirty = True
-        if self.task == "overflow_check":
-            self._count_overflow(name)
 
-    def _count_overflow(self, name):
-        self.overflow_count += 1
-        logger.warning(f"msprobe overflow_check: inf/nan found in {name}.")
-        limit = self.config.overflow_nums
-        if limit != -1 and self.overflow_count >= limit:
-            self.finished = True
-            self.flush()
-            self.active = False
-            logger.info(f"msprobe overflow_check: reached overflow_nums={limit}; dumping stops.")
-
-    # -- tensor files -----------------------------------------------------------------------
-    def _queue_tensor(self, tensor, file_name):
-        if self.task == "overflow_check":
-            self._buffered_saves.append((file_name, self.adapter.copy_for_save(tensor)))
-            return
-        key = self.adapter.tensor_identity(tensor)
-        first = self._saved_files.get(key) if key is not None else None
-        # same memory, layout and version, and the same bits as the snapshot taken then: one file. The
-        # bit check is cheap next to a file write, and catches memory reused or written behind the
-        # version counter (collectives, numpy views)
-        if first is not None and self.adapter.same_content(first[1], tensor):
-            self.writer.link_tensor(self.current_step, self.rank, first[0], file_name)
-            return
-        snapshot = self.adapter.copy_for_save(tensor)
-        if key is not None:
-            self._saved_files[key] = (file_name, snapshot)
-        self.writer.save_tensor(self.current_step, self.rank, snapshot, file_name)
-
-    def _split_buffered(self, prefix):
-        mine = [s for s in self._buffered_saves if s[0].startswith(prefix + ".")]
-        self._buffered_saves = [s for s in self._buffered_saves if not s[0].startswith(prefix + ".")]
-        return mine
-
-    def _drop_buffered(self, prefix):
-        self._split_buffered(prefix)
-
-    def _submit_buffered(self, prefix):
-        for file_name, snapshot in self._split_buffered(prefix):
-            self.writer.save_tensor(self.current_step, self.rank, snapshot, file_name)
+    def save_tensor_file(self, tensor, file_name):
+        """Snapshot `tensor` now and write it as dump_tensor_data/`file_name` of this step."""
+        self.tensor_files.save(tensor, file_name, self.current_step, self.rank)
 
     # -- output -----------------------------------------------------------------------------
     def dump_data_dir(self):
-        if self.task == "statistics":
+        if not self.task.saves_tensors:
             return None
         return os.path.join(self.config.dump_path, f"step{self.current_step}", rank_dir_name(self.rank),
                             TENSOR_DIR)
 
     def flush(self):
         """Resolve statistics and hand the step's JSON files to the writer (if anything changed)."""
+        self.task.step_end()
         if not self.dirty:
             return
         self.records.resolve()
@@ -333,13 +319,14 @@ class DumpCollector:
                 if not entry:
                     continue
             data[name] = entry
-        files = {"dump.json": {"task": self.task, "level": self.level, "framework": self.adapter.framework,
-                               "dump_data_dir": self.dump_data_dir(), "data": data},
+        task, framework, data_dir = self.task_name, self.adapter.framework, self.dump_data_dir()
+        files = {"dump.json": {"task": task, "level": self.level, "framework": framework,
+                               "dump_data_dir": data_dir, "data": data},
                  "stack.json": dict(self.stacks),
                  "construct.json": dict(self.construct)}
         if self.debug_data:
-            files["debug.json"] = {"task": self.task, "level": "debug", "framework": self.adapter.framework,
-                                   "dump_data_dir": self.dump_data_dir(), "data": dict(self.debug_data)}
+            files["debug.json"] = {"task": task, "level": "debug", "framework": framework,
+                                   "dump_data_dir": data_dir, "data": dict(self.debug_data)}
         # the step's tensor files, then these: written while the next step runs (the writer waits here
         # only while the previous step is still unwritten)
         self.writer.write_json(self.current_step, self.rank, files)

@@ -2,15 +2,20 @@
 
 A `RecordBuilder` walks nested tuples/lists/dicts and asks the adapter about tensors. Tensor
 statistics are filled at once when the adapter has them (host tensors), or stay deferred (see
-adapter.py) until `resolve()` fills every pending descriptor with one batched call. In tensor mode
-it also queues the tensor files, and in md5 mode it adds the CRC-32. Descriptor key order follows the reference: type, dtype,
-shape, Max, Min, Mean, Norm, requires_grad, then md5 or data_name.
+adapter.py) until `resolve()` fills every pending descriptor with one batched call. The statistics keys
+come from the table of stats.py. Every tensor described with a file stem is shown to `on_tensor(tensor,
+file name, descriptor)` (the task: the tensor task saves it at once, overflow_check keeps it as a candidate),
+and in md5 mode the CRC-32 is added. Descriptor key order follows the reference: type, dtype, shape, Max,
+Min, Mean, Norm, requires_grad, then md5 or data_name.
 """
 import weakref
+
+from msprobe.core.dump.stats import STAT_KEYS
 
 __all__ = ["RecordBuilder", "describe_plain"]
 
 _SCALARS = (bool, int, float, str)
+_NO_STATS = dict.fromkeys(STAT_KEYS)
 
 
 def describe_plain(value):
@@ -34,13 +39,14 @@ def _plain_value(value):
 class RecordBuilder:
     """Describes values for one dump; holds pending statistics until `resolve()`.
 
-    save_tensor(tensor, data_name): callback used in tensor mode (None otherwise).
+    on_tensor(tensor, file_name, desc): called for each tensor described with a file stem; None: no file
+    names at all (statistics task). It sets desc["data_name"] when it saves the tensor.
     """
 
-    def __init__(self, adapter, summary_mode="statistics", save_tensor=None):
+    def __init__(self, adapter, summary_mode="statistics", on_tensor=None):
         self.adapter = adapter
         self.want_md5 = summary_mode == "md5"
-        self.save_tensor = save_tensor
+        self.on_tensor = on_tensor
         self._tensor_class = adapter.tensor_class  # an isinstance check is cheaper than a method call
         self._pending = []      # (descriptor, handle)
         self._stats_cache = {}  # identity -> (weakref or None, handle)
@@ -68,22 +74,19 @@ class RecordBuilder:
                 except TypeError:
                     ref = None
                 self._stats_cache[key] = (ref, stats)
+        desc = {"type": kind, "dtype": dtype, "shape": shape}
         if type(stats) is tuple:
-            desc = {"type": kind, "dtype": dtype, "shape": shape,
-                    "Max": stats[0], "Min": stats[1], "Mean": stats[2], "Norm": stats[3]}
+            desc.update(zip(STAT_KEYS, stats))
         else:
-            desc = {"type": kind, "dtype": dtype, "shape": shape, "Max": None, "Min": None, "Mean": None,
-                    "Norm": None}
+            desc.update(_NO_STATS)
             if stats is not None:
                 self._pending.append((desc, stats))
         if requires_grad is not None:
             desc["requires_grad"] = requires_grad
         if self.want_md5:
             desc["md5"] = adapter.crc32(tensor)
-        if data_name is not None and self.save_tensor is not None:
-            file_name = data_name + adapter.tensor_suffix
-            desc["data_name"] = file_name
-            self.save_tensor(tensor, file_name)
+        if data_name is not None and self.on_tensor is not None:
+            self.on_tensor(tensor, data_name + adapter.tensor_suffix, desc)
         return desc
 
     # -- structures -------------------------------------------------------------------------
@@ -112,12 +115,12 @@ class RecordBuilder:
     # encode them while the next step runs.
     def describe_args(self, args, stem):
         """input_args: one descriptor per positional argument (files `{stem}.0`, `{stem}.1`...)."""
-        stem = stem if self.save_tensor is not None else None  # file names only in tensor mode
+        stem = stem if self.on_tensor is not None else None  # file names only for tasks that save
         return tuple([self.describe(arg, _child(stem, i)) for i, arg in enumerate(args)])
 
     def describe_kwargs(self, kwargs, stem):
         """input_kwargs: name -> descriptor (files `{stem}.{name}`)."""
-        stem = stem if self.save_tensor is not None else None
+        stem = stem if self.on_tensor is not None else None
         return {str(k): self.describe(v, _child(stem, k)) for k, v in kwargs.items()}
 
     def describe_output(self, output, stem):
@@ -137,7 +140,7 @@ class RecordBuilder:
             return
         values = self.adapter.resolve_stats([handle for _, handle in batch])
         for (desc, _), stats in zip(batch, values):
-            desc["Max"], desc["Min"], desc["Mean"], desc["Norm"] = stats
+            desc.update(zip(STAT_KEYS, stats))
         del self._pending[start:]
 
     def new_step(self):

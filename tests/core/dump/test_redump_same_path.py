@@ -54,7 +54,7 @@ def test_a_second_run_into_the_same_path_leaves_every_tensor_file_matching_its_s
     _dump(LinearPlusRelu(), tmp_path, steps=2, step_filter=[0])
 
     named = check_tensor_files(tmp_path / "step0" / "rank")
-    assert "Torch.relu.0.forward.input.0.pt" in named and "Tensor.add.0.forward.input.0.pt" in named
+    assert "Torch.relu.0.forward.input.0.pt" in named
     # the step folder written again holds this run's files only; the step not dumped again is kept as it was
     assert set(os.listdir(first)) == named
     check_tensor_files(tmp_path / "step1" / "rank")

@@ -1,0 +1,68 @@
+"""The overflow_check task: keep only the calls whose inputs or outputs hold inf/nan, with their tensor files."""
+import math
+
+from msprobe.core.dump.stats import STAT_KEYS, has_non_finite
+from msprobe.core.dump.tasks import Task, register_task
+from msprobe.core.log import logger
+
+__all__ = ["OverflowCheck"]
+
+
+@register_task("overflow_check")
+class OverflowCheck(Task):
+    """task "overflow_check": dump.json keeps only the calls (forward, backward, parameter gradients) whose
+    inputs or outputs hold an inf or nan, as msprobe 1.2.1 does (a call fed inf/nan is flagged too), each with
+    its statistics and its tensor files in dump_tensor_data/. Dumping stops after `overflow_nums` such calls.
+
+    config.json, "overflow_check" section:
+      overflow_nums   how many overflowing calls to keep before dumping stops (default 1; -1: no limit)
+      check_mode      MindSpore L2 only
+
+    Cost: the statistics of every dumped call, as the statistics task computes them, and nothing more for a
+    finite call; tensors are copied only for the calls kept. The decision is taken when the call has
+    finished: an input the call changed in place gets no file (its statistics are those from before the call).
+    """
+
+    saves_tensors = True
+
+    def __init__(self, collector):
+        super().__init__(collector)
+        self.limit = collector.config.overflow_nums
+        self.count = 0
+
+    def tensor_seen(self, tensor, file_name, desc):
+        self.sink.append((tensor, file_name, desc))  # no copy yet: most calls are finite
+
+    def admit(self, record):
+        collector = self.collector
+        collector.records.resolve()  # deferred (device) statistics are needed now
+        if not has_non_finite(record.entry):
+            return False
+        adapter = collector.adapter
+        for tensor, file_name, desc in record.tensors:
+            if _same_statistics(adapter, tensor, desc):
+                desc["data_name"] = file_name
+                collector.save_tensor_file(tensor, file_name)
+        collector.commit(record)
+        self.count += 1
+        logger.warning(f"msprobe overflow_check: inf/nan found in {record.name}.")
+        if self.limit != -1 and self.count >= self.limit:
+            collector.finish(f"msprobe overflow_check: reached overflow_nums={self.limit}; dumping stops.")
+        return False  # committed above
+
+
+def _same_statistics(adapter, tensor, desc):
+    """Whether the tensor still has the statistics it was described with (not changed in place since)."""
+    stats = adapter.tensor_stats(tensor)
+    if stats is not None and type(stats) is not tuple:
+        stats = adapter.resolve_stats([stats])[0]
+    recorded = tuple(desc.get(key) for key in STAT_KEYS)
+    if stats is None:
+        return all(value is None for value in recorded)
+    return all(_same(a, b) for a, b in zip(stats, recorded))
+
+
+def _same(a, b):
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
