@@ -7,7 +7,8 @@ Rules (config `alert.rules[].rule_name`):
   more than max(log(1 + threshold), log(min_ratio), 6 * MAD), or falls below it by more than
   log(collapse_ratio) (or to exactly 0). The floors come from measured normal training of small models,
   where one step can move a bias gradient up 5.7x or down 45x (signed quantities that cancel: a bias
-  gradient near convergence, Adam's first moment); a x10 rise still stands out. One alert per episode:
+  gradient near convergence, Adam's first moment); a x10 rise still stands out. Falls are judged only for
+  tensors of 64 elements or more: the norm of a one-element output bias reached 0.00075x its median. One alert per episode:
   a tensor that stays out of band is not reported again until it has come back.
   Adam moments are bias-corrected first (m / (1 - b1^t), v / (1 - b2^t)); other optimizer states warm up by
   construction and are left to the non-finite rule; the first moment is judged upwards only.
@@ -27,6 +28,7 @@ __all__ = ["StatRecord", "Alert", "AnomalyDetector", "GRAD_PREFIXES"]
 
 GRAD_PREFIXES = ("grad_reduced", "grad_unreduced", "actv_grad")
 _MAD_FACTOR = 6.0
+_MIN_NUMEL_DOWNWARD = 64  # the norm of a few elements can come close to 0 by chance (a 1-element output bias)
 
 
 @dataclass
@@ -120,6 +122,8 @@ class AnomalyDetector:
         key = (record.prefix, record.name, record.io)
         series = self._series.setdefault(key, _Series())
         for op, value in record.values.items():
+            if op == "ratio":  # update/parameter ratio: not a tensor statistic (0/0 for a zero-initialised bias)
+                continue
             if value is None or not math.isfinite(value) or (op == "nans" and value > 0):
                 first = not series.nonfinite
                 series.nonfinite = True
@@ -142,7 +146,8 @@ class AnomalyDetector:
         history = series.logs
         judged = len(history) >= self.warmup
         if magnitude <= 0.0:
-            if judged and record.downward and not series.out_of_band and alert is None:
+            if judged and record.downward and record.numel >= _MIN_NUMEL_DOWNWARD and not series.out_of_band \
+                    and alert is None:
                 alert = self._alert(step, "AnomalyTurbulence", record, "norm", norm, math.exp(_median(history)),
                                     "norm collapsed to 0")
             series.out_of_band = judged
@@ -153,7 +158,8 @@ class AnomalyDetector:
             spread = _median([abs(h - baseline) for h in history])
             up_band = max(math.log1p(self.turbulence), math.log(self.min_ratio), _MAD_FACTOR * spread)
             deviation = log_value - baseline
-            out = deviation > up_band or (record.downward and -deviation > math.log(self.collapse_ratio))
+            falls = record.downward and record.numel >= _MIN_NUMEL_DOWNWARD
+            out = deviation > up_band or (falls and -deviation > math.log(self.collapse_ratio))
             if out and not series.out_of_band and alert is None:
                 alert = self._alert(step, "AnomalyTurbulence", record, "norm", norm, math.exp(baseline) / record.magnitude_scale,
                                     f"{'bias-corrected ' if record.magnitude_scale != 1.0 else ''}norm is "

@@ -1,0 +1,97 @@
+"""Convert monitor csv output to TensorBoard event files.
+
+    from msprobe.pytorch.monitor.csv2tb import csv2tensorboard_by_step
+    csv2tensorboard_by_step("monitor_output", "Dec03_21-34-40", "Dec03_21-34-42", process_num=1,
+                            data_type_list=["param"], output_dirpath=None)
+
+Run directories `{time}-rank{r}-{id}` whose time lies in [time_start, time_end] (same year assumed, compared
+as month/day/time) are converted: `{out}/rank{r}/{data_type}/events...` with one scalar per csv cell, tag
+`vp{vpp}:{name}/{column}` at the row's step. Data types: the csv prefixes (actv, actv_grad, grad_reduced,
+grad_unreduced, exp_avg, exp_avg_sq, param, update, other, or an optimizer state's key).
+"""
+import os
+import re
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+from msprobe.core.errors import ConfigError
+from msprobe.core.log import logger
+from msprobe.core.monitor.files import ensure_dir, read_csv_rows
+from msprobe.core.paths import check_path
+
+__all__ = ["csv2tensorboard_by_step", "parse_run_time"]
+
+_RUN_DIR = re.compile(r"^([A-Z][a-z]{2}\d{2}_\d{2}-\d{2}-\d{2})-rank(\d+)-[0-9a-f]+$")
+_CSV = re.compile(r"^(.+)_(\d+)-(\d+)(?:_\d+)?\.csv$")
+
+
+def parse_run_time(text):
+    try:
+        return time.strptime(text, "%b%d_%H-%M-%S")[1:6]
+    except ValueError:
+        raise ConfigError(f"time stamp {text!r} is not of the form 'Dec03_21-34-40'.") from None
+
+
+def _convert_rank(run_dir, out_dir, data_types):
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writers = {}
+    count = 0
+    for name in sorted(os.listdir(run_dir)):
+        match = _CSV.match(name)
+        if not match:
+            continue
+        data_type = match.group(1)
+        if data_types and data_type not in data_types:
+            continue
+        rows = read_csv_rows(os.path.join(run_dir, name))
+        if not rows:
+            continue
+        header = rows[0]
+        has_vpp = header[0] == "vpp_stage"
+        first_value = 3 if has_vpp else 2
+        writer = writers.get(data_type)
+        if writer is None:
+            writer = writers[data_type] = EventFileWriter(ensure_dir(os.path.join(out_dir, data_type)))
+        for row in rows[1:]:
+            vpp, tensor_name, step = (row[0], row[1], int(row[2])) if has_vpp else ("0", row[0], int(row[1]))
+            values = []
+            for column, cell in zip(header[first_value:], row[first_value:]):
+                try:
+                    values.append(summary_pb2.Summary.Value(tag=f"vp{vpp}:{tensor_name}/{column}", simple_value=float(cell)))
+                except ValueError:
+                    continue
+            count += len(values)
+            writer.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=values)))
+    for writer in writers.values():
+        writer.close()
+    return count
+
+
+def csv2tensorboard_by_step(monitor_path, time_start, time_end, process_num=1, data_type_list=None,
+                            output_dirpath=None):
+    """Convert the runs in [time_start, time_end]; returns the output directory."""
+    root = check_path(monitor_path, kind="dir", what="monitor_path")
+    start, end = parse_run_time(time_start), parse_run_time(time_end)
+    if start > end:
+        raise ConfigError(f"time_start {time_start} is after time_end {time_end}.")
+    if not isinstance(process_num, int) or process_num < 1:
+        raise ConfigError(f"process_num must be an integer >= 1, got {process_num!r}.")
+    runs = []
+    for name in sorted(os.listdir(root)):
+        match = _RUN_DIR.match(name)
+        if match and start <= parse_run_time(match.group(1)) <= end:
+            runs.append((os.path.join(root, name), int(match.group(2))))
+    if not runs:
+        raise ConfigError(f"no monitor run directory in '{root}' between {time_start} and {time_end}.")
+    out = os.path.abspath(output_dirpath or f"{time.strftime('%b%d_%H-%M-%S')}_csv2tensorboard_by_step")
+    ensure_dir(out)
+    jobs = [(run_dir, os.path.join(out, f"rank{rank}"), list(data_type_list or [])) for run_dir, rank in runs]
+    if process_num == 1:
+        total = sum(_convert_rank(*job) for job in jobs)
+    else:
+        with ProcessPoolExecutor(max_workers=process_num) as pool:
+            total = sum(pool.map(_convert_rank, *zip(*jobs)))
+    logger.info(f"csv2tensorboard: {len(runs)} run(s), {total} scalars written to {out}")
+    return out
