@@ -3,14 +3,16 @@
 The suspect is chosen from the dtype-aware judgement (`tolerance`), call by call in execution order:
 
 1. forward calls (dump order up to the first backward entry): the first call with an output beyond
-   tolerance whose compared tensor inputs are all within tolerance is the cause. A call whose inputs
-   already differ is a consequence and is passed over.
+   tolerance whose compared tensor inputs are all within tolerance is the cause, provided the output's
+   excess is its own: more than AMPLIFICATION (4) times the largest difference of the same statistic
+   among its inputs (squaring, exp or a subtraction may amplify rounding that was within tolerance).
+   A call whose inputs already differ is a consequence and is passed over.
 2. only when every forward row passes: backward calls in dump (= backward execution) order, by the same
    rule, then parameter gradients (last module first, as backward computes them);
 3. then forward calls recorded after the backward pass (the optimizer step).
 
-When no call qualifies but some row differs, the first differing row is named and the text says that
-its inputs already differed (the data, the weights or something not dumped). A differing non-tensor
+When no call qualifies and the first differing row of a phase is an input, that input is named and the
+text says that it already differed (the data, the weights or something not dumped). A differing non-tensor
 argument of the chosen call is reported with it. Rows that could not be compared are never suspects
 and never count as agreeing inputs; the text lists them, and says "no suspect among the compared rows"
 instead of "all rows pass" when some rows could not be compared. Written as `advisor_{timestamp}.txt`:
@@ -27,6 +29,7 @@ import numpy as np
 
 from msprobe.core.compare.reasons import Reason
 from msprobe.core.compare.records import PHASES
+from msprobe.core.compare.tolerance import AMPLIFICATION
 from msprobe.core.paths import atomic_write_text
 
 __all__ = ["Suspect", "find_suspect", "advisor_text", "write_advisor", "advice_for"]
@@ -87,15 +90,15 @@ def _calls_in_order(records):
 
 
 def _row_flags(records):
-    """(bad, compared) per row: bad = beyond tolerance, NaN/Inf misplaced or shapes differ;
-    compared = the row holds a judged tensor or a compared non-tensor value."""
+    """(bad, compared) per row: bad = beyond tolerance or NaN/Inf misplaced; compared = the row holds a
+    judged tensor or a compared non-tensor value. Tensors of different shapes are not compared: two
+    different calls were paired (a call sequence that differs), which is no numerical evidence."""
     judgement = records.judgement
     reason = records.reason
     bad = judgement.suspicious.copy() if judgement is not None else np.zeros(len(records), dtype=bool)
-    bad |= np.isin(reason, [Reason.NAN_POSITION, Reason.SHAPE_MISMATCH])
+    bad |= reason == Reason.NAN_POSITION
     judged = judgement.worst >= 0 if judgement is not None else np.zeros(len(records), dtype=bool)
-    compared = judged | np.isin(reason, [Reason.NAN_POSITION, Reason.SHAPE_MISMATCH, Reason.NON_TENSOR,
-                                         Reason.VALUE_DIFF])
+    compared = judged | np.isin(reason, [Reason.NAN_POSITION, Reason.NON_TENSOR, Reason.VALUE_DIFF])
     return bad, compared
 
 
@@ -117,6 +120,7 @@ def _describe(records, suspect):
 
 def find_suspect(records):
     """The Suspect of `records` (tensor or statistics mode), or None when no compared row differs."""
+    records.extra["amplified"], records.extra["consequence"] = [], []
     if records.mode == "md5" or len(records) == 0:
         return None
     bad, compared = _row_flags(records)
@@ -135,29 +139,54 @@ def find_suspect(records):
     return None
 
 
+def _new_error(records, out_rows, in_rows):
+    """Output rows whose difference is the call's own: some check is over its allowance and over
+    AMPLIFICATION times the largest score of that check among the call's tensor inputs."""
+    judgement = records.judgement
+    if judgement is None:
+        return out_rows
+    carried = np.zeros(judgement.scores.shape[1])
+    if len(in_rows):
+        carried = np.nan_to_num(np.nanmax(np.where(np.isnan(judgement.scores[in_rows]), -np.inf,
+                                                   judgement.scores[in_rows]), axis=0), neginf=0.0)
+    with np.errstate(invalid="ignore"):
+        scores = judgement.scores[out_rows]
+        over = (scores > judgement.allowed[out_rows]) & (scores > AMPLIFICATION * carried)
+    own = over.any(axis=1) | np.isin(records.reason[out_rows], [Reason.VALUE_DIFF, Reason.NAN_POSITION])
+    return out_rows[own]
+
+
 def _suspect_in(records, calls, bad, compared, is_input, names):
-    """The cause among `calls` (in order), else their first difference, else None."""
-    first_difference = None
+    """The first cause among `calls` (in order); else, when the first difference is an input, that
+    input; else None (differences only amplify, within AMPLIFICATION, what inputs carried)."""
+    first_input, amplified = None, []
     for phase, entry, rows in calls:
         rows = np.asarray(rows)
         outputs = rows[~is_input[rows]]
         inputs = rows[is_input[rows]]
         bad_out = outputs[bad[outputs] | (records.reason[outputs] == Reason.VALUE_DIFF)]
         bad_in = inputs[bad[inputs]]
-        if first_difference is None and (len(bad_out) or len(bad_in)):
-            first_difference = (phase, entry, bad_in, bad_out)
         if len(bad_out) and not len(bad_in):
+            own = _new_error(records, bad_out, inputs[compared[inputs]])
+            if not len(own):
+                amplified.extend(bad_out.tolist())
+                continue
             args_mask = records.reason[inputs] == Reason.VALUE_DIFF
-            args = inputs[args_mask]
-            suspect = Suspect(int(bad_out[0]), names[int(bad_out[0])], entry, phase, "cause",
-                              bad_out.tolist(), inputs[compared[inputs] & ~bad[inputs] & ~args_mask].tolist(),
-                              inputs[~compared[inputs]].tolist(), args.tolist())
+            suspect = Suspect(int(own[0]), names[int(own[0])], entry, phase, "cause", own.tolist(),
+                              inputs[compared[inputs] & ~bad[inputs] & ~args_mask].tolist(),
+                              inputs[~compared[inputs]].tolist(), inputs[args_mask].tolist())
             suspect.summary = _describe(records, suspect)
+            records.extra["consequence"].clear()  # only rows before the cause were looked at
             return suspect
-    if first_difference is None:
+        if len(bad_in):
+            records.extra["consequence"].extend(bad_out.tolist() + (bad_in.tolist() if amplified else []))
+            if first_input is None and not amplified:
+                first_input = (phase, entry, bad_in, bad_out)
+    records.extra.setdefault("amplified", []).extend(amplified)
+    if first_input is None:
         return None
-    phase, entry, bad_in, bad_out = first_difference
-    row = int(bad_in[0]) if len(bad_in) else int(bad_out[0])
+    phase, entry, bad_in, bad_out = first_input
+    row = int(bad_in[0])
     suspect = Suspect(row, names[row], entry, phase, "input", bad_out.tolist())
     suspect.summary = _describe(records, suspect)
     return suspect
@@ -200,14 +229,23 @@ def _checked_lines(records, suspect):
 
 def advisor_text(records):
     """The advisor file's text for `records` (uses records.suspect, or finds it)."""
+    from msprobe.core.compare.render import suspicion_text
+
     suspect = records.suspect if records.suspect is not None else find_suspect(records)
     unreadable = int(records.unreadable().sum())
     note = (f"\nNote: {unreadable} rows could not be compared (unreadable tensor files); see Err_message "
             "and Suspicion in the report.") if unreadable else ""
     if suspect is None:
-        verdict = ("No compared row differs beyond what the dtypes explain; "
-                   + (f"{unreadable} rows could not be compared, so this is not a pass." if unreadable
-                      else "no suspect found."))
+        amplified = records.extra.get("amplified") or []
+        if amplified:
+            verdict = (f"No call adds a difference of its own. {len(amplified)} output rows exceed the dtype "
+                       f"tolerance, each by at most {AMPLIFICATION:g} times what its inputs carried (rounding "
+                       f"amplified by the operation), e.g. {records.names[amplified[0]]}: "
+                       f"{suspicion_text(records, amplified[0], worst_only=True)}.")
+        else:
+            verdict = "No compared row differs beyond what the dtypes explain."
+        verdict += (f" {unreadable} rows could not be compared, so this is not a pass." if unreadable
+                    else " No suspect found.")
         return f"Line: N/A\nSuspect Nodes: N/A\nExpert Advice: {verdict}{note}\n"
     lines = [f"Line: {suspect.row}", f"Suspect Nodes: {suspect.name}", f"Reason: {suspect.summary}"]
     lines += _checked_lines(records, suspect)

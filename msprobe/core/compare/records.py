@@ -282,7 +282,9 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     judged_stats = np.where(absent, np.nan, npu_stats), np.where(absent, np.nan, bench_stats)
     judgement = judge_rows(judged_stats[0], judged_stats[1], _numel(bench, bench_pos), npu_eps, bench_eps,
                            tensor_error, tensor_norm, records.phases)
-    compared = ~records.not_compared()
+    compared = ~records.not_compared() & (reason != Reason.SHAPE_MISMATCH)
+    shapes_n, shapes_b = records.column("npu", "shape_key"), records.column("bench", "shape_key")
+    compared &= np.array([a == b for a, b in zip(shapes_n, shapes_b)], dtype=bool) | ~is_tensor
     suspicious = judgement.suspicious & compared
     judgement = judgement._replace(suspicious=suspicious, worst=np.where(compared, judgement.worst, -1))
     records.judgement = judgement

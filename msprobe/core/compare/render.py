@@ -15,7 +15,7 @@ from msprobe.core.compare.judge import RED_MESSAGES, YELLOW_MESSAGES
 from msprobe.core.compare.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR
 from msprobe.core.compare.reasons import Reason
 from msprobe.core.compare.records import FLOAT_DTYPES
-from msprobe.core.compare.tolerance import CHECKS, epsilon_name
+from msprobe.core.compare.tolerance import AMPLIFICATION, CHECKS, epsilon_name
 
 __all__ = ["CompareResult", "render_result", "headers_for", "suspicion_text", "tensor_metric_cells",
            "summary_counts", "summary_text", "SUSPECT_STYLE", "UNSUPPORTED", "NA", "NONE", "SHAPE_UNMATCHED"]
@@ -292,6 +292,11 @@ def render_result(records, stacks=None, with_stack=False):
         cols["Result"] = [r or None for r in records.verdict]
     cols["Err_message"] = _err_messages(records)
     suspicion = [suspicion_text(records, row) for row in range(len(records))]
+    for row in records.extra.get("amplified", []):
+        suspicion[row] += f"; at most {AMPLIFICATION:g}x what the call's inputs carried: amplified rounding, not a cause"
+    for row in records.extra.get("consequence", []):
+        if suspicion[row]:
+            suspicion[row] += "; carries an earlier difference: a consequence"
     if records.suspect is not None:
         row = records.suspect.row
         suspicion[row] = "Advisor's suspect: " + (suspicion[row] or records.suspect.summary)

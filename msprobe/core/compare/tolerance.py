@@ -31,12 +31,13 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["dtype_epsilon", "run_epsilon", "epsilon_name", "statistic_scores", "tensor_scores", "judge_rows",
-           "Judgement", "STATISTICS", "ALLOWED_SAME", "ALLOWED_MIXED", "PHASE_FACTOR", "CHECKS"]
+           "Judgement", "STATISTICS", "ALLOWED_SAME", "ALLOWED_MIXED", "PHASE_FACTOR", "AMPLIFICATION", "CHECKS"]
 
 STATISTICS = ("Max", "Min", "Mean", "Norm")
 CHECKS = STATISTICS + ("tensor",)
 ALLOWED_SAME = np.array([4.0, 4.0, 1.0, 1.0, 4.0])
 ALLOWED_MIXED = np.array([2.0, 2.0, 0.5, 0.5, 2.0])
+AMPLIFICATION = 4.0  # the advisor: an output difference of a call's own exceeds 4x what its inputs carried
 PHASE_FACTOR = np.array([1.0, 4.0, 4.0, 8.0])  # forward, backward, parameters_grad, after backward
 
 _FLOAT_EPSILON = {"float64": 2.0 ** -52, "double": 2.0 ** -52, "float32": 2.0 ** -23, "float": 2.0 ** -23,
