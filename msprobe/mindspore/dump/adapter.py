@@ -1,9 +1,9 @@
 """MindSpore implementation of the core dump adapter: descriptors, statistics, CRC-32, .npy files.
 
-Statistics are computed on a host copy of the tensor (several MindSpore reductions, mint.norm among
-them, have no CPU kernel, and a host copy is needed anyway on CPU): float32/float64 arrays in one pass
-of the C kernel of msprobe/core/dump/native.py, other dtypes (and every dtype without the kernel) with
-numpy.
+The statistics are those of the core table (msprobe/core/dump/stats.py), computed on a host copy of the
+tensor (several MindSpore reductions, mint.norm among them, have no CPU kernel, and a host copy is needed
+anyway on CPU): float32/float64 arrays in one pass of the C kernel of msprobe/core/dump/native.py, other
+dtypes (and every dtype without the kernel) with the table's numpy definitions.
 bfloat16 has no numpy type, so such tensors are widened to float32 first.
 """
 import os
@@ -13,6 +13,7 @@ import numpy as np
 
 from msprobe.core.dump.adapter import DumpAdapter
 from msprobe.core.dump.native import float_stats
+from msprobe.core.dump.stats import compute_stats
 
 __all__ = ["MindSporeAdapter", "get_adapter", "current_rank", "to_numpy", "array_statistics", "dtype_name"]
 
@@ -59,10 +60,7 @@ def array_statistics(array):
     if float_stats is not None and flat.dtype in _KERNEL_DTYPES and flat.flags.c_contiguous:
         # one pass of the C kernel (see msprobe/core/dump/native.py); float32 results in float32
         return list(float_stats(flat.ctypes.data, flat.size, flat.itemsize, None))
-    # linalg.norm on a 1-D array is one BLAS nrm2 call: no temporary, no overflow of x*x
-    with np.errstate(invalid="ignore", over="ignore"):  # inf/nan are results here, not errors
-        return [float(flat.max()), float(flat.min()), float(flat.mean(dtype=np.float64)),
-                float(np.linalg.norm(flat))]
+    return list(compute_stats(flat))  # the core table's definitions
 
 
 class MindSporeAdapter(DumpAdapter):

@@ -1,6 +1,7 @@
 """The torch implementation of the core dump adapter: descriptors, fused statistics, CRC-32, .pt files.
 
-Statistics follow the reference: float16/bfloat16 and integer tensors are reduced in float32,
+The statistics are those of the core table (msprobe/core/dump/stats.py, in its order), computed as the
+reference does: float16/bfloat16 and integer tensors are reduced in float32,
 bool tensors give Max = any, Min = all (Mean/Norm null), a 0-d tensor gives its value for all four,
 complex tensors are described by their absolute values, empty and meta tensors give nulls.
 A dense float32/float64 CPU tensor costs one pass over its memory, by the C kernel of
@@ -19,6 +20,7 @@ import torch
 from msprobe.core.dump.adapter import DumpAdapter
 from msprobe.core.dump.direct_io import DirectFile
 from msprobe.core.dump.native import FLOAT16, BFLOAT16, float_stats
+from msprobe.core.dump.stats import STATS
 
 __all__ = ["TorchAdapter", "tensor_statistics"]
 
@@ -90,7 +92,8 @@ def _host_float_statistics(data):
     flat = data.view(-1)
     low, high = torch.aminmax(flat)
     if count > _DOT_SINGLE:  # one long float32 BLAS accumulation drifts (1e-4 at 16M elements)
-        squares = math.fsum(torch.dot(part, part).item() for part in flat.split(_DOT_CHUNK))
+        parts = [(math.sqrt(torch.dot(part, part).item()), part.numel()) for part in flat.split(_DOT_CHUNK)]
+        squares = STATS["Norm"].combine(parts) ** 2
     else:
         squares = torch.dot(flat, flat).item()
     if data.dtype is torch.float32:
