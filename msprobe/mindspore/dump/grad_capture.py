@@ -75,9 +75,9 @@ class GradGather:
     def finish(self):
         if self.done:
             return
-        commit, call, out_grads, in_grads = self.commit, self.call, self.out_grads, self.in_grads
+        commit, call, out_grads, in_grads = self.commit, self.call, list(self.out_grads), list(self.in_grads)
         self.close()
-        commit(call, list(out_grads), list(in_grads))
+        commit(call, out_grads, in_grads)
 
     def close(self):
         """Done: forget the call, the gradients and the owner. MindSpore may keep the tensor hooks
