@@ -3,7 +3,8 @@
 `run_configs(train, configs, steps, repeats, targets, **extra)` calls `train()` once to warm up, then
 for each config `repeats` times `train()` (baseline) and `train(config, dump_path)`; `train` returns
 (median step seconds, losses). One JSON line per config: the lowest median of each side (the run least
-disturbed by other processes), their ratio, the target and whether the losses were identical.
+disturbed by other processes), their ratio, the target and whether the losses were identical; the same
+records are returned as a list of dicts.
 """
 import json
 import os
@@ -15,6 +16,7 @@ __all__ = ["run_configs"]
 
 def run_configs(train, configs, steps, repeats, targets, **extra):
     work = tempfile.mkdtemp(prefix="msprobe_bench_")
+    results = []
     try:
         train()  # warm-up: first-call costs of kernels are not overhead
         for config in configs:
@@ -27,12 +29,14 @@ def run_configs(train, configs, steps, repeats, targets, **extra):
                 bases.append(base)
                 tools.append(tool)
                 identical = identical and base_losses == tool_losses
-            print(json.dumps({**extra, "config": config, "steps": steps, "repeats": repeats,
-                              "median_step_s_without": round(min(bases), 4),
-                              "median_step_s_with": round(min(tools), 4),
-                              "ratio": round(min(tools) / min(bases), 3), "target": targets.get(config),
-                              "losses_identical": identical,
-                              "all_without": [round(b, 4) for b in bases], "all_with": [round(t, 4) for t in tools]}),
-                  flush=True)
+            result = {**extra, "config": config, "steps": steps, "repeats": repeats,
+                      "median_step_s_without": round(min(bases), 4),
+                      "median_step_s_with": round(min(tools), 4),
+                      "ratio": round(min(tools) / min(bases), 3), "target": targets.get(config),
+                      "losses_identical": identical,
+                      "all_without": [round(b, 4) for b in bases], "all_with": [round(t, 4) for t in tools]}
+            results.append(result)
+            print(json.dumps(result), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return results
