@@ -101,7 +101,7 @@ class MonitorEngine:
             self.config = fresh
             self.detector = AnomalyDetector(fresh.rules, rank=self.rank)
             self.collected = 0
-            self._dynamic_start = self.step + 1
+            self._dynamic_start = self.step  # finish_step has already moved to the next step
             logger.info(f"monitor: switch on in '{path}'; collecting from step {self._dynamic_start}.")
 
     def _switch_off(self) -> None:
