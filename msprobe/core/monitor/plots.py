@@ -100,7 +100,10 @@ def plot_run(run_dir):
         if marks or nonfinite:
             ax.legend(loc="upper right", fontsize=7)
         ax.set_title("gradient norm per parameter and step")
-        fig.tight_layout()
+        # fixed margins: tight_layout measures every tick label and costs seconds on big models
+        label_inches = 0.3 + 0.065 * max(len(n) for n in names)
+        fig.subplots_adjust(left=min(0.6, label_inches / fig.get_figwidth()), right=0.97, top=1 - 0.45 / height,
+                            bottom=0.55 / height)
         path = os.path.join(run_dir, HEATMAP_FILE)
         fig.savefig(path, dpi=90)
         plt.close(fig)
