@@ -1,0 +1,194 @@
+"""The free_benchmark task: run each selected API again on perturbed inputs and report where the outputs
+disagree (check), or give the API's output the high-precision result (fix)."""
+import dataclasses
+from typing import Any, Dict, Optional
+
+from msprobe.core.dump.filters import CallFilter
+
+from msprobe.core.dump.tasks import Task, register_task
+from msprobe.core.free_benchmark import judge
+from msprobe.core.free_benchmark.csv_writer import FreeBenchmarkRow, ResultCsv
+from msprobe.core.free_benchmark.preheat import Preheat
+from msprobe.core.free_benchmark.settings import FreeBenchmarkSettings
+from msprobe.core.log import logger
+from msprobe.core.naming import is_inplace, is_random_api
+
+__all__ = ["FreeBenchmark", "fuzz_ops_for"]
+
+# calls never re-run: collectives would wait for the other ranks' second run (deadlock)
+_NEVER = ("Distributed.",)
+
+
+def fuzz_ops_for(framework: str):
+    """The framework's perturbation operations (see msprobe/pytorch/free_benchmark/perturb.py)."""
+    if framework == "mindspore":
+        from msprobe.mindspore.free_benchmark.perturb import MindSporeFuzzOps
+        return MindSporeFuzzOps
+    from msprobe.pytorch.free_benchmark.perturb import TorchFuzzOps
+    return TorchFuzzOps
+
+
+@register_task("free_benchmark")
+class FreeBenchmark(Task):
+    """task "free_benchmark" (level L1): no bench run needed. Each selected API call runs a second time
+    on perturbed inputs; in check mode the two outputs are compared (ratio of magnitudes, per-dtype
+    thresholds, sign flips) and disagreeing calls are appended to {dump_path}/free_benchmark.csv; in fix
+    mode the high-precision (or CPU) result replaces the API's output. No dump.json is written.
+
+    config.json, "free_benchmark" section (docs/free_benchmark.md):
+      scope          exact API names ("Torch.prod.0.forward"); list: parts of names ("prod"); not both.
+                     MindSpore: list of full names ("mindspore.ops.bmm"), no scope.
+      pert_mode      improve_precision (default) | add_noise | bit_noise | change_value | no_change | to_cpu
+      fuzz_device    "npu" (default; the device the model runs on) | "cpu" (with to_cpu only)
+      handler_type   check (default) | fix (improve_precision or to_cpu, forward, no preheat)
+      fuzz_stage     forward (default) | backward (check: gradients w.r.t. the inputs)
+      if_preheat     learn per-API thresholds in the first preheat_step steps (default 15)
+      max_sample     preheat samples per API and step (default 20)
+      bench_dtype    float32 (default) | float64: the dtype improve_precision / to_cpu raise to
+
+    In check mode the user's computation is untouched (re-runs work on copies, without autograd), so
+    training is bit-identical to a run without the tool. In-place APIs are re-run on a copy of their
+    inputs taken before the first run. Random APIs (dropout...) and collectives are never re-run.
+    """
+
+    def __init__(self, collector: Any) -> None:
+        super().__init__(collector)
+        framework = collector.adapter.framework
+        self.settings = FreeBenchmarkSettings.from_section(collector.config.section, framework)
+        self.ops = fuzz_ops_for(framework)
+        self.csv = ResultCsv(collector.config.dump_path)
+        self.preheat = Preheat(self.settings.preheat_step, self.settings.max_sample) \
+            if self.settings.if_preheat else None
+        self.inputs: Dict[int, tuple] = {}   # id(call) -> (args, kwargs) until after_call
+        self.handles: list = []               # backward-stage hooks of this step
+        self.skipped = set()
+        # scope/list select here (scope is a set of names, not a range): the collector's filter passes all
+        collector.filter = CallFilter(dataclasses.replace(collector.config, scope=[], list=[]))
+        # no dump.json: the collector describes nothing (no statistics), it only routes calls here
+        collector.want_forward_input = collector.want_forward_output = False
+        collector.want_backward_input = collector.want_backward_output = False
+
+    # -- the call ---------------------------------------------------------------------------
+    def before_call(self, call, args, kwargs):
+        if call.is_module or not self.settings.selects(call.name, call.key) or call.key.startswith(_NEVER):
+            return
+        if is_random_api(call.key.split(".", 1)[-1]):
+            self._skip(call.key, "its output is random")
+            return
+        if is_inplace(call.key.split(".", 1)[-1], kwargs) or (kwargs and "out" in kwargs):
+            # the first run overwrites them: keep the inputs as they are now
+            args, kwargs = self.ops.snapshot(args, kwargs or {})
+        self.inputs[id(call)] = (args, kwargs or {})
+
+    def after_call(self, call, output):
+        inputs = self.inputs.pop(id(call), None)
+        function = getattr(call, "function", None)
+        if inputs is None:
+            return output
+        if function is None:
+            self._skip(call.key, "the hook did not pass the function to run again")
+            return output
+        try:
+            return self._handle(call, function, inputs, output)
+        except Exception as exc:  # noqa: BLE001 - a failed re-run must not stop the user's call
+            self._skip(call.key, f"its re-run failed ({type(exc).__name__}: {exc})")
+            return output
+
+    def _handle(self, call, function, inputs, output):
+        settings, ops = self.settings, self.ops
+        args, kwargs = inputs
+        outputs = ops.float_outputs(output)
+        if not outputs:
+            return output
+        step = self.collector.current_step
+        if settings.fix:
+            better = ops.perturb(args, kwargs, settings.pert_mode, settings.bench_dtype)
+            if better is not None:
+                result = ops.run(function, *better)
+                for index, _ in outputs:
+                    ops.replace(output, index, ops.element(result, index))
+            return output
+        if self.preheat is not None and self.preheat.active(step):
+            self._preheat_sample(call, function, args, kwargs, output, outputs)
+            return output
+        perturbed = ops.perturb(args, kwargs, settings.pert_mode, settings.bench_dtype)
+        if perturbed is None:
+            return output
+        if settings.fuzz_stage == "backward":
+            self.handles.extend(ops.watch_backward(
+                output, function, args, kwargs, perturbed,
+                lambda originals, changed: self._judge_grads(call, step, originals, changed)))
+            return output
+        result = ops.run(function, *perturbed)
+        for index, tensor in outputs:
+            other = ops.element(result, index)
+            if other is not None:
+                self._judge(call.name, call.key, step, "forward", tensor, other, index)
+        return output
+
+    # -- judgement --------------------------------------------------------------------------
+    def _limit(self, key, dtype_name):
+        default = judge.threshold(dtype_name, self.settings.pert_mode)
+        if self.preheat is None:
+            return default
+        return self.preheat.threshold(key, judge.dtype_key(dtype_name), default)
+
+    def _judge(self, name, key, step, stage, original, perturbed, output_index: Optional[int]):
+        dtype_name, shape = self.ops.describe(original)
+        ratio, flipped = self.ops.compare(original, perturbed, judge.tolerance(dtype_name, stage))
+        limit = self._limit(key, dtype_name)
+        # preheat saw this API flip signs while accurate (limit inf): sign flips are not findings for it
+        max_rel = judge.verdict(ratio, flipped and limit != float("inf"), limit)
+        if max_rel is not None:
+            self.csv.add(FreeBenchmarkRow(self._rank(), self.settings.pert_mode, stage, step, name, max_rel,
+                                          dtype_name, shape, output_index))
+
+    def _judge_grads(self, call, step, originals, changed):
+        present = [(i, a, b) for i, (a, b) in enumerate(zip(originals, changed)) if a is not None and b is not None]
+        name = call.backward_name
+        for i, a, b in present:
+            self._judge(name, call.key, step, "backward", a, b, i if len(present) > 1 else None)
+
+    def _preheat_sample(self, call, function, args, kwargs, output, outputs):
+        preheat, settings, ops = self.preheat, self.settings, self.ops
+        if not preheat.take_sample(call.key):
+            return
+        perturbed = ops.perturb(args, kwargs, settings.pert_mode, settings.bench_dtype)
+        bench = ops.raise_precision(args, kwargs, "float32" if settings.bench_dtype == "float32" else "float64",
+                                    to_cpu=True)
+        if perturbed is None or bench is None:
+            return
+        result, reference = ops.run(function, *perturbed), ops.run(function, *bench)
+        for index, tensor in outputs:
+            other, best = ops.element(result, index), ops.element(reference, index)
+            if other is None or best is None:
+                continue
+            dtype_name = ops.describe(tensor)[0]
+            tol, default = judge.tolerance(dtype_name), judge.threshold(dtype_name)
+            ratio, flipped = ops.compare(tensor, other, tol)
+            error, error_flipped = ops.compare(tensor, best, tol)
+            accurate = not error_flipped and error <= default
+            preheat.record(call.key, judge.dtype_key(dtype_name), float("inf") if flipped else ratio, accurate)
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    def _rank(self):
+        return self.collector.rank if self.collector.rank is not None else 0
+
+    def _skip(self, key, reason):
+        if key not in self.skipped:
+            self.skipped.add(key)
+            logger.info(f"msprobe free_benchmark: {key} is not perturbed: {reason}.")
+
+    def step_end(self):
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+        self.inputs.clear()
+        self.csv.flush()
+
+    def new_step(self):
+        if self.preheat is not None:
+            step = self.collector.current_step
+            if 2 <= step <= self.preheat.preheat_step:  # the previous step sampled: learn from it
+                self.preheat.adapt(judge.threshold)
+            self.preheat.new_step(step)

@@ -1,0 +1,89 @@
+"""Whether an API's output and its re-run on perturbed inputs agree: tolerances, thresholds, ratio metric.
+
+    ratio, flipped = compare_outputs(original, perturbed, tolerance("float16", "forward"))
+    max_rel = verdict(ratio, flipped, threshold("float16", "bit_noise"))   # None: they agree
+
+The metric (msprobe 1.2.1's, spec 1.3): both outputs with magnitudes clamped below at `tol`; ratio =
+max over elements of max(|a|/|b|, |b|/|a|); "symbol_flipping" when some a*b < -tol². A call is
+reported when the ratio exceeds the threshold of the original output's dtype (the device under test).
+
+`compare_outputs` works on numpy arrays and on torch tensors alike (operators and the methods
+.clip/.max/.min/.all/.any only); the framework casts both outputs to one float dtype first.
+Non-finite elements: the same inf, or nan, in both outputs is agreement; anything else gives ratio inf.
+"""
+import math
+from typing import Optional, Tuple, Union
+
+import numpy as np
+
+__all__ = ["THRESHOLDS", "FORWARD_TOLERANCES", "BACKWARD_TOLERANCE", "dtype_key", "threshold", "tolerance",
+           "compare_outputs", "verdict", "SYMBOL_FLIPPING"]
+
+SYMBOL_FLIPPING = "symbol_flipping"
+#: reported when ratio > threshold (documented per output dtype; 1.0002 for every other dtype)
+THRESHOLDS = {"float16": 1.002, "bfloat16": 1.004, "float32": 1.0002, "float64": 1.0002}
+DEFAULT_THRESHOLD = 1.0002
+#: magnitudes below this count as this (sqrt of the absolute tolerance of the dtype), forward stage
+FORWARD_TOLERANCES = {"float16": 1e-3, "bfloat16": 1e-2, "float32": 1e-4, "float64": 1e-4}
+BACKWARD_TOLERANCE = 1e-3
+_INF = float("inf")
+
+
+def dtype_key(dtype_name: str) -> str:
+    """'torch.float16' / 'Float16' / 'float16' -> 'float16'; 'BFloat16' -> 'bfloat16'."""
+    return str(dtype_name).rsplit(".", 1)[-1].lower()
+
+
+def threshold(dtype_name: str, pert_mode: str = "") -> float:
+    """The largest ratio that still counts as agreement for an output of this dtype."""
+    if pert_mode == "no_change":
+        return 1.0  # the same inputs must give the same bits
+    return THRESHOLDS.get(dtype_key(dtype_name), DEFAULT_THRESHOLD)
+
+
+def tolerance(dtype_name: str, stage: str = "forward") -> float:
+    if stage == "backward":
+        return BACKWARD_TOLERANCE
+    return FORWARD_TOLERANCES.get(dtype_key(dtype_name), FORWARD_TOLERANCES["float32"])
+
+
+def compare_outputs(original, perturbed, tol: float) -> Tuple[float, bool]:
+    """(ratio >= 1, symbol flipped) of two arrays of one shape and one float dtype."""
+    if tuple(original.shape) != tuple(perturbed.shape):
+        return _INF, False
+    if _size(original) == 0:
+        return 1.0, False
+    if not (bool((abs(original) < _INF).all()) and bool((abs(perturbed) < _INF).all())):
+        return _compare_non_finite(_numpy(original), _numpy(perturbed), tol)
+    if bool((original * perturbed < -tol * tol).any()):
+        return 1.0, True
+    quotient = abs(original).clip(tol) / abs(perturbed).clip(tol)
+    return max(float(quotient.max()), 1.0 / float(quotient.min())), False
+
+
+def verdict(ratio: float, flipped: bool, limit: float) -> Optional[Union[float, str]]:
+    """max_rel of a reported call (ratio - 1, or "symbol_flipping"), None when the outputs agree."""
+    if flipped:
+        return SYMBOL_FLIPPING
+    if ratio > limit or math.isnan(ratio):
+        return ratio - 1.0
+    return None
+
+
+def _size(array) -> int:
+    size = array.size
+    return size() if callable(size) else size  # torch: a method; numpy: an int
+
+
+def _numpy(array) -> np.ndarray:
+    if hasattr(array, "detach"):
+        array = array.detach().cpu()
+    return np.asarray(array, dtype=np.float64)
+
+
+def _compare_non_finite(a: np.ndarray, b: np.ndarray, tol: float) -> Tuple[float, bool]:
+    finite = np.isfinite(a) & np.isfinite(b)
+    same = (np.isnan(a) & np.isnan(b)) | (np.isinf(a) & (a == b))
+    if not np.all(finite | same):
+        return _INF, False
+    return compare_outputs(a[finite], b[finite], tol)

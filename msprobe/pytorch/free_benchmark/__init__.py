@@ -1,0 +1,1 @@
+"""free_benchmark for PyTorch: the torch perturbations the core task uses (see perturb.py)."""
