@@ -5,7 +5,7 @@ a YAML config:
     api:            [Distributed.all_reduce, Distributed.all_gather_into_tensor.0.forward, ...]
     compare_index:  [Max diff, L2norm diff, MeanRelativeErr]   # optional: all metrics of the mode
 Output: `multi_ranks_compare_merge_{timestamp}.xlsx`, one sheet per metric, one row per NPU Name,
-one column per rank; a name missing on a rank stays blank.
+one column per rank; a name missing on a rank stays blank. Reports are read back with pandas.
 """
 import os
 import re
@@ -56,17 +56,21 @@ def _rank_files(input_dir):
 
 
 def _read_sheet(path):
-    import openpyxl
+    """The report's first sheet as a DataFrame of objects; text markers ('N/A', 'None') stay text and
+    empty cells are None."""
+    import pandas as pd
 
     try:
-        workbook = openpyxl.load_workbook(path, read_only=True)
+        frame = pd.read_excel(path, sheet_name=0, engine="openpyxl", dtype=object, keep_default_na=False,
+                              na_values=[])
     except Exception as exc:  # zip or XML damage
         raise ParseError(f"cannot read compare result '{path}': {exc}") from None
-    rows = workbook.worksheets[0].iter_rows(values_only=True)
-    header = list(next(rows, []))
-    table = [list(r) for r in rows]
-    workbook.close()
-    return header, table
+    return frame.astype(object).where(frame.notna() & (frame != ""), None)
+
+
+def _cells(series):
+    """Plain Python cells of a column (None where the rank has no such row)."""
+    return [None if value is None or value != value else value for value in series.tolist()]
 
 
 def _selected(name, apis):
@@ -80,27 +84,26 @@ def merge_results(input_dir, output_dir, config_path):
     apis, indices = _read_config(config_path)
     per_rank, mode_indices = {}, None
     for rank, path in _rank_files(input_dir).items():
-        header, table = _read_sheet(path)
-        if "NPU MD5" in header:
+        frame = _read_sheet(path)
+        if "NPU MD5" in frame.columns:
             raise CompareError(f"'{path}' is an md5-mode result; merge_result supports tensor and statistics results.")
-        available = TENSOR_INDEX if "Cosine" in header else STATISTICS_INDEX
+        available = TENSOR_INDEX if "Cosine" in frame.columns else STATISTICS_INDEX
         if mode_indices is not None and mode_indices is not available:
             raise CompareError("the compare results mix tensor and statistics modes; merge one mode at a time.")
         mode_indices = available
-        columns = {h: i for i, h in enumerate(header)}
-        per_rank[rank] = {row[0]: {h: row[columns[h]] for h in available}
-                          for row in table if _selected(row[0], apis)}
+        chosen = frame[frame["NPU Name"].map(lambda name: _selected(name, apis))]
+        per_rank[rank] = chosen.drop_duplicates("NPU Name").set_index("NPU Name")[available]
     wanted = indices or mode_indices
     unknown = [i for i in wanted if i not in mode_indices]
     if unknown:
         raise ConfigError(f"compare_index {unknown} not available in these results; choose from {mode_indices}.")
-    names = list(dict.fromkeys(n for rows in per_rank.values() for n in rows))
+    names = list(dict.fromkeys(n for rows in per_rank.values() for n in rows.index))
     if not names:
         logger.warning("none of the APIs %s appear in the compare results of '%s'.", apis, input_dir)
     ranks = list(per_rank)
     sheets = []
     for index in wanted:
-        columns = [names] + [[per_rank[r].get(n, {}).get(index) for n in names] for r in ranks]
+        columns = [names] + [_cells(per_rank[r][index].reindex(names)) for r in ranks]
         sheets.append(Sheet(index, ["NPU Name"] + [f"rank{r}" for r in ranks], columns))
     path = os.path.join(output_dir, f"multi_ranks_compare_merge_{time.strftime('%Y%m%d%H%M%S')}.xlsx")
     write_xlsx(path, sheets)
