@@ -71,8 +71,8 @@ def verdict(ratio: float, flipped: bool, limit: float) -> Optional[Union[float, 
 
 
 def _size(array) -> int:
-    size = array.size
-    return size() if callable(size) else size  # torch: a method; numpy: an int
+    numel = getattr(array, "numel", None)  # torch: numel(); numpy: .size
+    return numel() if callable(numel) else array.size
 
 
 def _numpy(array) -> np.ndarray:
