@@ -7,34 +7,13 @@ counts the module's calls in the step (micro-batches with gradient accumulation)
 `root`.
 """
 import json
-import re
 
 import torch
 
 from msprobe.core.monitor.monitor_config import parse_target_spec
+from msprobe.core.monitor.names import select_targets, squash_name
 
 __all__ = ["ActivationHooks", "squash_name", "select_targets"]
-
-_SQUASH = [(re.compile(r"^(module\.)+"), ""), (re.compile(r"(^|\.)layers\.(\d+)"), r"\1\2")]
-
-
-def squash_name(name: str) -> str:
-    """Shorter names as 1.2.1 shows them: `module.layers.0.linear1` -> `0.linear1`."""
-    for pattern, repl in _SQUASH:
-        name = pattern.sub(repl, name)
-    return name
-
-
-def select_targets(names, targets: dict) -> dict:
-    """name -> its target spec dict for each name equal to, or below, a configured target prefix."""
-    chosen = {}
-    for name in names:
-        for prefix, spec in targets.items():
-            if prefix == "" or name == prefix or name.startswith(prefix + "."):
-                chosen[name] = spec
-                break
-    return chosen
-
 
 def _pick(value, index):
     if isinstance(value, torch.Tensor):

@@ -25,7 +25,8 @@ from msprobe.core.monitor.engine import MonitorEngine, output_root
 from msprobe.core.monitor.files import write_bytes
 from msprobe.core.monitor.monitor_config import OPS, load_monitor_config
 from msprobe.pytorch.monitor.grad_probe import current_rank, param_gradient
-from msprobe.pytorch.monitor.module_hooks import ActivationHooks, select_targets, squash_name
+from msprobe.core.monitor.names import select_targets, squash_name
+from msprobe.pytorch.monitor.module_hooks import ActivationHooks
 from msprobe.pytorch.monitor.optimizer_state import OPT_TYPES, state_tensors
 from msprobe.pytorch.monitor.optimizer_watch import watch_optimizer_steps
 from msprobe.pytorch.monitor.tensor_stats import StatBatch

@@ -1,0 +1,115 @@
+"""grad_probe for MindSpore (PyNative): gradient summaries taken from the gradients handed to the optimizer.
+
+    probe = GradProbe("config.json").monitor(optimizer)    # task "grad_probe"
+    ... train: optimizer(grads) ...
+    probe.stop()
+
+Step N is the N-th call (from 0) of this optimizer instance (a forward-pre-hook on the optimizer Cell).
+Names are the parameters' `Parameter.name`. The CSV / npy layout is PyTorch's (msprobe.core.monitor.grad_summary).
+Graph mode is refused: hooks on Cells do not run inside a compiled graph.
+"""
+import atexit
+import hashlib
+import os
+
+from mindspore import dtype as mstype
+from mindspore import nn, ops
+
+from msprobe.core.config import load_config
+from msprobe.core.dump.session import HookSession
+from msprobe.core.errors import ConfigError, UnsupportedError
+from msprobe.core.log import logger
+from msprobe.core.monitor.grad_summary import INDEX_FILE, GradProbeSettings, GradSummaryWriter, ParamGradStats
+from msprobe.core.paths import atomic_write_json
+from msprobe.mindspore.monitor.tensor_stats import current_rank, is_pynative
+
+__all__ = ["GradProbe", "gradient_stats"]
+
+
+def gradient_stats(named_grads: list, settings: GradProbeSettings) -> list:
+    """ParamGradStats of each (name, grad) with one device-to-host transfer for the scalars."""
+    if not named_grads:
+        return []
+    level = settings.level
+    rows = []
+    for _, grad in named_grads:
+        cells = [grad.max().astype(mstype.float32), grad.min().astype(mstype.float32),
+                 ops.norm(grad).astype(mstype.float32)]
+        if level == "L2":
+            cells += [(grad <= bound).astype(mstype.float32).sum() for bound in settings.bounds]
+            cells.append((grad == 0).astype(mstype.float32).sum())
+        rows.append(ops.stack([c.reshape(()) for c in cells]))
+    table = ops.stack(rows).asnumpy().astype(float).tolist()
+    out = []
+    for (name, grad), row in zip(named_grads, table):
+        stats = ParamGradStats(name=name, max=row[0], min=row[1], norm=row[2], shape=list(grad.shape))
+        numel = int(grad.size)
+        if level == "L0":
+            stats.md5 = hashlib.md5(grad.astype(mstype.float32).asnumpy().tobytes()).hexdigest()  # noqa: S324
+        else:
+            stats.direction = (grad > 0).asnumpy()
+        if level == "L2":
+            edges = [0, *[int(c) for c in row[3:-1]], numel]
+            stats.fractions = [(b - a) / numel for a, b in zip(edges[:-1], edges[1:])]
+            stats.zero_fraction = int(row[-1]) / numel
+        out.append(stats)
+    return out
+
+
+class GradProbe:
+    def __init__(self, config):
+        if isinstance(config, (str, os.PathLike)):
+            config = load_config(config)
+        self.settings = GradProbeSettings.from_config(config)
+        self.step = 0
+        self.session = None
+        self.writer = None
+        self._names = []
+
+    def monitor(self, optimizer) -> "GradProbe":
+        if not isinstance(optimizer, nn.Cell) or not hasattr(optimizer, "parameters"):
+            raise ConfigError(f"grad_probe monitor() takes a MindSpore optimizer, got {type(optimizer).__name__}.")
+        if not is_pynative():
+            raise UnsupportedError("grad_probe for MindSpore needs PyNative mode: hooks on the optimizer do not run "
+                                   "inside a compiled graph (set_context(mode=PYNATIVE_MODE)).")
+        if self.session is not None:
+            raise ConfigError("GradProbe.monitor() was already called; call stop() first.")
+        self._names = [p.name for p in optimizer.parameters]
+        rank = current_rank()
+        if not self.settings.wants_rank(rank):
+            logger.info(f"grad_probe: rank {rank} is not in 'rank'; nothing is collected here.")
+            return self
+        self.writer = GradSummaryWriter(self.settings, rank)
+        session = HookSession()
+        with session.installing():
+            session.add_handle(optimizer.register_forward_pre_hook(self._before_step))
+            atexit.register(self._finish)
+            session.callback(atexit.unregister, self._finish)
+        self.session = session
+        return self
+
+    def _before_step(self, _cell, inputs):
+        step = self.step
+        self.step += 1
+        if not self.settings.wants_step(step) or not inputs:
+            return None
+        grads = inputs[0]
+        named = [(name, g) for name, g in zip(self._names, grads) if self.settings.wants_param(name)]
+        self.writer.submit(step, gradient_stats(named, self.settings))
+        return None
+
+    def _finish(self):
+        if self.writer is None:
+            return
+        self.writer.close()
+        atomic_write_json(os.path.join(self.writer.rank_dir, INDEX_FILE),
+                          {"grad_level": self.settings.level, "bounds": self.settings.bounds,
+                           "steps": self.writer.steps_written,
+                           "params": [n for n in self._names if self.settings.wants_param(n)]})
+        self.writer = None
+
+    def stop(self):
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+        self._finish()
