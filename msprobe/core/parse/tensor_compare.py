@@ -1,0 +1,92 @@
+"""`cn`: element-wise compare of two tensors: error items, top items, all-close, cosine, error ratio.
+
+An element is an error when |left - right| > atol + rtol * |right| (numpy's isclose rule, right being the
+golden side). Tensors of different shapes are flattened and the shorter one is padded with zeros, so that
+the comparison still shows where they start to differ.
+"""
+import os
+from dataclasses import dataclass
+from typing import List, Tuple
+
+import numpy as np
+
+from msprobe.core.parse.tensor_file import TensorFile, describe
+from msprobe.core.parse.text_table import render_panel, render_table
+from msprobe.core.precision.metrics import cosine_similarity
+
+__all__ = ["TensorComparison", "compare_tensors", "render_comparison", "save_as_text"]
+
+Row = Tuple[int, float, float, float]
+
+
+@dataclass
+class TensorComparison:
+    left: TensorFile
+    right: TensorFile
+    count: int
+    all_close: bool
+    cosine: float
+    error_ratio: float
+    error_rows: List[Row]
+    top_rows: List[Row]
+    atol: float
+    rtol: float
+    shapes_differ: bool
+
+
+def _flat_pair(left: np.ndarray, right: np.ndarray):
+    left, right = left.astype(np.float64).reshape(-1), right.astype(np.float64).reshape(-1)
+    if left.size != right.size:
+        size = max(left.size, right.size)
+        left, right = np.pad(left, (0, size - left.size)), np.pad(right, (0, size - right.size))
+    return left, right
+
+
+def compare_tensors(left: TensorFile, right: TensorFile, rows: int = 20, atol: float = 0.001,
+                    rtol: float = 0.001) -> TensorComparison:
+    """Compare `left` (the data under test) with `right` (the golden data)."""
+    a, b = _flat_pair(left.array, right.array)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(a - b)
+        close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+    errors = np.flatnonzero(~close)
+    top = range(min(rows, a.size))
+    return TensorComparison(
+        left=left, right=right, count=int(a.size), all_close=bool(errors.size == 0),
+        cosine=cosine_similarity(a, b), error_ratio=float(errors.size / a.size) if a.size else 0.0,
+        error_rows=[(int(i), float(a[i]), float(b[i]), float(diff[i])) for i in errors[:rows]],
+        top_rows=[(i, float(a[i]), float(b[i]), float(diff[i])) for i in top],
+        atol=atol, rtol=rtol, shapes_differ=left.array.shape != right.array.shape)
+
+
+def save_as_text(tensor: TensorFile) -> str:
+    """Write `{file}.txt` beside the tensor file (values flattened, one per line); an existing one is kept."""
+    target = tensor.path + ".txt"
+    if os.path.exists(target):
+        return target
+    header = f"{describe(tensor)}\nsource: {tensor.path}"
+    values = tensor.array.reshape(-1)
+    if values.dtype.kind == "f" and values.dtype.itemsize < 4:
+        values = values.astype(np.float32)
+    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+    with os.fdopen(descriptor, "w") as handle:
+        np.savetxt(handle, values, fmt="%.9g" if values.dtype.kind == "f" else "%d", header=header)
+    return target
+
+
+def render_comparison(result: TensorComparison, text_files=None) -> str:
+    headers = ("Index", "Left", "Right", "Diff")
+    fmt = [(i, f"{a:.9g}", f"{b:.9g}", f"{d:.9g}") for i, a, b, d in result.error_rows]
+    top = [(i, f"{a:.9g}", f"{b:.9g}", f"{d:.9g}") for i, a, b, d in result.top_rows]
+    lines = []
+    for side, tensor in (("Left", result.left), ("Right", result.right)):
+        lines += [f"{side}:", f" |- File: {tensor.path}"]
+        if text_files:
+            lines.append(f" |- TxtFile: {text_files[side]}")
+        lines.append(f" |- Spec: {describe(tensor)}")
+    if result.shapes_differ:
+        lines.append("Shapes differ: both were flattened and the shorter one padded with zeros.")
+    lines += [f"NumCnt:   {result.count}", f"AllClose: {result.all_close}", f"CosSim:   {result.cosine:.8g}",
+              f"ErrorPer: {result.error_ratio:.8g}  (rl= {result.rtol}, al= {result.atol})"]
+    return "\n".join([render_table("Error Item Table", headers, fmt), render_table("Top Item Table", headers, top),
+                      render_panel(lines)])
