@@ -18,6 +18,11 @@ def serve(in_fd: int, out_fd: int, bench_dtype: str, dump_dir: str, dump_failed:
     from msprobe.pytorch.online_dispatch.op_call import call_from_payload, decode_message, encode_message
 
     torch.set_num_threads(1)  # one core per worker: process_num says how many cores checking may take
+    try:  # this process is ours: let glibc reuse freed pages instead of faulting fresh ones for every op
+        from msprobe.core.run_ut.runner import keep_freed_memory
+        keep_freed_memory()
+    except ImportError:
+        pass
     inbox, outbox = Connection(in_fd, writable=False), Connection(out_fd, readable=False)
     while True:
         try:
