@@ -144,6 +144,20 @@ def _grad_compare(tmp, broken):
     return ["-i", dirs[0], "-b", dirs[1], "-o", os.path.join(tmp, "out")]
 
 
+def _run_overflow_check(tmp, broken):
+    return ["-api_info", _write(tmp, "dump.json", broken), "-o", os.path.join(tmp, "out")]
+
+
+def _code_mapping_ir(tmp, broken):
+    dump = _write(os.path.join(tmp, "dump"), "statistic.csv", b"Op Type,Op Name,Task ID\nAdd,Default/Add-op1,1\n")
+    return ["--ir", _write(tmp, "graph_build_0.ir", broken), "--dump_data", dump, "--output", os.path.join(tmp, "out")]
+
+
+def _code_mapping_dump(tmp, broken):
+    ir = _write(tmp, "graph_build_0.ir", b"# IR entry: @main\n%1(x) = Add(%para1, %para2)\n")
+    return ["--ir", ir, "--dump_data", _write(tmp, "statistic.csv", broken), "--output", os.path.join(tmp, "out")]
+
+
 # variant -> how to write the argv; a (function, frameworks) pair when only some frameworks have the option
 VARIANTS = {
     "compare": {"compare.json": _compare_json, "dump.json": _compare_dump},
@@ -155,6 +169,8 @@ VARIANTS = {
                     "dump_json_path": _op_generate_dump},
     "merge_result": {"-config": _merge_result_config, "xlsx": _merge_result_xlsx},
     "grad_compare": {"summary csv": _grad_compare},
+    "run_overflow_check": {"-api_info": _run_overflow_check},
+    "code_mapping": {"--ir": _code_mapping_ir, "--dump_data": _code_mapping_dump},
 }
 
 # (framework, command, variant, corpus item) -> why it still fails; reported to the command's owner
