@@ -6,6 +6,7 @@ into report cells, `advisor` picks the suspect from them. Nothing here makes tex
 """
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import List, Optional
 
 import numpy as np
@@ -70,20 +71,22 @@ class CompareRecords:
         """Values of table column `key` of side 'npu' or 'bench' per row (`missing` where the side has no row)."""
         table, positions = (self.npu, self.npu_pos) if side == "npu" else (self.bench, self.bench_pos)
         values = table.columns[key] if len(table) else []
+        if len(positions) and positions.min() >= 0:
+            return list(map(values.__getitem__, positions.tolist()))
         return [values[i] if i >= 0 else missing for i in positions.tolist()]
 
-    @property
+    @cached_property
     def names(self):
         """The row name of each row: the NPU name, or the bench name of a bench-only row."""
         npu, bench = self.column("npu", "name"), self.column("bench", "name")
         return [n if n is not None else b for n, b in zip(npu, bench)]
 
-    @property
+    @cached_property
     def entries(self):
         npu, bench = self.column("npu", "entry"), self.column("bench", "entry")
         return [n if n is not None else b for n, b in zip(npu, bench)]
 
-    @property
+    @cached_property
     def roles(self):
         npu, bench = self.column("npu", "role", ""), self.column("bench", "role", "")
         return np.array([n or b for n, b in zip(npu, bench)], dtype=object)

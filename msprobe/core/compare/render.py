@@ -201,51 +201,57 @@ def _stack_cells(records, stacks):
     return cells
 
 
-def _number(value):
-    return f"{value:.6g}"
+_UNREADABLE_CODES = (int(Reason.NPU_UNREADABLE), int(Reason.BENCH_UNREADABLE), int(Reason.FILE_SHAPE))
+_VALUE_DIFF, _NAN_POSITION = int(Reason.VALUE_DIFF), int(Reason.NAN_POSITION)
 
 
-def _check_text(records, row, check):
-    """'Norm off by 1.28 bf16 eps (allowed 0.5): NPU 5.03 vs bench 4.98' for one check of one row."""
+def _check_text(records, row, check, worst=True):
+    """'Norm off by 1.28 bf16 eps (allowed 0.5, 1.00% of the tensor's magnitude): NPU 1.83 vs bench 1.81'."""
     judgement = records.judgement
-    score, allowed = judgement.scores[row, check], judgement.allowed[row, check]
-    eps = judgement.eps[row]
+    score, allowed = float(judgement.scores[row, check]), float(judgement.allowed[row, check])
+    eps = float(judgement.eps[row])
     name = CHECKS[check]
     if check == 4:
-        error, norm = records.metrics["error_norm"][row], records.metrics["bench_norm"][row]
+        error, norm = float(records.metrics["error_norm"][row]), float(records.metrics["bench_norm"][row])
         values = f"||NPU - bench|| / ||bench|| = {error / norm:.3g}" if norm else f"||NPU - bench|| = {error:.3g}"
         name = "values"
     else:
-        npu, bench = records.npu_stats[row, check], records.bench_stats[row, check]
-        values = f"NPU {_number(npu)} vs bench {_number(bench)}"
+        values = f"NPU {float(records.npu_stats[row, check]):.6g} vs bench {float(records.bench_stats[row, check]):.6g}"
     if eps == 0:
         return f"{name} differs and integers must match: {values}"
-    if np.isinf(score):
+    if score == float("inf"):
         return f"{name} differs where the {epsilon_name(eps)} precision explains nothing: {values}"
     share = f", {score * eps:.2%} of the tensor's magnitude" if check < 4 else ""
     return f"{name} off by {score:.3g} {epsilon_name(eps)} eps (allowed {allowed:g}{share}): {values}"
 
 
+def _over_allowance(records, row):
+    """Indices of the checks over their allowance, worst first."""
+    judgement = records.judgement
+    ratios = (judgement.scores[row] / judgement.allowed[row]).tolist()
+    over = [k for k, ratio in enumerate(ratios) if ratio > 1]  # NaN compares False
+    return sorted(over, key=lambda k: -ratios[k])
+
+
 def suspicion_text(records, row, within_note=False, worst_only=False):
     """The dtype-aware judgement of one row in words (every check over its allowance, worst first, or
     only the worst), or None when there is nothing to say; `within_note` also words a passing row."""
-    code = records.reason[row]
-    if code in (Reason.NPU_UNREADABLE, Reason.BENCH_UNREADABLE, Reason.FILE_SHAPE):
+    code = int(records.reason[row])
+    if code in _UNREADABLE_CODES:
         return f"not compared: {records.detail[row]}"
-    if code == Reason.VALUE_DIFF:
-        npu, bench = records.column("npu", "value")[row], records.column("bench", "value")[row]
+    if code == _VALUE_DIFF:
+        npu, bench = records.npu.columns["value"][records.npu_pos[row]], records.bench.columns["value"][records.bench_pos[row]]
         return f"value differs: NPU {npu}, bench {bench}"
-    if code == Reason.NAN_POSITION:
+    if code == _NAN_POSITION:
         return "NaN/Inf at different positions"
     judgement = records.judgement
     if judgement is None or judgement.worst[row] < 0:
         return None
-    worst = int(judgement.worst[row])
     if judgement.suspicious[row]:
-        ratio = np.nan_to_num(judgement.scores[row] / judgement.allowed[row], nan=0.0)
-        over = [k for k in np.argsort(-ratio, kind="stable") if ratio[k] > 1]
-        return "; ".join(_check_text(records, row, int(k)) for k in over[:1 if worst_only else None])
+        over = _over_allowance(records, row)
+        return "; ".join(_check_text(records, row, k) for k in over[:1 if worst_only else None])
     if records.overruled[row] or within_note:
+        worst = int(judgement.worst[row])
         score, allowed = judgement.scores[row, worst], judgement.allowed[row, worst]
         text = (f"within {epsilon_name(judgement.eps[row])} tolerance ({CHECKS[worst]} {score:.2g} of {allowed:g} "
                 "eps)")
@@ -254,6 +260,27 @@ def suspicion_text(records, row, within_note=False, worst_only=False):
             text += f"; not coloured although: {rules}"
         return text
     return None
+
+
+def _suspicion_cells(records):
+    """The Suspicion column: the worst check of each row beyond tolerance (the others named), what
+    could not be compared, differing values, and relative rules the judgement overruled."""
+    cells = [None] * len(records)
+    judgement = records.judgement
+    rows = set(np.flatnonzero(np.isin(records.reason, _UNREADABLE_CODES + (_VALUE_DIFF, _NAN_POSITION))).tolist())
+    if judgement is not None:
+        rows.update(np.flatnonzero(judgement.suspicious).tolist())
+        rows.update(i for i, rules in enumerate(records.overruled) if rules)
+    for row in sorted(rows):
+        if judgement is not None and judgement.suspicious[row]:
+            over = _over_allowance(records, row)
+            text = _check_text(records, row, over[0])
+            if len(over) > 1:
+                text += "; also " + ", ".join("values" if k == 4 else CHECKS[k] for k in over[1:])
+            cells[row] = text
+        else:
+            cells[row] = suspicion_text(records, row)
+    return cells
 
 
 def render_result(records, stacks=None, with_stack=False):
@@ -291,7 +318,7 @@ def render_result(records, stacks=None, with_stack=False):
             cols[name] = cells
         cols["Result"] = [r or None for r in records.verdict]
     cols["Err_message"] = _err_messages(records)
-    suspicion = [suspicion_text(records, row) for row in range(len(records))]
+    suspicion = _suspicion_cells(records)
     for row in records.extra.get("amplified", []):
         suspicion[row] += f"; at most {AMPLIFICATION:g}x what the call's inputs carried: amplified rounding, not a cause"
     for row in records.extra.get("consequence", []):

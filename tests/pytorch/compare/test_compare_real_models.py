@@ -78,7 +78,7 @@ def test_broken_layer_is_first_highlighted_row(dumps, tmp_path, npu, bench):
     filled = [row[0].value for row in sheet.iter_rows(min_row=2) if row[0].fill.fill_type]
     assert filled[0] == "Module.act.GELU.forward.0.output.0"
     # the extra ops of the broken layer exist only on the NPU side: reported, not dropped
-    assert any(name.startswith("Tensor.mul.") for name in _column(result, "NPU Name"))
+    assert any(name.startswith(("Tensor.mul.", "Tensor.__mul__.")) for name in _column(result, "NPU Name"))
 
 
 def test_nan_in_npu_data_is_red(dumps, tmp_path):
@@ -183,7 +183,8 @@ def test_bench_only_rows_are_appended(dumps, tmp_path):
     npu_names, bench_names = _column(result, "NPU Name"), _column(result, "Bench Name")
     extra = [i for i, name in enumerate(npu_names) if name == "N/A"]
     assert extra and extra == list(range(len(npu_names) - len(extra), len(npu_names)))
-    assert {bench_names[i].split(".")[1] for i in extra} == {"mul", "sub"}
+    # y * 3.0 - 0.5: Tensor.__mul__ / Tensor.__sub__ (Tensor.mul / Tensor.sub in dumps of older versions)
+    assert {bench_names[i].split(".")[1].strip("_") for i in extra} == {"mul", "sub"}
     for i in extra:
         assert _column(result, "Result")[i] == "N/A"
         assert _column(result, "Err_message")[i] == "No NPU data matched."
