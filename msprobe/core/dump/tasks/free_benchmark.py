@@ -102,12 +102,7 @@ class FreeBenchmark(Task):
             return output
         step = self.collector.current_step
         if settings.fix:
-            better = ops.perturb(args, kwargs, settings.pert_mode, settings.bench_dtype)
-            if better is not None:
-                result = ops.run(function, *better)
-                for index, _ in outputs:
-                    ops.replace(output, index, ops.element(result, index))
-            return output
+            return ops.fixed_output(function, args, kwargs, output, settings.pert_mode, settings.bench_dtype)
         if self.preheat is not None and self.preheat.active(step):
             self._preheat_sample(call, function, args, kwargs, output, outputs)
             return output

@@ -1,0 +1,1 @@
+"""free_benchmark for MindSpore PyNative: the perturbations the core task uses (see perturb.py)."""
