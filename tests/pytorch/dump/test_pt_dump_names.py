@@ -6,13 +6,14 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import REFERENCE
 from msprobe.core.errors import MsprobeError, ParseError
 from msprobe.pytorch import PrecisionDebugger
 from msprobe.pytorch.dump import api_names
 from pt_dump_helpers import load_rank, write_config
 
-REFERENCE_YAML = os.path.join(REFERENCE, "data", "pytorch", "hook_module", "support_wrap_ops.yaml")
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+REFERENCE_YAML = os.path.join(REPOSITORY, "..", "shared", "reference", "msprobe-1.2.1", "data", "pytorch",
+                              "hook_module", "support_wrap_ops.yaml")
 
 
 class Operators(nn.Module):
