@@ -1,0 +1,139 @@
+"""The online_run_ut task: stream each dumped API call to a run_ut bench side instead of writing a dump.
+
+Selected by task "tensor" with `"online_run_ut": true`. Each forward call is sent when it has finished
+(its dump.json entry plus the tensors of its inputs, snapshotted before the call, and of its outputs); its
+backward entry (gradients of the outputs and of the inputs) follows when autograd has produced it. The bench
+side (`msprobe -f pytorch run_ut -config ...` with `run_ut.is_online`) rebuilds from these exactly the case
+offline run_ut reads from a tensor dump, and writes the same CSVs. Nothing is written under dump_path.
+
+Sending runs on a background thread through a bounded queue (core/run_ut/online/sender.py): a bench side
+that is down, refuses us or goes away costs one warning line, never an exception in the training script,
+and the calls that could not be checked are counted and reported at exit.
+"""
+import atexit
+import importlib
+
+from msprobe.core.dump.tasks import Task, register_task
+from msprobe.core.errors import ConfigError
+from msprobe.core.run_ut.online import wire
+from msprobe.core.run_ut.online.sender import CallSender
+from msprobe.core.run_ut.online.tls import client_context, tls_files
+from msprobe.core.run_ut.online.transport import open_channel
+
+__all__ = ["OnlineRunUt", "PACKERS"]
+
+# framework -> module with pack_tensor(snapshot, name) -> (blob meta, buffer); imported when the task starts
+PACKERS = {"pytorch": "msprobe.pytorch.online_run_ut.packing"}
+
+
+@register_task("online_run_ut")
+class OnlineRunUt(Task):
+    """task "tensor" with "online_run_ut": true — send every dumped API call to the run_ut bench side.
+
+    config.json, "tensor" section (docs 08):
+      online_run_ut            true selects this task
+      nfs_path                 shared directory (then host/port/tls_path are ignored)
+      host, port               the bench side's address (TCP)
+      tls_path                 folder with client.key, client.crt and ca.crt: TLS; "" : plain TCP
+      online_run_ut_recompute  true: the model recomputes activations; backward entries are not sent
+      scope, list, data_mode   which calls are sent, as for dumping
+    Top-level rank / step select ranks and steps as for dumping (no process group: rank 0).
+    """
+
+    saves_tensors = False
+
+    def __init__(self, collector):
+        super().__init__(collector)
+        section = dict(collector.config.section)
+        framework = collector.adapter.framework
+        if framework not in PACKERS:
+            raise ConfigError(f"online_run_ut: not available for framework '{framework}' (PyTorch only).")
+        if not section.get("nfs_path") and not (section.get("host") and section.get("port", -1) > 0):
+            raise ConfigError("online_run_ut: set tensor.nfs_path (shared directory) or tensor.host and tensor.port "
+                              "(the bench side's address).")
+        self.section = section
+        self.packer = importlib.import_module(PACKERS[framework])
+        files = None if section.get("nfs_path") else tls_files(section.get("tls_path", ""), "client")
+        self.tls_context = client_context(files) if files else None
+        self.send_backward = not section.get("online_run_ut_recompute", False)
+        self.sender = None
+        self.seq = 0
+        self.seq_of = {}  # forward call name of this step -> its message number
+        self.sent_in_step = False
+        atexit.register(self.close)  # after the collector's own exit flush (atexit runs in reverse order)
+
+    # -- collector callbacks --------------------------------------------------------------------
+    def tensor_seen(self, tensor, file_name, desc):
+        desc["data_name"] = file_name  # the entry reads as a tensor dump's; the bench maps names to blobs
+        self.sink.append((self.collector.adapter.copy_for_save(tensor), file_name, desc))
+
+    def admit(self, record):
+        call = record.call
+        if call is None or call.is_module or record.kind not in ("forward", "backward"):
+            return False
+        if record.kind == "backward" and not self.send_backward:
+            return False
+        self.collector.records.resolve()  # statistics still on the device are needed in the JSON
+        name = f"{call.key}.{call.index}"
+        header = {"kind": "call" if record.kind == "forward" else "backward", "rank": self._rank(),
+                  "step": self.collector.current_step, "name": name}
+        if record.kind == "forward":
+            self.seq_of[name] = header["seq"] = self.seq
+            self.seq += 1
+            header["forward"] = record.entry
+            header["expects_backward"] = self.send_backward and _any_requires_grad(record.entry.get("output"))
+        else:
+            if name not in self.seq_of:
+                return False
+            header["seq"] = self.seq_of[name]
+            header["backward"] = record.entry
+        self._submit(header, record.tensors, is_call=record.kind == "forward")
+        return False  # nothing goes to dump.json
+
+    def step_end(self):
+        if self.sent_in_step:
+            self._submit({"kind": "step_end", "rank": self._rank(), "step": self.collector.current_step}, [], False)
+            self.sent_in_step = False
+
+    def new_step(self):
+        self.seq_of = {}
+
+    # -- sending --------------------------------------------------------------------------------
+    def _rank(self):
+        rank = self.collector.rank
+        return 0 if rank is None else int(rank)
+
+    def _sender(self):
+        if self.sender is None:
+            rank = self._rank()
+            self.sender = CallSender(lambda: open_channel(self.section, rank, self.tls_context))
+        return self.sender
+
+    def _submit(self, header, tensors, is_call):
+        metas, buffers = [], []
+        for snapshot, file_name, _ in tensors:
+            meta, buffer = self.packer.pack_tensor(snapshot, file_name)
+            metas.append(meta)
+            buffers.append(buffer)
+        header["blobs"] = wire.blob_table(metas)
+        frames = wire.encode(header, buffers)
+        self._sender().submit(frames, sum(memoryview(b).nbytes for b in frames), is_call)
+        self.sent_in_step = True
+
+    def close(self):
+        """At exit: send what is queued and the end message, then say how many calls were not checked."""
+        atexit.unregister(self.close)
+        ranks = self.collector.config.rank
+        if self.sender is None and ranks and self._rank() not in ranks:
+            return  # a rank that is not checked has nothing to end
+        sender = self._sender()
+        sender.close(wire.encode({"kind": "end", "rank": self._rank()}))
+
+
+def _any_requires_grad(node):
+    if isinstance(node, dict):
+        return node.get("requires_grad") is True or any(_any_requires_grad(v) for v in node.values()
+                                                         if isinstance(v, (dict, list, tuple)))
+    if isinstance(node, (list, tuple)):
+        return any(_any_requires_grad(item) for item in node)
+    return False
