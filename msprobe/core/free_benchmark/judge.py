@@ -53,12 +53,17 @@ def compare_outputs(original, perturbed, tol: float) -> Tuple[float, bool]:
         return _INF, False
     if _size(original) == 0:
         return 1.0, False
-    if not (bool((abs(original) < _INF).all()) and bool((abs(perturbed) < _INF).all())):
+    # few passes over the data: an inf/nan on either side shows as a non-finite extreme of the quotient
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # inf/nan are handled below
+        quotient = abs(original).clip(tol) / abs(perturbed).clip(tol)
+        highest, lowest = float(quotient.max()), float(quotient.min())
+    if not (highest < _INF and lowest > 0):  # nan fails both tests
         return _compare_non_finite(_numpy(original), _numpy(perturbed), tol)
-    if bool((original * perturbed < -tol * tol).any()):
-        return 1.0, True
-    quotient = abs(original).clip(tol) / abs(perturbed).clip(tol)
-    return max(float(quotient.max()), 1.0 / float(quotient.min())), False
+    ratio = max(highest, 1.0 / lowest)
+    with np.errstate(over="ignore"):
+        if bool((original * perturbed < -tol * tol).any()):
+            return 1.0, True
+    return ratio, False
 
 
 def verdict(ratio: float, flipped: bool, limit: float) -> Optional[Union[float, str]]:

@@ -106,6 +106,13 @@ class MindSporeFuzzOps:
         return _map(args, lambda t: t.copy()), _map(kwargs, lambda t: t.copy())
 
     @staticmethod
+    def has_work(args, kwargs, mode, bench_dtype="float32"):
+        """Whether `perturb` would change anything (checked before an in-place API's inputs are copied)."""
+        if mode in ("improve_precision", "to_cpu"):
+            return MindSporeFuzzOps.raise_precision(args, kwargs, bench_dtype) is not None
+        return _first_float((args, kwargs)) is not None
+
+    @staticmethod
     def perturb(args, kwargs, mode, bench_dtype="float32"):
         if mode in ("improve_precision", "to_cpu"):
             return MindSporeFuzzOps.raise_precision(args, kwargs, bench_dtype)

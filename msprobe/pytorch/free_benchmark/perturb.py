@@ -43,6 +43,16 @@ def _map(value, fn):
     return value
 
 
+def _any_tensor(value, test):
+    if isinstance(value, torch.Tensor):
+        return test(value)
+    if isinstance(value, (tuple, list)):
+        return any(_any_tensor(v, test) for v in value)
+    if isinstance(value, dict):
+        return any(_any_tensor(v, test) for v in value.values())
+    return False
+
+
 def _first_float(value):
     if isinstance(value, torch.Tensor):
         return value if value.is_floating_point() and value.numel() > 0 else None
@@ -102,6 +112,16 @@ class TorchFuzzOps:
     @staticmethod
     def snapshot(args, kwargs):
         return _map(args, lambda t: t.detach().clone()), _map(kwargs, lambda t: t.detach().clone())
+
+    @staticmethod
+    def has_work(args, kwargs, mode, bench_dtype="float32"):
+        """Whether `perturb` would change anything (checked before an in-place API's inputs are copied)."""
+        if mode == "improve_precision":
+            wanted = (torch.float16, torch.bfloat16, torch.float32) if bench_dtype == "float64" else _LOW
+            return _any_tensor((args, kwargs), lambda t: t.dtype in wanted)
+        if mode == "to_cpu":
+            return _any_tensor((args, kwargs), lambda t: True)
+        return _first_float((args, kwargs)) is not None
 
     @staticmethod
     def perturb(args, kwargs, mode, bench_dtype="float32"):
