@@ -6,6 +6,7 @@ calls of the ranks in rank_list as they arrive, and returns when every one of th
 """
 import queue
 import signal
+import time
 
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
@@ -76,17 +77,23 @@ def run_online_bench(args, section, runner_path):
     source, where = _source(section, deliver, accepts)
     _stop_on_sigterm()
     logger.info("online run_ut: waiting for ranks %s on %s; results in %s", rank_text, where, bench.out_dir)
+    first, busy = None, 0.0
     try:
         while not bench.done(ranks):
             try:
                 rank, message = received.get(timeout=0.2)
             except queue.Empty:
                 continue
+            started = time.perf_counter()
+            first = first or started
             bench.handle(rank, message)
+            busy += time.perf_counter() - started
     except KeyboardInterrupt:
         logger.warning("online run_ut: stopped; writing the calls received so far")
     finally:
         source.close()
         bench.close()
-    logger.info("online run_ut: %d calls checked", bench.checked)
+    elapsed = time.perf_counter() - first if first else 0.0
+    logger.info("online run_ut: %d calls checked in %.3f s from the first message, %.3f s of them busy "
+                "(the rest waiting for training)", bench.checked, elapsed, busy)
     return 0
