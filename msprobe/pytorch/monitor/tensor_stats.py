@@ -4,7 +4,13 @@
 anomaly rules and the plots always need); `records()` stacks them, calls `.tolist()` once and returns
 `StatRecord`s in call order. A tensor added twice in a step (a module's output that is the next module's
 input) is computed once, and its second record is marked `duplicate`.
+
+`nans` is the costliest op (a full pass that writes a mask) and almost always 0. For tensors that stay
+alive and unchanged until `records()` (`keep=True`: gradients and optimizer-side tensors read before the
+step) it is not computed on the device: a finite norm proves there is no NaN, and only a tensor whose norm
+is NaN or Inf is counted, at `records()`.
 """
+import math
 import weakref
 
 import torch
@@ -19,8 +25,11 @@ def compute_ops(ops) -> list:
     return list(ops) + ([] if "norm" in ops else ["norm"])
 
 
-def stat_vector(tensor: torch.Tensor, ops: list, eps: float, norm=None) -> torch.Tensor:
-    """float32 vector of `ops` for one tensor (in the tensor's dtype, then widened); NaN for an empty one."""
+def stat_vector(tensor: torch.Tensor, ops: list, eps: float, norm=None, lazy_nans=False) -> torch.Tensor:
+    """float32 vector of `ops` for one tensor (in the tensor's dtype, then widened); NaN for an empty one.
+
+    lazy_nans: `nans` is left 0 here (the caller counts it later when the norm is not finite).
+    """
     t = tensor.detach()
     if t.numel() == 0:
         return torch.full((len(ops),), float("nan"), device=t.device)
@@ -38,9 +47,11 @@ def stat_vector(tensor: torch.Tensor, ops: list, eps: float, norm=None) -> torch
         elif op == "mean":
             value = t.mean()
         elif op == "zeros":
-            value = (t.abs() < eps).sum() / t.numel()
+            value = torch.count_nonzero(t.abs() < eps) / t.numel()
+        elif lazy_nans:
+            value = torch.zeros((), dtype=torch.float32, device=t.device)
         else:  # nans
-            value = torch.isnan(t).sum()
+            value = torch.count_nonzero(torch.isnan(t))
         values.append(value.float() if value.dtype != torch.float32 else value)
     return torch.stack(values)
 
@@ -51,12 +62,13 @@ class StatBatch:
         self.eps = eps
         self._pending = []         # (StatRecord without values, vector or index of the original)
         self._seen = {}            # id(tensor) -> (weakref, position)
+        self._kept = {}            # position -> tensor whose nans count waits for its norm
         self.call_id = 0
 
     def __len__(self):
         return len(self._pending)
 
-    def add(self, tensor, prefix, name, io="", norm=None, dedupe=True, **meta) -> StatRecord:
+    def add(self, tensor, prefix, name, io="", norm=None, dedupe=True, keep=False, **meta) -> StatRecord:
         record = StatRecord(prefix=prefix, name=name, values={}, call_id=self.call_id, io=io,
                             numel=tensor.numel(), **meta)
         self.call_id += 1
@@ -71,7 +83,10 @@ class StatBatch:
                 self._seen[key] = (weakref.ref(tensor), len(self._pending))
         except TypeError:
             pass
-        self._pending.append((record, stat_vector(tensor, self.ops, self.eps, norm)))
+        lazy = keep and "nans" in self.ops
+        self._pending.append((record, stat_vector(tensor, self.ops, self.eps, norm, lazy_nans=lazy)))
+        if lazy:
+            self._kept[len(self._pending) - 1] = tensor
         return record
 
     def add_many(self, tensors, prefix, names, **meta) -> list:
@@ -79,12 +94,18 @@ class StatBatch:
         tensors = [t.detach() for t in tensors]
         dense = [t for t in tensors if t.numel() and t.is_floating_point()]
         norms = dict(zip(map(id, dense), torch._foreach_norm(dense))) if dense else {}
-        return [self.add(t, prefix, n, norm=norms.get(id(t)), dedupe=False, **meta) for t, n in zip(tensors, names)]
+        return [self.add(t, prefix, n, norm=norms.get(id(t)), dedupe=False, keep=True, **meta)
+                for t, n in zip(tensors, names)]
 
-    def records(self) -> list:
-        """Every queued record with its values (one device-to-host transfer per device)."""
+    def records(self, end_of_step: bool = True) -> list:
+        """Every queued record with its values (one device-to-host transfer per device).
+
+        end_of_step=False keeps counting call ids (a step fetched in two parts: before and after the update).
+        """
         pending, self._pending, self._seen = self._pending, [], {}
-        self.call_id = 0
+        kept, self._kept = self._kept, {}
+        if end_of_step:
+            self.call_id = 0
         vectors = [v for _, v in pending if not isinstance(v, int)]
         if not vectors:
             return []
@@ -99,4 +120,11 @@ class StatBatch:
             else:
                 record.values = dict(zip(self.ops, next(fetched[vector.device])))
             resolved.append(record)
+        for position, tensor in kept.items():
+            values = resolved[position].values
+            if not math.isfinite(values.get("norm", 0.0)):
+                values["nans"] = float(torch.count_nonzero(torch.isnan(tensor)).item())
+        for record, vector in pending:  # duplicates copy the (now complete) values of their original
+            if isinstance(vector, int):
+                record.values = dict(resolved[vector].values)
         return resolved

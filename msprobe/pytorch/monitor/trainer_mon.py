@@ -62,6 +62,7 @@ class TrainerMon:
         self._modules: list = []
         self._keep_grad = True
         self._pending_struct = False
+        self._step_records: list = []
 
     # -- 1.2.1 API ------------------------------------------------------------------------------
     @staticmethod
@@ -157,7 +158,7 @@ class TrainerMon:
             grad = param_gradient(param) if self.params_have_main_grad else param.grad
             if calls == self.grad_acc_steps and grad is not None and self._keep_grad:
                 with torch.no_grad():
-                    self.batch.add(grad, "grad_unreduced", name, vpp_stage=vpp, dedupe=False)
+                    self.batch.add(grad, "grad_unreduced", name, vpp_stage=vpp, dedupe=False, keep=True)
         return hook
 
     # -- the step ----------------------------------------------------------------------------------
@@ -176,16 +177,18 @@ class TrainerMon:
                     self.batch.add_many([g for _, g in pairs], "grad_reduced", [n for n, _ in pairs], vpp_stage=vpp)
             if cfg.param_distribution:
                 for vpp, name, param in self.named_params:
-                    self.batch.add(param, "param", name, vpp_stage=vpp, dedupe=False)
+                    self.batch.add(param, "param", name, vpp_stage=vpp, dedupe=False, keep=True)
             if cfg.mv_distribution:
                 by_name = {name: vpp for vpp, name, _ in self.named_params}
                 for key, name, tensor, scale in state_tensors(optimizer, [(n, p) for _, n, p in self.named_params],
                                                               TrainerMon._wrapped_optimizer):
-                    self.batch.add(tensor, key, name, vpp_stage=by_name.get(name, 0), dedupe=False,
+                    self.batch.add(tensor, key, name, vpp_stage=by_name.get(name, 0), dedupe=False, keep=True,
                                    magnitude_scale=scale or 1.0, turbulence=scale is not None,
                                    downward=key != "exp_avg")
             if cfg.ur_distribution:
                 self._old_params = [p.detach().clone() for _, _, p in self.named_params]
+        # fetch now: the step is about to change parameters and states in place
+        self._step_records = self.batch.records(end_of_step=False)
 
     def _after_step(self, optimizer) -> None:
         cfg = self.config
@@ -201,7 +204,8 @@ class TrainerMon:
                                                   turbulence=False)
                     self._ratio_inputs = (records, torch.stack([n.float() for n in old_norms]))
                     self._old_params = None
-            records = self.batch.records()
+            records = self._step_records + self.batch.records()
+            self._step_records = []
             global_values = self._global_values(records)
             _mark_same_gradients(records)
         else:

@@ -333,3 +333,30 @@ def test_collectives_on_a_one_rank_group(tmp_path):
     names = [r[0] for r in rows]
     assert names[:2] == ["all_reduce.0.pre", "all_reduce.0"] and "all_reduce.5" in names
     assert float(rows[1][2]) == pytest.approx(torch.norm(model[0].weight.grad).item(), rel=1e-6)
+
+
+def test_nan_counts_are_exact_for_kept_and_transient_tensors(tmp_path):
+    cfg = write_config(tmp_path, wg_distribution=True, xy_distribution=True, param_distribution=True, format="csv",
+                       ops=["norm", "nans"])
+    model = mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # lr 0: the NaN gradient leaves the weights alone
+
+    def before_step(step, net):
+        if step == 1:
+            net[2].weight.grad[0, :3] = float("nan")
+
+    model[2].register_forward_hook(lambda m, a, out: out.index_fill_(1, torch.tensor([0, 1]), float("nan"))
+                                   if not torch.is_grad_enabled() else None)
+    monitor = TrainerMon(cfg, params_have_main_grad=False).set_monitor(model, optimizer=optimizer)
+    train_mlp(model, optimizer, 2, before_step=before_step)
+    with torch.no_grad():  # a forward without autograd: the hook above writes 2 NaN columns into layer 2's output
+        model(torch.randn(5, 8))
+    optimizer.step()
+    monitor.remove()
+    for step, expected in ((0, "0.0"), (1, "3.0")):
+        _, rows = _rows(monitor.run_dir, "grad_reduced", step)
+        assert {r[1]: r[4] for r in rows}["2.weight"] == expected
+    _, rows = _rows(monitor.run_dir, "grad_unreduced", 1)
+    assert {r[1]: r[4] for r in rows}["2.weight"] == "0.0"  # taken during backward, before the NaNs
+    header, rows = _rows(monitor.run_dir, "actv", 2)
+    assert {r[1]: r[6] for r in rows}["2_0"] == "10.0"  # output.nans: 5 rows x 2 columns
