@@ -4,7 +4,7 @@ import time
 
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
-from msprobe.core.paths import check_path, load_json
+from msprobe.core.paths import check_path
 from msprobe.core.run_ut.api_info import drop_repeated_cases, filter_by_lists, load_api_cases
 from msprobe.core.run_ut.report import ResultWriter
 from msprobe.core.run_ut.runner import WorkerPool, run_cases
@@ -42,10 +42,9 @@ def run_ut_lists(config_path):
     """(white_list, black_list, error_data_path) from the run_ut section of config.json."""
     if not config_path:
         return [], [], "./"
-    from msprobe.core.config import parse_config
+    from msprobe.core.config import load_task_section
 
-    raw = load_json(config_path, what="-config config.json")
-    section = parse_config(dict(raw, task="run_ut")).section
+    section = load_task_section(config_path, "run_ut")
     return section.get("white_list") or [], section.get("black_list") or [], section.get("error_data_path") or "./"
 
 
