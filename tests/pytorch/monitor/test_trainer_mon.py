@@ -360,3 +360,51 @@ def test_nan_counts_are_exact_for_kept_and_transient_tensors(tmp_path):
     assert {r[1]: r[4] for r in rows}["2.weight"] == "0.0"  # taken during backward, before the NaNs
     header, rows = _rows(monitor.run_dir, "actv", 2)
     assert {r[1]: r[6] for r in rows}["2_0"] == "10.0"  # output.nans: 5 rows x 2 columns
+
+
+class _Float16Wrapper:
+    """The attribute layout of Megatron's Float16OptimizerWithFloat16Params: bf16 model parameters,
+    fp32 master copies that the inner torch optimizer updates."""
+
+    def __init__(self, model):
+        self.float16_groups = [list(model.parameters())]
+        self.fp32_from_float16_groups = [[p.detach().float().clone().requires_grad_() for p in model.parameters()]]
+        self.optimizer = torch.optim.AdamW(self.fp32_from_float16_groups[0], lr=1e-2)
+
+    def zero_grad(self):
+        for p in self.float16_groups[0]:
+            p.grad = None
+
+    def step(self):
+        for half, master in zip(self.float16_groups[0], self.fp32_from_float16_groups[0]):
+            master.grad = half.grad.float()
+        self.optimizer.step()
+        with torch.no_grad():
+            for half, master in zip(self.float16_groups[0], self.fp32_from_float16_groups[0]):
+                half.copy_(master)
+
+
+def test_mixed_precision_wrapper_states_come_from_the_master_copies(tmp_path):
+    cfg = write_config(tmp_path, mv_distribution=True, wg_distribution=True, format="csv", ops=["norm"], ndigits=12)
+    model = mlp().to(torch.bfloat16)
+    wrapper = _Float16Wrapper(model)
+    monitor = TrainerMon(cfg, params_have_main_grad=False, opt_ty="Megatron_Float16OptimizerWithFloat16Params")
+    monitor.set_wrapped_optimizer(wrapper)
+    monitor.set_monitor(model, optimizer=wrapper)
+    x = torch.randn(16, 8, dtype=torch.bfloat16)
+    seen = []
+    for _ in range(3):
+        wrapper.zero_grad()
+        model(x).float().pow(2).mean().backward()
+        seen.append({i: wrapper.optimizer.state.get(m, {}).get("exp_avg") for i, m in
+                     enumerate(wrapper.fp32_from_float16_groups[0])})
+        seen[-1] = {k: (v.clone() if v is not None else None) for k, v in seen[-1].items()}
+        wrapper.step()
+    monitor.remove()
+    TrainerMon.set_wrapped_optimizer(None)
+    _, rows = _rows(monitor.run_dir, "exp_avg", 2)
+    assert [r[1] for r in rows] == PARAMS
+    for i, row in enumerate(rows):
+        assert float(row[3]) == pytest.approx(torch.norm(seen[2][i]).item(), rel=1e-6)
+    _, rows = _rows(monitor.run_dir, "grad_reduced", 2)
+    assert len(rows) == 6
