@@ -20,8 +20,8 @@ __all__ = ["TASKS", "LEVELS", "DebuggerConfig", "load_config", "parse_config", "
            "default_config_path", "DEFAULT_CONFIG", "IndexRanges", "keys_without_effect", "FRAMEWORKS",
            "load_task_section"]
 
-TASKS = ("statistics", "tensor", "overflow_check", "run_ut", "free_benchmark", "grad_probe")
-DUMP_TASKS = ("statistics", "tensor", "overflow_check")
+TASKS = ("statistics", "tensor", "overflow_check", "run_ut", "free_benchmark", "grad_probe", "flight_recorder")
+DUMP_TASKS = ("statistics", "tensor", "overflow_check", "free_benchmark", "flight_recorder")
 LEVELS = ("L0", "L1", "L2", "mix")
 DATA_MODES = ("all", "forward", "backward", "input", "output")
 MS_SUMMARY_ITEMS = ("max", "min", "mean", "l2norm")
@@ -137,7 +137,10 @@ SECTIONS = {
                "nfs_path": (_str, ""), "host": (_str, ""), "port": (_port, -1), "tls_path": (_str, "./"),
                "online_run_ut_recompute": (_bool, False), "summary_mode": (_summary_mode, "statistics")},
     "overflow_check": {**_COMMON, "overflow_nums": (_int(1, allow=(-1,)), 1),
-                       "check_mode": (_choice("all", "aicore", "atomic"), "all")},
+                       "check_mode": (_choice("all", "aicore", "atomic"), "all"),
+                       "ignore_non_finite": (_str_list, []), "raise_at_producer": (_bool, False)},
+    "flight_recorder": {**_COMMON, "depth": (_int(1), 64), "save_tensors": (_bool, False),
+                        "ignore_non_finite": (_str_list, []), "raise_at_producer": (_bool, False)},
     "run_ut": {"white_list": (_str_list, []), "black_list": (_str_list, []), "error_data_path": (_str, "./"),
                "is_online": (_bool, False), "nfs_path": (_str, ""), "host": (_str, ""), "port": (_port, -1),
                "tls_path": (_str, "./"), "rank_list": (expand_ranges, IndexRanges([(0, 0)]))},
@@ -145,7 +148,8 @@ SECTIONS = {
                        "fuzz_device": (_choice("npu", "cpu"), "npu"), "pert_mode": (_choice(*PERT_MODES), "improve_precision"),
                        "handler_type": (_choice("check", "fix"), "check"), "fuzz_level": (_choice("L1"), "L1"),
                        "fuzz_stage": (_choice("forward", "backward"), "forward"), "if_preheat": (_bool, False),
-                       "preheat_step": (_int(1), 15), "max_sample": (_int(1), 20)},
+                       "preheat_step": (_int(1), 15), "max_sample": (_int(1), 20),
+                       "bench_dtype": (_choice("float32", "float64"), "float32")},
     "grad_probe": {"grad_level": (_choice("L0", "L1", "L2"), "L1"), "param_list": (_str_list, []),
                    "bounds": (_bounds, [-1, 0, 1])},
 }

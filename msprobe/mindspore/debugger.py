@@ -26,7 +26,7 @@ from msprobe.core.paths import make_dir
 
 __all__ = ["PrecisionDebugger"]
 
-_DUMP_TASKS = ("statistics", "tensor", "overflow_check")
+_DUMP_TASKS = ("statistics", "tensor", "overflow_check", "free_benchmark")
 
 
 class PrecisionDebugger:

@@ -83,7 +83,8 @@ class DumpCollector:
         self.want_forward_output = wants("forward", "output")
         self.want_backward_input = wants("backward", "input")
         self.want_backward_output = wants("backward", "output")
-        self.task: Task = task_class(config.task)(self)
+        online = config.task == "tensor" and config.section.get("online_run_ut")  # docs 08: tensor + online_run_ut
+        self.task: Task = task_class("online_run_ut" if online else config.task)(self)
         # routing decided once: a task that does not look at calls costs nothing per call
         self._task_before = type(self.task).before_call is not Task.before_call
         self._task_after = type(self.task).after_call is not Task.after_call

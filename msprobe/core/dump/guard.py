@@ -22,6 +22,8 @@ class DumpGuard:
         self.failed = {}  # key -> number of failures
 
     def report(self, key, exc):
+        if getattr(exc, "reaches_user", False):  # raised on purpose for the user (NaNProducerError)
+            raise exc
         count = self.failed.get(key, 0)
         self.failed[key] = count + 1
         if not count:

@@ -69,6 +69,7 @@ class HookContext:
             call = self.guarded(key, collector.begin_forward, key, args, kwargs)
             if call is None:
                 return original(*args, **kwargs)
+            call.function = original  # for tasks that run the call again (free_benchmark)
             gather = None
             if call.dump and backward and not inplace and not collective and grad_enabled():
                 watched = self.guarded(key, self._watch_inputs, call, args, kwargs)
@@ -78,7 +79,9 @@ class HookContext:
             if collective:
                 self.guarded(key, self._end_collective, call, output, args)
             else:
-                self.guarded(key, collector.end_forward, call, output)
+                replaced = self.guarded(key, collector.end_forward, call, output)
+                if replaced is not None:  # a task may replace the output (free_benchmark fix)
+                    output = replaced
             if gather is not None:
                 self.guarded(key, self._watch_outputs, gather, output)
             return output

@@ -102,6 +102,8 @@ def register_task(name: str) -> Callable[[Type[Task]], Type[Task]]:
 
 def _load_builtin_tasks() -> None:
     from msprobe.core.dump.tasks import overflow_check, statistics, tensor  # noqa: F401 - they register
+    from msprobe.core.dump.tasks import flight_recorder, free_benchmark  # noqa: F401 - they register
+    from msprobe.core.dump.tasks import online_run_ut  # noqa: F401 - it registers
 
 
 def task_class(name: str) -> Type[Task]:

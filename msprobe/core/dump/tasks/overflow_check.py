@@ -1,9 +1,10 @@
 """The overflow_check task: keep only the calls whose inputs or outputs hold inf/nan, with their tensor files."""
 import math
 
-from msprobe.core.dump.stats import STAT_KEYS, has_non_finite
+from msprobe.core.dump.stats import STAT_KEYS
 from msprobe.core.dump.tasks import Task, register_task
 from msprobe.core.log import logger
+from msprobe.core.overflow.origin import NanOrigin
 
 __all__ = ["OverflowCheck"]
 
@@ -29,6 +30,8 @@ class OverflowCheck(Task):
         super().__init__(collector)
         self.limit = collector.config.overflow_nums
         self.count = 0
+        section = collector.config.section  # NaN origin: roles, ignore rules, raise (core/overflow/origin.py)
+        self.origin = NanOrigin(collector, section.get("ignore_non_finite"), section.get("raise_at_producer", False))
 
     def tensor_seen(self, tensor, file_name, desc):
         self.sink.append((tensor, file_name, desc))  # no copy yet: most calls are finite
@@ -36,7 +39,8 @@ class OverflowCheck(Task):
     def admit(self, record):
         collector = self.collector
         collector.records.resolve()  # deferred (device) statistics are needed now
-        if not has_non_finite(record.entry):
+        role = self.origin.role(record)
+        if role is None:
             return False
         adapter = collector.adapter
         for tensor, file_name, desc in record.tensors:
@@ -45,10 +49,17 @@ class OverflowCheck(Task):
                 collector.save_tensor_file(tensor, file_name)
         collector.commit(record)
         self.count += 1
-        logger.warning(f"msprobe overflow_check: inf/nan found in {record.name}.")
+        logger.warning(f"msprobe overflow_check: inf/nan found in {record.name} ({role}).")
+        self.origin.kept(record, role)
         if self.limit != -1 and self.count >= self.limit:
             collector.finish(f"msprobe overflow_check: reached overflow_nums={self.limit}; dumping stops.")
         return False  # committed above
+
+    def step_end(self):
+        self.origin.step_end()
+
+    def new_step(self):
+        self.origin.new_step()
 
 
 def _same_statistics(adapter, tensor, desc):
