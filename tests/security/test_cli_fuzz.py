@@ -175,11 +175,9 @@ VARIANTS = {
 
 # (framework, command, variant, corpus item) -> why it still fails; reported to the command's owner
 _GRAD_CSV = "core/monitor/grad_compare.py reads grad_summary CSVs without catching decode/csv errors"
-_RUN_UT_CONFIG = "core/run_ut/command.py run_ut_lists: dict(raw, task=...) on a non-object config (use load_task_section)"
 KNOWN_FAILURES = {
     **{(framework, "grad_compare", "summary csv", item): _GRAD_CSV
        for framework in FRAMEWORKS for item in ("binary", "deep nesting", "pickle")},
-    **{("pytorch", "run_ut", "-config", item): _RUN_UT_CONFIG for item in ("top level list", "top level string", "null")},
 }
 
 def _argv_maker(command, variant):
