@@ -17,10 +17,10 @@ MindSpore runs exactly as without msprobe.
 Level L2 (static graph or jit kernels) drives MindSpore's native dump instead: call `start()`
 once before the network is built (see graph_dump.py).
 """
-import contextlib
 
 from msprobe.core.config import load_config
 from msprobe.core.errors import ConfigError, UnsupportedError
+from msprobe.core.dump.session import CollectWindow
 from msprobe.core.log import logger
 from msprobe.core.paths import make_dir
 
@@ -29,7 +29,7 @@ __all__ = ["PrecisionDebugger"]
 _DUMP_TASKS = ("statistics", "tensor", "overflow_check", "free_benchmark")
 
 
-class PrecisionDebugger:
+class PrecisionDebugger(CollectWindow):
     """Same arguments as the reference: config_path, then overrides of task/dump_path/level/step."""
 
     _instance = None
@@ -108,15 +108,6 @@ class PrecisionDebugger:
 
     forward_backward_dump_end = stop
 
-    @contextlib.contextmanager
-    def collect(self, model=None):
-        """`with debugger.collect(model):` runs start(model) on entry and stop() on exit, also when
-        the block raises; call step() after it as usual."""
-        self.start(model)
-        try:
-            yield self
-        finally:
-            self.stop()
 
     def step(self):
         """End the step: write what is left and move to the next step number."""

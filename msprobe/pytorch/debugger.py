@@ -15,11 +15,11 @@ exactly as it was (every hook goes through one HookSession, see dump/dump_sessio
 `"enable_dataloader": true` the DataLoader's iteration drives start/stop/step instead (see
 dump/dataloader_driver.py).
 """
-import contextlib
 
 from msprobe.core.config import DUMP_TASKS, load_config
 from msprobe.core.dump import DumpCollector, StackCapture
 from msprobe.core.errors import ConfigError, MsprobeError, UnsupportedError
+from msprobe.core.dump.session import CollectWindow
 from msprobe.core.log import logger
 
 __all__ = ["PrecisionDebugger", "module_dump", "module_dump_end"]
@@ -28,7 +28,7 @@ _STACK_SKIP = ("torch/overrides.py", "torch/utils/_python_dispatch.py", "torch/n
                "torch/_tensor.py", "torch/utils/hooks.py")
 
 
-class PrecisionDebugger:
+class PrecisionDebugger(CollectWindow):
     """Dumps statistics / tensors / overflowing APIs of a PyTorch training run (msprobe 1.2.1 layout)."""
 
     _instance = None
@@ -78,16 +78,6 @@ class PrecisionDebugger:
         """End the step: write what is left and move on to step N+1."""
         if self.driver is None:
             self.next_step()
-
-    @contextlib.contextmanager
-    def collect(self, model=None):
-        """`with debugger.collect(model): ...` dumps the block: start() on entry, stop() on exit
-        (also when the block raises). Call step() after it at the end of each training step."""
-        self.start(model)
-        try:
-            yield self
-        finally:
-            self.stop()
 
     def close(self):
         """Wait until every file is written (also done automatically at exit)."""

@@ -80,11 +80,11 @@ def test_stop_leaves_apis_cells_primitives_and_jit_as_before(ms, tmp_path):
     # the next steps re-install from the remembered model, and stop() takes everything off again
     train_steps(debugger, net, fixed_input(), steps=2, pass_model=False)
     assert _differences(before, _snapshot(net)) == []
+    debugger.close()  # stop()/step() hand files to the writer without waiting; close() waits
+    assert _differences(before, _snapshot(net)) == []
     names = set(load_dump(dump_path, step=2)[0]["data"])
     assert {"Cell.block.fc.Dense.forward.0", "Primitive.add.Add.0.forward", "Jit.JitNet.0.forward",
             "Cell.head.Dense.parameters_grad"} <= names
-    debugger.close()
-    assert _differences(before, _snapshot(net)) == []
 
 
 def test_no_hook_fires_after_stop(ms, tmp_path):

@@ -160,7 +160,7 @@ class DumpCollector:
         atexit.unregister(self._flush_at_exit)
 
     def all_steps_done(self):
-        return self.finished or bool(self.config.step and self.current_step > max(self.config.step))
+        return self.finished or bool(self.config.step and self.current_step > self.config.step.max())
 
     # -- forward ----------------------------------------------------------------------------
     def begin_forward(self, key, args, kwargs, is_module=False):

@@ -20,7 +20,7 @@ import contextlib
 import threading
 from typing import Any, Callable, ContextManager, Iterator
 
-__all__ = ["HookSession", "Reentrancy"]
+__all__ = ["HookSession", "Reentrancy", "CollectWindow"]
 
 _MISSING = object()
 
@@ -89,3 +89,24 @@ class Reentrancy:
             yield
         finally:
             local.depth -= 1
+
+
+class CollectWindow:
+    """Mixin of the debuggers: `with debugger.collect(model): ...` dumps the block.
+
+    start(model) on entry, stop() on exit, also when the block raises; call step() after it at the end of
+    each training step, as with start/stop."""
+
+    def start(self, model: Any = None) -> None:  # provided by the debugger
+        raise NotImplementedError
+
+    def stop(self) -> None:  # provided by the debugger
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def collect(self, model: Any = None) -> Iterator[Any]:
+        self.start(model)
+        try:
+            yield self
+        finally:
+            self.stop()

@@ -52,7 +52,7 @@ class DataLoaderDriver:
         if not self.finished:
             self.finished = True
             self.debugger.collector.close()  # every file written before the script goes on
-            logger.info(f"msprobe enable_dataloader: steps {list(self.debugger.config.step)} are dumped; the "
+            logger.info(f"msprobe enable_dataloader: steps {self.debugger.config.step} are dumped; the "
                         "DataLoader iteration ends here, as the config asks (training stops).")
 
     def close(self):
