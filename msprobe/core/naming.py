@@ -14,6 +14,7 @@ which recorded values are tensor descriptors, and which APIs have random output.
     >>> (name.api, name.index, str(name.with_direction("backward")))
     ('linear', '0', 'Functional.linear.0.backward')
 """
+import functools
 import re
 from dataclasses import dataclass, replace
 from typing import Optional, Tuple
@@ -21,7 +22,8 @@ from typing import Optional, Tuple
 from msprobe.core.errors import ConfigError
 
 __all__ = ["FORWARD", "BACKWARD", "PARAMS_GRAD", "MODULE_PREFIXES", "DIRECTIONS", "EntryName", "ParsedName",
-           "parse_name", "parse_row_name", "parse_call_name", "api_name", "module_name", "params_grad_name",
+           "backward_of", "call_of", "parse_name", "parse_row_name", "parse_call_name", "api_name", "module_name",
+           "params_grad_name",
            "strip_call_index", "is_module_name", "dotted_attribute", "tensor_file_name", "parse_tensor_file_name",
            "check_api_name", "is_api_name", "is_inplace", "INPLACE_DUNDERS", "RANDOM_APIS", "is_random_api",
            "TENSOR_TYPE_SUFFIXES", "is_tensor_descriptor", "MAX_API_NAME_LEN"]
@@ -99,6 +101,25 @@ class EntryName:
 
 
 ParsedName = EntryName  # the wave-1 name, kept for existing callers
+
+
+@functools.lru_cache(maxsize=8192)
+def backward_of(name):
+    """The backward entry of a forward entry ('Functional.relu.0.forward' -> 'Functional.relu.0.backward',
+    'Module.a.A.forward.0' -> 'Module.a.A.backward.0'); other names (None, 'optimizer') unchanged."""
+    parsed = EntryName.parse(name)
+    if parsed is None or parsed.direction != FORWARD:
+        return name
+    return str(parsed.with_direction(BACKWARD))
+
+
+def call_of(name):
+    """The entry name without its direction ('Functional.relu.3.forward' -> 'Functional.relu.3',
+    'Module.a.A.forward.0' -> 'Module.a.A.0'); names without a direction unchanged."""
+    parsed = EntryName.parse(name)
+    if parsed is None or parsed.direction == PARAMS_GRAD:
+        return name
+    return parsed.call_name if not parsed.is_module else f"{parsed.prefix}.{parsed.api}.{parsed.index}"
 
 
 def parse_name(name) -> Optional[EntryName]:

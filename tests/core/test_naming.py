@@ -118,3 +118,24 @@ def test_random_rule_and_tensor_descriptor_rule():
     assert is_tensor_descriptor({"type": "mindspore.Parameter"}) and is_tensor_descriptor({"dtype": "x", "shape": []})
     assert not is_tensor_descriptor({"type": "torch.Size", "value": [2]})
     assert not is_tensor_descriptor({"type": "int", "value": 1}) and not is_tensor_descriptor([1])
+
+
+@pytest.mark.parametrize("name, backward, call", [
+    ("Functional.relu.3.forward", "Functional.relu.3.backward", "Functional.relu.3"),
+    ("Module.blocks.0.attn.Attention.forward.2", "Module.blocks.0.attn.Attention.backward.2",
+     "Module.blocks.0.attn.Attention.2"),
+    ("Tensor.__mul__.0.forward", "Tensor.__mul__.0.backward", "Tensor.__mul__.0"),
+    ("optimizer", "optimizer", "optimizer"),
+    ("Module.l1.Linear.parameters_grad", "Module.l1.Linear.parameters_grad", "Module.l1.Linear.parameters_grad"),
+])
+def test_backward_of_and_call_of(name, backward, call):
+    from msprobe.core.naming import backward_of, call_of
+    assert backward_of(name) == backward and call_of(name) == call
+
+
+@pytest.mark.parametrize("api, inplace", [
+    ("__iadd__", True), ("__setitem__", True), ("add_", True), ("__invert__", False), ("__int__", False),
+    ("__index__", False), ("__add__", False), ("add", False)])
+def test_one_in_place_rule_for_both_frameworks(api, inplace):
+    from msprobe.core.naming import is_inplace
+    assert is_inplace(api) is inplace

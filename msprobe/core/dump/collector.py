@@ -24,6 +24,7 @@ from msprobe.core.dump.tasks import Record, Task, task_class
 from msprobe.core.dump.tensor_files import TensorFiles
 from msprobe.core.dump.writer import TENSOR_DIR, DumpWriter, rank_dir_name
 from msprobe.core.log import logger
+from msprobe.core.naming import backward_of
 
 __all__ = ["DumpCollector", "ForwardCall"]
 
@@ -51,14 +52,6 @@ class ForwardCall:
         if self.is_module:
             return f"{self.key}.backward.{self.index}"
         return f"{self.key}.{self.index}.backward"
-
-
-def _backward_of(forward_name):
-    if forward_name is None:
-        return None
-    if ".forward." in forward_name:
-        return forward_name.replace(".forward.", ".backward.")
-    return forward_name[: -len("forward")] + "backward" if forward_name.endswith(".forward") else forward_name
 
 
 class DumpCollector:
@@ -242,7 +235,7 @@ class DumpCollector:
         if self.want_backward_output:
             entry["output"] = self.records.describe_args(grads_of_inputs, f"{name}.output")
         if entry:
-            self._offer(Record("backward", name, entry, _backward_of(call.parent), None, call, tensors))
+            self._offer(Record("backward", name, entry, backward_of(call.parent), None, call, tensors))
 
     def parameters_grad(self, module_key, param_name, grad):
         """Record the gradient of one parameter of a dumped module ("{key}.parameters_grad")."""

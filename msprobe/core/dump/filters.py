@@ -5,24 +5,11 @@ scope: [start, end] full names (API "Tensor.add.0.forward" or module "Module.fc.
 list:  full names ("Functional.relu.3.forward", the direction is optional) or substrings ("relu");
        in mix level a module whose name matches is expanded: every call inside it is dumped.
 """
-from msprobe.core.naming import is_module_name
+from msprobe.core.naming import call_of
 
 __all__ = ["CallFilter"]
 
-_DIRECTIONS = (".forward", ".backward")
-
-
-def _strip_direction(name):
-    """'Functional.relu.3.forward' -> 'Functional.relu.3'; 'Module.a.A.forward.0' -> 'Module.a.A.0'."""
-    for direction in _DIRECTIONS:
-        if name.endswith(direction):
-            return name[: -len(direction)]
-        marker = direction + "."
-        if marker in name and is_module_name(name):
-            head, _, index = name.rpartition(marker)
-            return f"{head}.{index}"
-    return name
-
+_strip_direction = call_of
 
 class CallFilter:
     """Decides per forward call whether it is dumped. Stateful only for scope ranges."""

@@ -1,6 +1,6 @@
 """Which MindSpore APIs run_ut checks, their callables, and the PyTorch op used as the bench."""
 from msprobe.core.errors import UnsupportedError
-from msprobe.core.naming import dotted_attribute
+from msprobe.core.naming import dotted_attribute, is_random_api
 
 __all__ = ["SUPPORTED_TENSOR_APIS", "resolve_mindspore", "resolve_torch", "ms_dtype", "torch_dtype_of"]
 
@@ -11,16 +11,12 @@ SUPPORTED_TENSOR_APIS = frozenset((
     "repeat_interleave reshape round select sin size split sqrt square sub swapaxes to t tolist topk transpose "
     "trunc type unsqueeze view view_as fill_ floor_ clamp_ type_as zero_ __add__ __sub__ __mul__ __truediv__ "
     "__matmul__ __neg__ __pow__ __radd__ __rsub__ __rmul__").split())
-_RANDOM = frozenset(("dropout", "dropout1d", "dropout2d", "rand", "rand_like", "randn", "randn_like", "randint",
-                     "randint_like", "randperm", "normal", "bernoulli", "multinomial", "empty", "empty_like"))
-
-
 def resolve_mindspore(prefix, api):
     """The MindSpore callable of Mint / MintFunctional / supported Tensor APIs."""
     import mindspore as ms
     from mindspore import mint
 
-    if api in _RANDOM:
+    if is_random_api(api):
         raise UnsupportedError("random or uninitialised output: two runs cannot be compared")
     if prefix == "Mint":
         function = dotted_attribute(mint, api)

@@ -7,14 +7,11 @@ Every piece of our bookkeeping runs through the collector's `DumpGuard`: a failu
 and the user's call goes on undumped. The patchers install into a `HookSession` (see hooks.py).
 """
 from msprobe.core.dump.session import Reentrancy
+from msprobe.core.naming import is_inplace
 from msprobe.mindspore.dump.api_registry import ApiPatcher
 from msprobe.mindspore.dump.grad_capture import GradGather, flush_pending, grad_enabled, is_float_tensor
 
 __all__ = ["HookContext", "PrimitivePatcher", "JitPatcher"]
-
-
-def _is_inplace(api):
-    return api.endswith("_") and not api.endswith("__") or api.startswith("__i") or api == "__setitem__"
 
 
 def _has_tensor(value, tensor_type):
@@ -93,7 +90,7 @@ class HookContext:
         """Entry point of every wrapped API (see api_registry)."""
         if not self.enabled or self.guard.active:
             return original(*args, **kwargs)
-        return self.run_call(f"{prefix}.{api}", original, args, kwargs, inplace=_is_inplace(api),
+        return self.run_call(f"{prefix}.{api}", original, args, kwargs, inplace=is_inplace(api),
                              collective=prefix == "Distributed")
 
     def _commit_backward(self, call, grads_of_outputs, grads_of_inputs):
