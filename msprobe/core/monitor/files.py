@@ -6,6 +6,7 @@ import tempfile
 
 import numpy as np
 
+from msprobe.core.errors import ParseError
 from msprobe.core.paths import DIR_MODE, FILE_MODE
 
 __all__ = ["ensure_dir", "write_bytes", "write_csv", "write_npy", "read_csv_rows"]
@@ -51,7 +52,12 @@ def write_npy(path: str, array: np.ndarray) -> None:
     write_bytes(path, buffer.getvalue())
 
 
-def read_csv_rows(path: str) -> list:
-    """All rows of a CSV file (BOM tolerated) as lists of strings."""
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        return list(csv.reader(handle))
+def read_csv_rows(path: str, what: str = "CSV file") -> list:
+    """All rows of a CSV file (BOM tolerated) as lists of strings; a file that is not UTF-8 CSV is a ParseError."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            return list(csv.reader(handle))
+    except UnicodeDecodeError:
+        raise ParseError(f"{what} '{path}' is not UTF-8 text; is it the right file?") from None
+    except csv.Error as exc:
+        raise ParseError(f"{what} '{path}' is not a readable CSV file ({exc}).") from None

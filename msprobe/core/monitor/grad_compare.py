@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from msprobe.core.errors import CompareError
+from msprobe.core.errors import CompareError, ParseError
 from msprobe.core.log import logger
 from msprobe.core.monitor.files import ensure_dir, read_csv_rows, write_csv
 from msprobe.core.paths import check_path, make_dir, safe_name
@@ -69,9 +69,11 @@ def _summary_steps(rank_dir: str) -> set:
 
 
 def _read_summary(rank_dir: str, step: int) -> tuple:
-    rows = read_csv_rows(os.path.join(rank_dir, f"grad_summary_{step}.csv"))
-    if not rows:
-        return [], []
+    path = os.path.join(rank_dir, f"grad_summary_{step}.csv")
+    rows = read_csv_rows(path, what="grad_probe summary")
+    if not rows or not rows[0] or rows[0][0] != "param_name" or not {"max", "min", "norm"} <= set(rows[0]):
+        raise ParseError(f"grad_probe summary '{path}' has no param_name,...,max,min,norm header; "
+                         "is it a grad_summary file written by grad_probe?")
     return rows[0], rows[1:]
 
 

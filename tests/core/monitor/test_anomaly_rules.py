@@ -117,3 +117,15 @@ def test_monitor_config_defaults_and_errors():
                        ({"step_interval": 0}, "step_interval"), ({"ndigits": True}, "ndigits")]:
         with pytest.raises(ConfigError, match=match):
             parse_monitor_config(bad)
+
+
+@pytest.mark.parametrize("content", [bytes(range(256)) * 8, b"x" * 200_000, b"a,b\n1,2\n"])
+def test_grad_compare_rejects_files_that_are_not_grad_summaries(tmp_path, content):
+    from msprobe.core.errors import ParseError
+    from msprobe.core.monitor.grad_compare import GradComparator
+
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "grad_summary_0.csv").write_bytes(content)
+    with pytest.raises(ParseError, match="grad_probe summary"):
+        GradComparator.compare(str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "out"))
