@@ -98,16 +98,6 @@ def test_kernel_compare_of_statistics_dumps(tmp_path):
     assert (report["Max diff"].astype(float) == 0).all()
 
 
-def test_overflow_check_at_l2_is_refused_with_advice(tmp_path):
-    directory = tmp_path / "ov"
-    directory.mkdir()
-    (directory / "config.json").write_text(json.dumps({"task": "overflow_check", "level": "L2",
-                                                        "dump_path": str(directory / "dump")}))
-    done = subprocess.run([sys.executable, SCRIPT, str(directory / "config.json"), "0", "1"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode != 0 and "overflow_check with level L2" in done.stderr
-
-
 def _statistic_rows(dump, step=0):
     with open(os.path.join(dump, "rank_0", "Net", "0", str(step), "statistic.csv")) as handle:
         return list(csv.DictReader(handle))
@@ -210,7 +200,11 @@ def test_statistics_at_l2_always_asks_mindspore_for_npy(ms, tmp_path):
 
 
 @pytest.mark.parametrize("check_mode", ["all", "aicore", "atomic"])
-def test_check_mode_is_named_in_the_l2_overflow_refusal(ms, tmp_path, check_mode):
-    from msprobe.core.errors import UnsupportedError
-    with pytest.raises(UnsupportedError, match=f"check_mode '{check_mode}'.*CPU backend does not have"):
-        _l2_debugger(tmp_path, "overflow_check", {"check_mode": check_mode})
+def test_check_mode_has_no_effect_on_the_cpu_backend_and_says_so(ms, tmp_path, capsys, check_mode):
+    debugger = _l2_debugger(tmp_path, "overflow_check", {"check_mode": check_mode})
+    settings = debugger._graph.native_config()["common_dump_settings"]
+    debugger.close()
+    # on CPU every kernel's tensors are dumped and filtered afterwards: no native overflow detection
+    assert settings["op_debug_mode"] == 0 and settings["saved_data"] == "tensor"
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "check_mode" in line]
+    assert len(warnings) == (0 if check_mode == "all" else 1)

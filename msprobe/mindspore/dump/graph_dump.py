@@ -13,8 +13,10 @@ step -> iteration, rank -> no dump on other ranks, summary_mode "md5" -> an MD5 
 [max, min, mean, l2norm] -> only those statistic columns, file_format -> MindSpore's file_format
 (task tensor; statistics are computed from .npy files). On the CPU backend MindSpore 2.10 writes .npy
 whatever file_format says ("bin" is Ascend's format), so "bin" gets a one-line warning there.
-check_mode (overflow_check) selects Ascend's overflow detection; the CPU backend has none, so
-overflow_check at L2 is refused with a message that says so.
+overflow_check: on Ascend, check_mode selects MindSpore's own kernel overflow detection (op_debug_mode
+aicore 1 / atomic 2 / all 3). The CPU backend has none, so there every kernel's tensors are dumped and
+`finalize()` keeps only the first `overflow_nums` kernels with inf/nan (core/overflow/kernel_overflow.py,
+with kernel_overflow.json naming the first producer); check_mode has no effect on CPU (one warning).
 """
 import atexit
 import glob
@@ -29,6 +31,7 @@ __all__ = ["GraphDump", "parse_kernel_file_name", "STAT_HEADER", "iteration_dirs
 
 NATIVE_CONFIG_NAME = "msprobe_native_dump_config.json"
 _IO_MODES = {"all": 0, "input": 1, "output": 2}
+_OP_DEBUG_MODES = {"aicore": 1, "atomic": 2, "all": 3}  # MindSpore's native overflow detection (Ascend)
 
 
 def iteration_dirs(root):
@@ -66,10 +69,20 @@ class GraphDump:
 
     def __init__(self, config):
         target = _device_target()
+        self.overflow = None
         if config.task == "overflow_check":
-            raise UnsupportedError(f"overflow_check with level L2 (check_mode '{config.check_mode}') needs the "
-                                   f"overflow detection of Ascend kernels, which MindSpore's {target} backend does "
-                                   "not have; use level L1 (PyNative) or task statistics at L2.")
+            if target == "CPU":
+                from msprobe.core.overflow.kernel_overflow import KernelOverflowFilter
+                self.overflow = KernelOverflowFilter(config.overflow_nums)
+                self.overflow_done = set()
+                if config.check_mode != "all":
+                    logger.warning(f"msprobe: check_mode '{config.check_mode}' has no effect on MindSpore's CPU "
+                                   "backend (it selects Ascend's kernel overflow detection); every kernel's "
+                                   "tensors are checked for inf/nan after each step instead.")
+            elif target != "Ascend":
+                raise UnsupportedError(f"overflow_check with level L2 needs Ascend's kernel overflow detection or "
+                                       f"the CPU backend's tensor check; MindSpore's {target} backend has neither. "
+                                       "Use level L1 (PyNative).")
         if config.task == "tensor" and config.file_format == "bin" and target == "CPU":
             logger.warning("msprobe: file_format 'bin' has no effect on MindSpore's CPU backend (it writes .npy "
                            "kernel files whatever the setting; 'bin' is Ascend's format); files stay .npy.")
@@ -86,12 +99,13 @@ class GraphDump:
         cfg = self.config
         return {
             "common_dump_settings": {
-                "op_debug_mode": 0,
                 "dump_mode": 1 if cfg.list else 0,
                 "path": self.dump_path,
                 "net_name": "Net",
                 "iteration": _iteration_text(cfg.step),
                 "saved_data": "tensor",
+                "op_debug_mode": _OP_DEBUG_MODES[cfg.check_mode] if self.overflow is None and
+                cfg.task == "overflow_check" else 0,
                 "input_output": self.io_mode,
                 "kernels": list(cfg.list),
                 "support_device": list(range(8)),
@@ -129,6 +143,12 @@ class GraphDump:
         """Turn the tensor files written so far into statistic.csv rows when the task is statistics.
 
         Every iteration directory is looked at each time: MindSpore may add files to one later."""
+        if self.overflow is not None:
+            for directory in iteration_dirs(self.dump_path):
+                if directory not in self.overflow_done:  # an iteration is complete once step() comes
+                    self.overflow_done.add(directory)
+                    self.overflow.finalize_directory(directory)
+            return
         if self.config.task != "statistics":
             return
         for directory in iteration_dirs(self.dump_path):

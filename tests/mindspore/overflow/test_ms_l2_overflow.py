@@ -48,3 +48,17 @@ def test_unlimited_keeps_every_overflowing_kernel_producers_first(tmp_path):
     roles = [k["role"] for k in report["kernels"]]
     assert roles == sorted(roles, key=lambda role: role != "producer")
     assert {k["kernel"]: k["role"] for k in report["kernels"]}["Sub.Default_Sub-op0"] == "propagator"
+
+
+def test_overflow_check_task_at_l2_keeps_only_the_first_producer(tmp_path):
+    """The whole path through PrecisionDebugger(task overflow_check, level L2) on MindSpore's CPU backend."""
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"task": "overflow_check", "dump_path": str(tmp_path / "d"), "level": "L2",
+                                  "overflow_check": {"overflow_nums": 1}}))
+    done = subprocess.run([sys.executable, SCRIPT, str(config)], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    folder = tmp_path / "d" / "rank_0" / "Net" / "0" / "0"
+    remaining = sorted(n for n in os.listdir(folder) if n.endswith(".npy"))
+    assert remaining and all(n.startswith("Cast.Default_Cast-op1.") for n in remaining)
+    assert json.loads((folder / REPORT_FILE).read_text())["first_producer"] == "Cast.Default_Cast-op1"
+    assert "first produced by kernel Cast.Default_Cast-op1" in done.stdout + done.stderr
