@@ -36,6 +36,11 @@ class PrecisionDebugger(CollectWindow):
 
     def __init__(self, config_path=None, task=None, dump_path=None, level=None, step=None):
         self.config = load_config(config_path, task=task, dump_path=dump_path, level=level, step=step)
+        self.grad_probe = None
+        if self.config.task == "grad_probe":  # gradient monitoring: monitor(optimizer) instead of start/stop
+            from msprobe.mindspore.monitor.grad_probe import GradProbe
+            self.grad_probe, self._graph = GradProbe(self.config), None
+            return
         if self.config.task not in _DUMP_TASKS:
             raise ConfigError(f"task '{self.config.task}' is not a dump task; PrecisionDebugger supports "
                               f"{', '.join(_DUMP_TASKS)} (run_ut has its own command: msprobe -f mindspore run_ut).")
@@ -71,9 +76,19 @@ class PrecisionDebugger(CollectWindow):
         self._graph = GraphDump(self.config)
 
     # -- public API -------------------------------------------------------------------------
+    def monitor(self, optimizer):
+        """task grad_probe: record gradient summaries of the optimizer's parameters before each of its
+        steps (PyNative); see docs/grad_probe.md."""
+        if self.grad_probe is None:
+            raise UnsupportedError(f"monitor() belongs to task 'grad_probe'; this debugger's task is "
+                                   f"'{self.config.task}' (use start()/stop()/step()).")
+        self.grad_probe.monitor(optimizer)
+
     def start(self, model=None):
         """Begin collecting: install every hook until stop(). PyNative: call every step; `model`
         (remembered for the next steps) enables L0/mix cells and the primitives of L1."""
+        if self.grad_probe is not None:
+            return
         if self._graph is not None:
             self._graph.start()
             return
@@ -96,6 +111,9 @@ class PrecisionDebugger(CollectWindow):
     def stop(self):
         """Stop collecting: take every hook off (MindSpore is as before start) and write this step's
         JSON files."""
+        if self.grad_probe is not None:
+            self.grad_probe.stop()
+            return
         if self._graph is not None:
             return
         context = self._hooks.context
@@ -111,6 +129,8 @@ class PrecisionDebugger(CollectWindow):
 
     def step(self):
         """End the step: write what is left and move to the next step number."""
+        if self.grad_probe is not None:
+            return
         if self._graph is not None:
             self._graph.step()
             return
@@ -144,6 +164,9 @@ class PrecisionDebugger(CollectWindow):
     def close(self):
         """Remove every hook, wait for files to be written and drop what keeps this debugger alive
         (also done after the last step)."""
+        if self.grad_probe is not None:
+            self.grad_probe.stop()
+            return
         if PrecisionDebugger._instance is self:
             PrecisionDebugger._instance = None
         if self._graph is not None:

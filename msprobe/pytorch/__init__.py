@@ -11,11 +11,13 @@ statistics mode) does not pay for importing torch, and run_ut does not pay for t
 Nothing is hooked until `start()`.
 """
 
-__all__ = ["PrecisionDebugger", "seed_all", "module_dump", "module_dump_end", "compare", "compare_distributed"]
+__all__ = ["PrecisionDebugger", "seed_all", "module_dump", "module_dump_end", "compare", "compare_distributed",
+           "TrainerMon", "GradComparator"]
 
 _LAZY = {"PrecisionDebugger": "msprobe.pytorch.debugger", "module_dump": "msprobe.pytorch.debugger",
          "module_dump_end": "msprobe.pytorch.debugger", "seed_all": "msprobe.pytorch.seed",
-         "compare": "msprobe.pytorch.compare", "compare_distributed": "msprobe.pytorch.compare"}
+         "compare": "msprobe.pytorch.compare", "compare_distributed": "msprobe.pytorch.compare",
+         "TrainerMon": "msprobe.pytorch.monitor.trainer_mon", "GradComparator": "msprobe.core.monitor.grad_compare"}
 
 
 def __getattr__(name):

@@ -35,6 +35,13 @@ class PrecisionDebugger(CollectWindow):
 
     def __init__(self, config_path=None, task=None, dump_path=None, level=None, model=None, step=None):
         self.config = load_config(config_path, task=task, dump_path=dump_path, level=level, step=step)
+        self.grad_probe = None
+        if self.config.task == "grad_probe":  # gradient monitoring: monitor(model) instead of start/stop
+            from msprobe.pytorch.monitor.grad_probe import GradProbe
+
+            self.grad_probe, self.model, self.session, self.driver = GradProbe(self.config), model, None, None
+            PrecisionDebugger._instance = self
+            return
         if self.config.task not in DUMP_TASKS:
             raise UnsupportedError(f"PrecisionDebugger: task '{self.config.task}' is not a dump task; use one of "
                                    f"{list(DUMP_TASKS)} (run_ut has its own command: msprobe -f pytorch run_ut).")
@@ -61,26 +68,39 @@ class PrecisionDebugger(CollectWindow):
             self.driver = DataLoaderDriver(self)
 
     # -- the user API -----------------------------------------------------------------------
+    def monitor(self, model, optimizer=None):
+        """task grad_probe: record gradient summaries of `model` before each step of `optimizer` (by
+        default the first optimizer that updates the model's parameters); see docs/grad_probe.md."""
+        if self.grad_probe is None:
+            raise UnsupportedError(f"monitor() belongs to task 'grad_probe'; this debugger's task is "
+                                   f"'{self.config.task}' (use start()/stop()/step()).")
+        self.grad_probe.monitor(model, optimizer=optimizer)
+
     def start(self, model=None):
         """Begin dumping (installs the hooks); a no-op for steps or ranks that are filtered out
         (and when enable_dataloader drives the steps)."""
-        if self.driver is None:
+        if self.driver is None and self.grad_probe is None:
             self.begin_window(model)
 
     def stop(self):
-        """Stop dumping: remove every hook and write this step's JSON files."""
-        if self.driver is None:
+        """Stop dumping: remove every hook and write this step's JSON files (grad_probe: stop monitoring)."""
+        if self.grad_probe is not None:
+            self.grad_probe.stop()
+        elif self.driver is None:
             self.end_window()
 
     forward_backward_dump_end = stop
 
     def step(self):
-        """End the step: write what is left and move on to step N+1."""
-        if self.driver is None:
+        """End the step: write what is left and move on to step N+1 (grad_probe counts optimizer steps)."""
+        if self.driver is None and self.grad_probe is None:
             self.next_step()
 
     def close(self):
         """Wait until every file is written (also done automatically at exit)."""
+        if self.grad_probe is not None:
+            self.grad_probe.stop()
+            return
         if self.driver is not None:
             self.driver.close()
         self.end_window()

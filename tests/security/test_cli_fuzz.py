@@ -174,10 +174,7 @@ VARIANTS = {
 }
 
 # (framework, command, variant, corpus item) -> why it still fails; reported to the command's owner
-_GRAD_CSV = "core/monitor/grad_compare.py reads grad_summary CSVs without catching decode/csv errors"
 KNOWN_FAILURES = {
-    **{(framework, "grad_compare", "summary csv", item): _GRAD_CSV
-       for framework in FRAMEWORKS for item in ("binary", "deep nesting", "pickle")},
 }
 
 def _argv_maker(command, variant):

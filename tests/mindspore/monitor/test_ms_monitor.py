@@ -182,3 +182,26 @@ def test_trainer_mon_reports_spike_and_nan_at_their_steps(ms, tmp_path):
     alerts = [(a.step, a.rule, a.record.name) for a in monitor.engine.detector.alerts]
     assert alerts[0] == (6, "AnomalyTurbulence", "2.weight")
     assert (9, "AnomalyNan", "4.weight") in alerts and [a for a in alerts if a[0] < 6] == []
+
+
+def test_precision_debugger_monitor_runs_grad_probe(ms, tmp_path):
+    """The documented form: PrecisionDebugger(task grad_probe).monitor(optimizer); start/step are no-ops."""
+    import json
+
+    from mindspore import nn
+
+    from msprobe.mindspore import PrecisionDebugger
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"task": "grad_probe", "dump_path": str(tmp_path / "dump"),
+                                  "grad_probe": {"grad_level": "L1"}}))
+    net = _net(ms)
+    optimizer = nn.Adam(net.trainable_params(), learning_rate=1e-3)
+    debugger = PrecisionDebugger(str(config))
+    debugger.monitor(optimizer)
+    debugger.start(net)
+    seen = _train(ms, net, optimizer, 2)
+    debugger.step()
+    debugger.stop()
+    header, rows = _read(tmp_path / "dump" / "rank0" / "grad_summary_1.csv", bom=True)
+    assert [r[0] for r in rows] == list(seen[1])
