@@ -236,7 +236,6 @@ _UNREADABLE = ("empty", "truncated", "binary", "deep nesting", "5000-digit numbe
 
 
 _PARSE_KNOWN_FAILURES = {
-    "empty": "core/parse/tensor_file.py: an empty .pt raises IndexError, caught only by the session's catch-all",
 }
 _PARSE_CASES = [pytest.param(framework, item, marks=[pytest.mark.xfail(strict=True, reason=_PARSE_KNOWN_FAILURES[item])]
                              if item in _PARSE_KNOWN_FAILURES else [])

@@ -41,7 +41,8 @@ def _read_pt_with_torch(path: str) -> TensorFile:
     try:
         tensor = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise ParseError(f"'{path}' cannot be read as a tensor file: {str(exc).splitlines()[0]}") from None
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # torch's EOF error has no text
+        raise ParseError(f"'{path}' cannot be read as a tensor file: {reason}") from None
     if not isinstance(tensor, torch.Tensor):
         raise ParseError(f"'{path}' holds a {type(tensor).__name__}, not a tensor.")
     dtype = str(tensor.dtype).rsplit(".", 1)[-1]
