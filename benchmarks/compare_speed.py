@@ -13,6 +13,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -92,7 +93,8 @@ def measure(name, npu, bench, cache, via="cli"):
     seconds, peak_kb, cpu_seconds, log = _timed_child(cmd)
     with open(npu) as handle:
         entries = len(json.load(handle)["data"])
-    rows = next((line.split("NPU rows")[0].split(":")[-1].strip() for line in log.splitlines() if "NPU rows" in line), "?")
+    found = re.search(r"\): (\d+) rows", log)  # the summary line "compare (... mode): N rows, ..."
+    rows = int(found.group(1)) if found else "?"
     ref = REFERENCE[name]
     record = {"benchmark": f"compare_{name}", "via": via, "entries_per_side": entries, "rows": rows,
               "seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2), "peak_rss_mb": round(peak_kb / 1024, 1),

@@ -217,10 +217,11 @@ def _check_text(records, row, check, worst=True):
         name = "values"
     else:
         values = f"NPU {float(records.npu_stats[row, check]):.6g} vs bench {float(records.bench_stats[row, check]):.6g}"
+    verb = "differ" if name == "values" else "differs"
     if eps == 0:
-        return f"{name} differs and integers must match: {values}"
+        return f"{name} {verb} and integers must match: {values}"
     if score == float("inf"):
-        return f"{name} differs where the {epsilon_name(eps)} precision explains nothing: {values}"
+        return f"{name} {verb} where the {epsilon_name(eps)} precision explains nothing: {values}"
     share = f", {score * eps:.2%} of the tensor's magnitude" if check < 4 else ""
     return f"{name} off by {score:.3g} {epsilon_name(eps)} eps (allowed {allowed:g}{share}): {values}"
 
