@@ -59,6 +59,12 @@ class ParamGradStats:
     zero_fraction: float = 0.0                     # L2
     direction: Optional[np.ndarray] = None         # L1, L2: grad > 0
 
+    def set_counts(self, at_or_below: list, zeros: int, numel: int) -> None:
+        """L2 fractions from the counts of elements <= each bound and of zeros."""
+        edges = [0, *(int(c) for c in at_or_below), numel]
+        self.fractions = [(b - a) / numel for a, b in zip(edges[:-1], edges[1:])]
+        self.zero_fraction = int(zeros) / numel
+
     def row(self, level: str) -> list:
         tail = [self.max, self.min, self.norm, str(list(self.shape))]
         if level == "L0":

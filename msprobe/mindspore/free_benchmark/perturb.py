@@ -9,6 +9,7 @@ gradient flows through the high-precision computation).
 import numpy as np
 
 from msprobe.core.free_benchmark import judge
+from msprobe.core.free_benchmark.fuzz_ops import FuzzOps
 
 __all__ = ["MindSporeFuzzOps"]
 
@@ -98,7 +99,10 @@ def change_value(tensor):
 _ONE_INPUT = {"add_noise": add_noise, "bit_noise": bit_noise, "change_value": change_value}
 
 
-class MindSporeFuzzOps:
+class MindSporeFuzzOps(FuzzOps):
+    ONE_INPUT = _ONE_INPUT
+    first_float = staticmethod(_first_float)
+    map_tensors = staticmethod(_map)
     framework = "mindspore"
 
     @staticmethod
@@ -112,20 +116,6 @@ class MindSporeFuzzOps:
             return MindSporeFuzzOps.raise_precision(args, kwargs, bench_dtype) is not None
         return _first_float((args, kwargs)) is not None
 
-    @staticmethod
-    def perturb(args, kwargs, mode, bench_dtype="float32"):
-        if mode in ("improve_precision", "to_cpu"):
-            return MindSporeFuzzOps.raise_precision(args, kwargs, bench_dtype)
-        if mode == "no_change":
-            return args, kwargs
-        target = _first_float((args, kwargs))
-        if target is None:
-            return None
-        perturbed = _ONE_INPUT[mode](target)
-        if perturbed is None:
-            return None
-        swap = lambda t: perturbed if t is target else t  # noqa: E731
-        return _map(args, swap), _map(kwargs, swap)
 
     @staticmethod
     def raise_precision(args, kwargs, bench_dtype="float32", to_cpu=False):

@@ -49,9 +49,7 @@ def gradient_stats(named_grads: list, settings: GradProbeSettings) -> list:
         else:
             stats.direction = (grad > 0).asnumpy()
         if level == "L2":
-            edges = [0, *[int(c) for c in row[3:-1]], numel]
-            stats.fractions = [(b - a) / numel for a, b in zip(edges[:-1], edges[1:])]
-            stats.zero_fraction = int(row[-1]) / numel
+            stats.set_counts(row[3:-1], row[-1], numel)
         out.append(stats)
     return out
 

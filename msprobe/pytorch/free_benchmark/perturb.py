@@ -20,6 +20,7 @@ import math
 import torch
 
 from msprobe.core.free_benchmark import judge
+from msprobe.core.free_benchmark.fuzz_ops import FuzzOps
 
 __all__ = ["TorchFuzzOps"]
 
@@ -106,7 +107,10 @@ def change_value(tensor):
 _ONE_INPUT = {"add_noise": add_noise, "bit_noise": bit_noise, "change_value": change_value}
 
 
-class TorchFuzzOps:
+class TorchFuzzOps(FuzzOps):
+    ONE_INPUT = _ONE_INPUT
+    first_float = staticmethod(_first_float)
+    map_tensors = staticmethod(_map)
     framework = "pytorch"
 
     @staticmethod
@@ -123,21 +127,6 @@ class TorchFuzzOps:
             return _any_tensor((args, kwargs), lambda t: True)
         return _first_float((args, kwargs)) is not None
 
-    @staticmethod
-    def perturb(args, kwargs, mode, bench_dtype="float32"):
-        """(args, kwargs) perturbed by `mode`, or None: no floating input (or nothing to raise)."""
-        if mode in ("improve_precision", "to_cpu"):
-            return TorchFuzzOps.raise_precision(args, kwargs, bench_dtype, to_cpu=mode == "to_cpu")
-        if mode == "no_change":
-            return args, kwargs
-        target = _first_float((args, kwargs))
-        if target is None:
-            return None
-        perturbed = _ONE_INPUT[mode](target)
-        if perturbed is None:
-            return None
-        swap = lambda t: perturbed if t is target else t  # noqa: E731
-        return _map(args, swap), _map(kwargs, swap)
 
     @staticmethod
     def raise_precision(args, kwargs, bench_dtype="float32", to_cpu=False):

@@ -76,10 +76,7 @@ def gradient_stats(named_grads: list, settings: GradProbeSettings) -> list:
         else:
             stats.direction = (grad > 0).cpu().numpy()
         if level == "L2":
-            cumulative = count_values[i][:-1]
-            edges = [0, *cumulative, numel]
-            stats.fractions = [(b - a) / numel for a, b in zip(edges[:-1], edges[1:])]
-            stats.zero_fraction = count_values[i][-1] / numel
+            stats.set_counts(count_values[i][:-1], count_values[i][-1], numel)
         out.append(stats)
     return out
 
