@@ -109,6 +109,11 @@ class TorchOps:
 
     def backward(self, case, settings, tested, bench):
         grads = build_grads(case.backward, case.name, tested.outputs, settings.get("tensor_dir"), self.seed)
+        return self.backward_with(grads, tested, bench)
+
+    @staticmethod
+    def backward_with(grads, tested, bench):
+        """Backward of both sides from the output gradients `grads` (None where an output gets none)."""
         differentiable = [g is not None and isinstance(o, torch.Tensor) and o.requires_grad
                           for o, g in zip(tested.outputs, grads)]
         if not any(differentiable) or not tested.inputs.leaves:

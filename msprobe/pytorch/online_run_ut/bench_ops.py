@@ -17,7 +17,7 @@ from msprobe.core.run_ut.random_data import rng_for
 from msprobe.core.run_ut.runner import keep_freed_memory
 from msprobe.pytorch.api_accuracy_checker import arguments
 from msprobe.pytorch.api_accuracy_checker.arguments import CallArgs, bench_copy, flatten_tensors, torch_dtype
-from msprobe.pytorch.api_accuracy_checker.executor import TorchOps, _compare, _run_backward, device_for
+from msprobe.pytorch.api_accuracy_checker.executor import TorchOps, _compare, device_for
 from msprobe.pytorch.online_run_ut.packing import unpack_tensor
 
 __all__ = ["OnlineTorchOps", "make_online_runner"]
@@ -84,18 +84,7 @@ class OnlineTorchOps(TorchOps):
                 continue
             grad = _received(case, record, rng, output.device)
             grads.append(grad.to(output.dtype).reshape(output.shape) if grad.numel() == output.numel() else None)
-        differentiable = [g is not None and isinstance(o, torch.Tensor) and o.requires_grad
-                          for o, g in zip(tested.outputs, grads)]
-        if not any(differentiable) or not tested.inputs.leaves:
-            return "no differentiable output or input"
-        pairs = [(o, g) for o, g, keep in zip(tested.outputs, grads, differentiable) if keep]
-        bench_pairs = [(ob, g.detach().to("cpu").to(ob.dtype))
-                       for ob, g, keep in zip(bench.outputs, grads, differentiable) if keep]
-        _run_backward([o for o, _ in pairs], [g for _, g in pairs])
-        _run_backward([o for o, _ in bench_pairs], [g for _, g in bench_pairs])
-        tested.grads = [leaf.grad for leaf in tested.inputs.leaves]
-        bench.grads = [leaf.grad for leaf in bench.inputs.leaves]
-        return ""
+        return self.backward_with(grads, tested, bench)
 
     def compare(self, prefix, tested, bench, tested_side, bench_side):
         rows = super().compare(prefix, tested, bench, tested_side, bench_side)
