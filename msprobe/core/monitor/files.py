@@ -7,14 +7,9 @@ import tempfile
 import numpy as np
 
 from msprobe.core.errors import ParseError
-from msprobe.core.paths import DIR_MODE, FILE_MODE
+from msprobe.core.paths import FILE_MODE, ensure_dir
 
 __all__ = ["ensure_dir", "write_bytes", "write_csv", "write_npy", "read_csv_rows"]
-
-
-def ensure_dir(path: str) -> str:
-    os.makedirs(path, mode=DIR_MODE, exist_ok=True)
-    return path
 
 
 def write_bytes(path: str, data: bytes) -> None:
