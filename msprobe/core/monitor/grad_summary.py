@@ -18,7 +18,7 @@ import numpy as np
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
 from msprobe.core.monitor.files import ensure_dir, write_csv, write_npy
-from msprobe.core.paths import make_dir, safe_name
+from msprobe.core.paths import atomic_write_json, make_dir, safe_name
 
 __all__ = ["GradProbeSettings", "GradSummaryWriter", "ParamGradStats", "interval_labels", "summary_header",
            "INDEX_FILE"]
@@ -150,3 +150,29 @@ class GradSummaryWriter:
     def close(self) -> None:
         self.flush()
         self._pool.shutdown(wait=True)
+
+
+class GradProbeBase:
+    """What the frameworks' GradProbe classes share: settings from a config (path or DebuggerConfig), the step
+    counter, and the index file written when the probe finishes (subclasses list their parameter names)."""
+
+    def __init__(self, config) -> None:
+        if isinstance(config, (str, os.PathLike)):
+            from msprobe.core.config import load_config
+            config = load_config(config)
+        self.settings = GradProbeSettings.from_config(config)
+        self.step = 0
+        self.session = None
+        self.writer: Optional[GradSummaryWriter] = None
+
+    def param_names(self) -> list:
+        raise NotImplementedError
+
+    def _finish(self) -> None:
+        if self.writer is None:
+            return
+        self.writer.close()
+        atomic_write_json(os.path.join(self.writer.rank_dir, INDEX_FILE),
+                          {"grad_level": self.settings.level, "bounds": self.settings.bounds,
+                           "steps": self.writer.steps_written, "params": self.param_names()})
+        self.writer = None

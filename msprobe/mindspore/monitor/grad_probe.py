@@ -10,17 +10,14 @@ Graph mode is refused: hooks on Cells do not run inside a compiled graph.
 """
 import atexit
 import hashlib
-import os
 
 from mindspore import dtype as mstype
 from mindspore import nn, ops
 
-from msprobe.core.config import load_config
 from msprobe.core.dump.session import HookSession
 from msprobe.core.errors import ConfigError, UnsupportedError
 from msprobe.core.log import logger
-from msprobe.core.monitor.grad_summary import INDEX_FILE, GradProbeSettings, GradSummaryWriter, ParamGradStats
-from msprobe.core.paths import atomic_write_json
+from msprobe.core.monitor.grad_summary import GradProbeBase, GradProbeSettings, GradSummaryWriter, ParamGradStats
 from msprobe.mindspore.monitor.tensor_stats import current_rank, is_pynative
 
 __all__ = ["GradProbe", "gradient_stats"]
@@ -54,15 +51,13 @@ def gradient_stats(named_grads: list, settings: GradProbeSettings) -> list:
     return out
 
 
-class GradProbe:
+class GradProbe(GradProbeBase):
     def __init__(self, config):
-        if isinstance(config, (str, os.PathLike)):
-            config = load_config(config)
-        self.settings = GradProbeSettings.from_config(config)
-        self.step = 0
-        self.session = None
-        self.writer = None
+        super().__init__(config)
         self._names = []
+
+    def param_names(self):
+        return [n for n in self._names if self.settings.wants_param(n)]
 
     def monitor(self, optimizer) -> "GradProbe":
         if not isinstance(optimizer, nn.Cell) or not hasattr(optimizer, "parameters"):
@@ -95,16 +90,6 @@ class GradProbe:
         named = [(name, g) for name, g in zip(self._names, grads) if self.settings.wants_param(name)]
         self.writer.submit(step, gradient_stats(named, self.settings))
         return None
-
-    def _finish(self):
-        if self.writer is None:
-            return
-        self.writer.close()
-        atomic_write_json(os.path.join(self.writer.rank_dir, INDEX_FILE),
-                          {"grad_level": self.settings.level, "bounds": self.settings.bounds,
-                           "steps": self.writer.steps_written,
-                           "params": [n for n in self._names if self.settings.wants_param(n)]})
-        self.writer = None
 
     def stop(self):
         if self.session is not None:

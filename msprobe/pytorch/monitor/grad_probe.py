@@ -11,17 +11,14 @@ exists, else `param.grad`, so clipping and loss-scale handling done before `step
 """
 import atexit
 import hashlib
-import os
 from typing import Optional
 
 import torch
 
-from msprobe.core.config import load_config
 from msprobe.core.dump.session import HookSession
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
-from msprobe.core.monitor.grad_summary import INDEX_FILE, GradProbeSettings, GradSummaryWriter, ParamGradStats
-from msprobe.core.paths import atomic_write_json
+from msprobe.core.monitor.grad_summary import GradProbeBase, GradProbeSettings, GradSummaryWriter, ParamGradStats
 from msprobe.pytorch.monitor.optimizer_watch import unwrap_optimizer, watch_optimizer_steps
 
 __all__ = ["GradProbe", "current_rank", "param_gradient"]
@@ -81,19 +78,14 @@ def gradient_stats(named_grads: list, settings: GradProbeSettings) -> list:
     return out
 
 
-class GradProbe:
+class GradProbe(GradProbeBase):
     """Writes `rank{r}/grad_summary_{step}.csv` (and direction files at L1/L2) for every selected step."""
 
     def __init__(self, config):
-        if isinstance(config, (str, os.PathLike)):
-            config = load_config(config)
-        self.settings = GradProbeSettings.from_config(config)
+        super().__init__(config)
         bounds = self.settings.bounds
         if bounds and max(abs(b) for b in bounds) > 2 ** 63 - 1:
             raise ConfigError("grad_probe.bounds must lie within the int64 range.")
-        self.step = 0
-        self.session: Optional[HookSession] = None
-        self.writer: Optional[GradSummaryWriter] = None
         self._named_params: list = []
         self._param_names: list = []
 
@@ -142,14 +134,8 @@ class GradProbe:
             stats = gradient_stats(named_grads, self.settings)
         self.writer.submit(step, stats)
 
-    def _finish(self) -> None:
-        if self.writer is None:
-            return
-        self.writer.close()
-        atomic_write_json(os.path.join(self.writer.rank_dir, INDEX_FILE),
-                          {"grad_level": self.settings.level, "bounds": self.settings.bounds,
-                           "steps": self.writer.steps_written, "params": [n for n, _ in self._named_params]})
-        self.writer = None
+    def param_names(self) -> list:
+        return [n for n, _ in self._named_params]
 
     def stop(self) -> None:
         """Remove the hooks and wait until every file is written."""
