@@ -8,6 +8,7 @@ Layout (msprobe 1.2.1's)::
 Headers: L0 `param_name,MD5,max,min,norm,shape`; L1 `param_name,max,min,norm,shape`;
 L2 `param_name,"(-inf, b0]",...,"(bn, inf)",=0,max,min,norm,shape`.
 """
+import atexit
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -167,6 +168,22 @@ class GradProbeBase:
 
     def param_names(self) -> list:
         raise NotImplementedError
+
+    def _open(self, rank: int, install) -> bool:
+        """Start writing for `rank` (when selected) with the hooks `install(session)` adds; False when this
+        rank is not in the config's `rank`."""
+        if not self.settings.wants_rank(rank):
+            logger.info(f"grad_probe: rank {rank} is not in 'rank'; nothing is collected here.")
+            return False
+        from msprobe.core.dump.session import HookSession
+        self.writer = GradSummaryWriter(self.settings, rank)
+        session = HookSession()
+        with session.installing():
+            install(session)
+            atexit.register(self._finish)
+            session.callback(atexit.unregister, self._finish)
+        self.session = session
+        return True
 
     def _finish(self) -> None:
         if self.writer is None:

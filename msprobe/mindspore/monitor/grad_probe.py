@@ -8,16 +8,13 @@ Step N is the N-th call (from 0) of this optimizer instance (a forward-pre-hook 
 Names are the parameters' `Parameter.name`. The CSV / npy layout is PyTorch's (msprobe.core.monitor.grad_summary).
 Graph mode is refused: hooks on Cells do not run inside a compiled graph.
 """
-import atexit
 import hashlib
 
 from mindspore import dtype as mstype
 from mindspore import nn, ops
 
-from msprobe.core.dump.session import HookSession
 from msprobe.core.errors import ConfigError, UnsupportedError
-from msprobe.core.log import logger
-from msprobe.core.monitor.grad_summary import GradProbeBase, GradProbeSettings, GradSummaryWriter, ParamGradStats
+from msprobe.core.monitor.grad_summary import GradProbeBase, GradProbeSettings, ParamGradStats
 from msprobe.mindspore.monitor.tensor_stats import current_rank, is_pynative
 
 __all__ = ["GradProbe", "gradient_stats"]
@@ -68,17 +65,8 @@ class GradProbe(GradProbeBase):
         if self.session is not None:
             raise ConfigError("GradProbe.monitor() was already called; call stop() first.")
         self._names = [p.name for p in optimizer.parameters]
-        rank = current_rank()
-        if not self.settings.wants_rank(rank):
-            logger.info(f"grad_probe: rank {rank} is not in 'rank'; nothing is collected here.")
-            return self
-        self.writer = GradSummaryWriter(self.settings, rank)
-        session = HookSession()
-        with session.installing():
-            session.add_handle(optimizer.register_forward_pre_hook(self._before_step))
-            atexit.register(self._finish)
-            session.callback(atexit.unregister, self._finish)
-        self.session = session
+        self._open(current_rank(), lambda session: session.add_handle(
+            optimizer.register_forward_pre_hook(self._before_step)))
         return self
 
     def _before_step(self, _cell, inputs):

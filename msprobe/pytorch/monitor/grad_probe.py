@@ -9,16 +9,14 @@ Step N is the N-th call (from 0) of the watched optimizer: the optimizer passed 
 optimizer that updates one of the model's parameters. Gradients come from `param.main_grad` when it
 exists, else `param.grad`, so clipping and loss-scale handling done before `step()` are included.
 """
-import atexit
 import hashlib
 from typing import Optional
 
 import torch
 
-from msprobe.core.dump.session import HookSession
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
-from msprobe.core.monitor.grad_summary import GradProbeBase, GradProbeSettings, GradSummaryWriter, ParamGradStats
+from msprobe.core.monitor.grad_summary import GradProbeBase, GradProbeSettings, ParamGradStats
 from msprobe.pytorch.monitor.optimizer_watch import unwrap_optimizer, watch_optimizer_steps
 
 __all__ = ["GradProbe", "current_rank", "param_gradient"]
@@ -104,18 +102,9 @@ class GradProbe(GradProbeBase):
         missing = sorted(set(self.settings.param_list) - {name for name, _ in named})
         if missing:
             logger.warning(f"grad_probe: param_list names not found in the model: {missing}")
-        rank = current_rank()
-        if not self.settings.wants_rank(rank):
-            logger.info(f"grad_probe: rank {rank} is not in 'rank'; nothing is collected here.")
+        if not self._open(current_rank(), lambda session: watch_optimizer_steps(
+                session, pre=self._before_step, optimizer=optimizer, params=[p for _, p in named])):
             return self
-        self.writer = GradSummaryWriter(self.settings, rank)
-        session = HookSession()
-        with session.installing():
-            watch_optimizer_steps(session, pre=self._before_step, optimizer=optimizer,
-                                  params=[p for _, p in named])
-            atexit.register(self._finish)
-            session.callback(atexit.unregister, self._finish)
-        self.session = session
         logger.info(f"grad_probe: level {self.settings.level}, {len(self._named_params)} parameters, "
                     f"output {self.writer.rank_dir}")
         return self
