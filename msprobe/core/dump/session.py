@@ -97,11 +97,8 @@ class CollectWindow:
     start(model) on entry, stop() on exit, also when the block raises; call step() after it at the end of
     each training step, as with start/stop."""
 
-    def start(self, model: Any = None) -> None:  # provided by the debugger
-        raise NotImplementedError
-
-    def stop(self) -> None:  # provided by the debugger
-        raise NotImplementedError
+    start: Callable[..., None]  # provided by the debugger class
+    stop: Callable[[], None]
 
     @contextlib.contextmanager
     def collect(self, model: Any = None) -> Iterator[Any]:

@@ -5,12 +5,13 @@ to_cpu)`, `first_float(value)` (the first floating tensor inside args/kwargs), `
 (a copy of nested args with fn applied to every tensor) and `ONE_INPUT` (pert_mode -> function of one
 tensor returning the perturbed tensor or None).
 """
+import abc
 from typing import Any, Callable, Dict, Optional, Tuple
 
 __all__ = ["FuzzOps"]
 
 
-class FuzzOps:
+class FuzzOps(abc.ABC):
     ONE_INPUT: Dict[str, Callable[[Any], Any]] = {}
 
     @classmethod
@@ -32,13 +33,16 @@ class FuzzOps:
         return cls.map_tensors(args, swap), cls.map_tensors(kwargs, swap)
 
     @staticmethod
+    @abc.abstractmethod
     def raise_precision(args, kwargs, bench_dtype="float32", to_cpu=False):
-        raise NotImplementedError
+        """Every float tensor below `bench_dtype` cast up (all moved to CPU with to_cpu); None: nothing changes."""
 
     @staticmethod
+    @abc.abstractmethod
     def first_float(value):
-        raise NotImplementedError
+        """The first floating tensor inside nested args, or None."""
 
     @staticmethod
+    @abc.abstractmethod
     def map_tensors(value, fn):
-        raise NotImplementedError
+        """A copy of nested args with `fn` applied to every tensor."""

@@ -8,6 +8,7 @@ Layout (msprobe 1.2.1's)::
 Headers: L0 `param_name,MD5,max,min,norm,shape`; L1 `param_name,max,min,norm,shape`;
 L2 `param_name,"(-inf, b0]",...,"(bn, inf)",=0,max,min,norm,shape`.
 """
+import abc
 import atexit
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -153,7 +154,7 @@ class GradSummaryWriter:
         self._pool.shutdown(wait=True)
 
 
-class GradProbeBase:
+class GradProbeBase(abc.ABC):
     """What the frameworks' GradProbe classes share: settings from a config (path or DebuggerConfig), the step
     counter, and the index file written when the probe finishes (subclasses list their parameter names)."""
 
@@ -166,8 +167,9 @@ class GradProbeBase:
         self.session = None
         self.writer: Optional[GradSummaryWriter] = None
 
+    @abc.abstractmethod
     def param_names(self) -> list:
-        raise NotImplementedError
+        """The names of the watched parameters (for the index file)."""
 
     def _open(self, rank: int, install) -> bool:
         """Start writing for `rank` (when selected) with the hooks `install(session)` adds; False when this
