@@ -66,6 +66,12 @@ def train(debugger_config=None, dump_path=None):
         with open(cfg_path, "w") as handle:
             json.dump({"task": task, "dump_path": dump_path, "level": level, task: {}}, handle)
         debugger = PrecisionDebugger(config_path=cfg_path, model=model)
+    return timed_steps(model, opt, debugger)
+
+
+def timed_steps(model, opt, debugger):
+    """STEPS training steps (start/stop/step around each when a debugger is given): the median step time
+    after two warm-up steps, and the losses."""
     times, losses = [], []
     for _ in range(STEPS):
         idx = torch.randint(0, 1000, (8, 128))

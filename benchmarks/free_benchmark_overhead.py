@@ -9,15 +9,12 @@ no_change re-run and compare every API. Target (issue 13): check of every API <=
 """
 import json
 import os
-import statistics
 import sys
-import time
 
 import torch
-import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dump_overhead import GPT, STEPS  # noqa: E402 - the same model
+from dump_overhead import GPT, STEPS, timed_steps  # noqa: E402 - the same model and loop
 from overhead_runner import run_configs  # noqa: E402
 
 REPEATS = int(os.environ.get("REPEATS", "2"))
@@ -42,25 +39,7 @@ def train(mode=None, dump_path=None):
             json.dump({"task": "free_benchmark", "dump_path": dump_path, "level": "L1",
                        "free_benchmark": section}, handle)
         debugger = PrecisionDebugger(config_path=cfg_path)
-    times, losses = [], []
-    for _ in range(STEPS):
-        idx = torch.randint(0, 1000, (8, 128))
-        tgt = torch.randint(0, 1000, (8, 128))
-        t0 = time.perf_counter()
-        if debugger:
-            debugger.start()
-        loss = nn.functional.cross_entropy(model(idx).view(-1, 1000), tgt.view(-1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        if debugger:
-            debugger.stop()
-            debugger.step()
-        times.append(time.perf_counter() - t0)
-        losses.append(loss.item())
-    if debugger:
-        debugger.close()
-    return statistics.median(times[2:]), losses
+    return timed_steps(model, opt, debugger)
 
 
 def main(modes):
