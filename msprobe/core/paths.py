@@ -177,41 +177,44 @@ def atomic_write_json(path, obj, indent=1):
     atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False))
 
 
-def load_json(path, what="JSON file"):
-    """Load a JSON file; a missing, corrupt or truncated file raises a message naming it."""
+def _load_text(path, what, parse, format_error):
+    """parse(handle) of a UTF-8 file; the format's own error (format_error(exc) -> text, or None when `exc`
+    is not one) and every reading failure raise one ParseError line naming the file."""
     full = check_path(path, kind="file", what=what, allow_symlink=True)
     try:
         with open(full, encoding="utf-8") as handle:
-            return json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"{what} '{full}' is not valid JSON (line {exc.lineno}, column {exc.colno}): "
-                         f"{exc.msg}. Is it truncated?") from None
+            return parse(handle)
     except UnicodeDecodeError:
         raise ParseError(f"{what} '{full}' is not UTF-8 text.") from None
     except RecursionError:
         raise ParseError(f"{what} '{full}' is nested too deeply to be a msprobe file.") from None
-    except ValueError as exc:  # e.g. an integer of more than 4300 digits
-        raise ParseError(f"{what} '{full}' holds a value that cannot be read: {str(exc).splitlines()[0]}") from None
     except OSError as exc:
         raise ParseError(f"{what} '{full}' cannot be read: {exc.strerror or exc}.") from None
+    except Exception as exc:
+        detail = format_error(exc)
+        if detail is not None:
+            raise ParseError(f"{what} '{full}' {detail}") from None
+        if isinstance(exc, ValueError):  # e.g. an integer of more than 4300 digits
+            raise ParseError(f"{what} '{full}' holds a value that cannot be read: "
+                             f"{str(exc).splitlines()[0]}") from None
+        raise
+
+
+def _json_error(exc):
+    if isinstance(exc, json.JSONDecodeError):
+        return f"is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}. Is it truncated?"
+    return None
+
+
+def load_json(path, what="JSON file"):
+    """Load a JSON file; a missing, corrupt or truncated file raises a message naming it."""
+    return _load_text(path, what, json.load, _json_error)
 
 
 def load_yaml(path, what="YAML file"):
     """Load a YAML file with the safe loader; errors name the file."""
     import yaml
 
-    full = check_path(path, kind="file", what=what, allow_symlink=True)
-    try:
-        with open(full, encoding="utf-8") as handle:
-            return yaml.safe_load(handle)
-    except yaml.YAMLError as exc:
-        detail = " ".join(str(exc).split())
-        raise ParseError(f"{what} '{full}' is not valid YAML: {detail}") from None
-    except UnicodeDecodeError:
-        raise ParseError(f"{what} '{full}' is not UTF-8 text.") from None
-    except RecursionError:
-        raise ParseError(f"{what} '{full}' is nested too deeply to be a msprobe file.") from None
-    except ValueError as exc:  # e.g. an integer of more than 4300 digits
-        raise ParseError(f"{what} '{full}' holds a value that cannot be read: {str(exc).splitlines()[0]}") from None
-    except OSError as exc:
-        raise ParseError(f"{what} '{full}' cannot be read: {exc.strerror or exc}.") from None
+    def yaml_error(exc):
+        return f"is not valid YAML: {' '.join(str(exc).split())}" if isinstance(exc, yaml.YAMLError) else None
+    return _load_text(path, what, yaml.safe_load, yaml_error)
