@@ -20,7 +20,7 @@ from msprobe.core.dump.filters import CallFilter
 from msprobe.core.dump.guard import DumpGuard
 from msprobe.core.dump.record import RecordBuilder
 from msprobe.core.dump.stack import StackCapture
-from msprobe.core.dump.tasks import Record, Task, task_class
+from msprobe.core.dump.tasks import Record, Task, task_for
 from msprobe.core.dump.tensor_files import TensorFiles
 from msprobe.core.dump.writer import TENSOR_DIR, DumpWriter, rank_dir_name
 from msprobe.core.log import logger
@@ -76,8 +76,7 @@ class DumpCollector:
         self.want_forward_output = wants("forward", "output")
         self.want_backward_input = wants("backward", "input")
         self.want_backward_output = wants("backward", "output")
-        online = config.task == "tensor" and config.section.get("online_run_ut")  # docs 08: tensor + online_run_ut
-        self.task: Task = task_class("online_run_ut" if online else config.task)(self)
+        self.task: Task = task_for(config)(self)
         # routing decided once: a task that does not look at calls costs nothing per call
         self._task_before = type(self.task).before_call is not Task.before_call
         self._task_after = type(self.task).after_call is not Task.after_call

@@ -36,7 +36,7 @@ is one more module:
 """
 from typing import Any, Callable, Dict, List, Optional, Type
 
-__all__ = ["Task", "Record", "register_task", "task_class", "registered_tasks"]
+__all__ = ["Task", "Record", "register_task", "task_class", "task_for", "registered_tasks"]
 
 _REGISTRY: Dict[str, Type["Task"]] = {}
 
@@ -113,6 +113,14 @@ def task_class(name: str) -> Type[Task]:
         return _REGISTRY[name]
     except KeyError:
         raise KeyError(f"no dump task '{name}'; registered: {sorted(_REGISTRY)}") from None
+
+
+def task_for(config: Any) -> Type[Task]:
+    """The task class a DebuggerConfig selects. 1.2.1 spells online run_ut as task "tensor" with
+    `"online_run_ut": true` (08.accuracy_checker_online_PyTorch.md), which selects the online_run_ut task."""
+    if config.task == "tensor" and config.section.get("online_run_ut"):
+        return task_class("online_run_ut")
+    return task_class(config.task)
 
 
 def registered_tasks() -> List[str]:
