@@ -11,7 +11,9 @@ cell activations per optimizer step, with the alerts, csv/TensorBoard outputs an
 it); MindSpore has no per-parameter accumulation hook, so there is no `grad_unreduced`. Optimizer states are
 the optimizer's ParameterTuples shaped like the parameters: Adam's `moment1` / `moment2` are written as
 `exp_avg` / `exp_avg_sq` (bias-corrected with `beta1_power` / `beta2_power` for the alerts), others under
-their attribute name (`moments`, `accum`, ...). Activations: forward inputs/outputs of cells (no gradients).
+their attribute name (`moments`, `accum`, ...). Activations: forward inputs/outputs of cells and their
+gradients (module_hooks.py); collectives: collectives.py; print_struct writes module_struct.json after the
+first step and stops, as the PyTorch monitor does.
 """
 from typing import Optional
 
@@ -19,27 +21,20 @@ import numpy as np
 from mindspore import ParameterTuple, nn, ops
 
 from msprobe.core.dump.session import HookSession
-from msprobe.core.errors import ConfigError, UnsupportedError
+from msprobe.core.errors import ConfigError, MsprobeError, UnsupportedError
 from msprobe.core.log import logger
 from msprobe.core.monitor.engine import MonitorEngine
-from msprobe.core.monitor.monitor_config import load_monitor_config, parse_target_spec
+from msprobe.core.monitor.module_struct import write_struct_and_stop
+from msprobe.core.monitor.monitor_config import load_monitor_config
 from msprobe.core.monitor.names import select_targets, squash_name
+from msprobe.mindspore.monitor.collectives import install_collectives
+from msprobe.mindspore.monitor.module_hooks import CellHooks
 from msprobe.mindspore.monitor.tensor_stats import StatBatch, current_rank, is_pynative
 
 __all__ = ["TrainerMon"]
 
 _STATE_NAMES = {"moment1": "exp_avg", "moment2": "exp_avg_sq", "moments1": "exp_avg", "moments2": "exp_avg_sq"}
 _POWERS = {"exp_avg": "beta1_power", "exp_avg_sq": "beta2_power"}
-
-
-def _pick(value, index):
-    from mindspore import Tensor
-
-    if isinstance(value, Tensor):
-        return value if index == 0 else None
-    if isinstance(value, (tuple, list)) and len(value) > index and isinstance(value[index], Tensor):
-        return value[index]
-    return None
 
 
 class TrainerMon:
@@ -54,7 +49,10 @@ class TrainerMon:
         self.named_params = []
         self._positions = []
         self._old_params = None
-        self._calls = {}
+        self._cells = []
+        self.cell_hooks: Optional[CellHooks] = None
+        self.cell_session: Optional[HookSession] = None
+        self.collectives = None
 
     def set_monitor(self, model, grad_acc_steps: int = 1, optimizer=None, tp_group=None, dp_group=None,
                     start_iteration: int = 0) -> "TrainerMon":
@@ -74,42 +72,43 @@ class TrainerMon:
                                                                   if s in select_targets(list(shown.values()), targets)}
         self._positions = [i for i, p in enumerate(optimizer.parameters) if p.name in selected]
         self.named_params = [(shown[optimizer.parameters[i].name], optimizer.parameters[i]) for i in self._positions]
+        self._cells = []
+        if (cfg.xy_distribution or cfg.print_struct) and (not cfg.module_ranks or self.rank in cfg.module_ranks):
+            explicit = cfg.targets if cfg.targets and not cfg.all_xy else {"": {}}
+            cells = list(model.cells_and_names())
+            chosen = select_targets([name for name, _ in cells], explicit)
+            for name, cell in cells:
+                if name in chosen:
+                    spec = cfg.targets.get(name, chosen[name]) if cfg.targets else chosen[name]
+                    label = (squash_name(name) if cfg.squash_name else name) or "root"
+                    self._cells.append((label, cell, spec))
         session = HookSession()
         with session.installing():
             session.add_handle(optimizer.register_forward_pre_hook(self._before_step))
             session.add_handle(optimizer.register_forward_hook(self._after_step))
-            hooked = 0
-            if cfg.xy_distribution and not cfg.backward_only and (not cfg.module_ranks or self.rank in cfg.module_ranks):
-                explicit = cfg.targets if cfg.targets and not cfg.all_xy else {"": {}}
-                cells = list(model.cells_and_names())
-                chosen = select_targets([name for name, _ in cells], explicit)
-                for name, cell in cells:
-                    if name in chosen:
-                        spec = cfg.targets.get(name, chosen[name]) if cfg.targets else chosen[name]
-                        label = (squash_name(name) if cfg.squash_name else name) or "root"
-                        session.add_handle(cell.register_forward_hook(self._forward_hook(label, spec)))
-                        hooked += 1
+            if cfg.cc_distribution["enable"]:
+                self.collectives = install_collectives(self, session, cfg.cc_distribution)
         self.session = session
+        self._install_cell_hooks()
         self.collecting_now = self.engine.collecting()
-        logger.info(f"monitor: {len(self.named_params)} parameters, {hooked} cells hooked; output {self.engine.run_dir}")
+        logger.info(f"monitor: {len(self.named_params)} parameters, {len(self._cells)} cells hooked; "
+                    f"output {self.engine.run_dir if cfg.format != 'api' else '(api)'}")
         return self
 
     monitor_gnorm_with_ad = set_monitor
 
-    def _forward_hook(self, label, spec):
-        indices = {io: parse_target_spec(io, text) for io, text in spec.items()}
-
-        def hook(cell, inputs, output):
-            if not self.collecting_now:
-                return None
-            call = self._calls.get(label, 0)
-            self._calls[label] = call + 1
-            x, y = _pick(inputs, indices.get("input", 0)), _pick(output, indices.get("output", 0))
-            for tensor, io in ((x, "input"), (y, "output")):
-                if tensor is not None:
-                    self.batch.add(tensor, "actv", f"{label}_{call}", io=io, micro_step=call)
-            return None
-        return hook
+    def _install_cell_hooks(self) -> None:
+        cfg = self.config
+        if not self._cells:
+            return
+        forward, backward = not cfg.backward_only, not cfg.forward_only
+        if cfg.forward_only and cfg.backward_only:
+            forward = backward = False
+        session = HookSession()
+        with session.installing():
+            self.cell_hooks = CellHooks(self, session, self._cells, forward=forward and cfg.xy_distribution,
+                                        backward=backward and cfg.xy_distribution)
+        self.cell_session = session
 
     def _before_step(self, optimizer, inputs):
         if not self.collecting_now:
@@ -172,21 +171,35 @@ class TrainerMon:
                 global_values["update_norm"] = sum(r.values["norm"] ** 2 for r in update_records) ** 0.5
                 global_values["update_ratio"] = (global_values["update_norm"] / global_values["param_norm"]
                                                  if global_values["param_norm"] else float("nan"))
+        if self.cell_hooks is not None and self.cell_hooks.struct is not None:
+            write_struct_and_stop(self.cell_hooks.struct, self.remove)
         self.engine.finish_step(records, global_values)
-        self._calls.clear()
+        if self.cell_hooks is not None:
+            self.cell_hooks.new_step()
+        if self.collectives is not None:
+            self.collectives.new_step()
+            if self.config.cc_distribution["cc_log_only"]:
+                self.remove()
+                raise MsprobeError("monitor: cc_log_only is set; collectives were logged, training stops here.")
         self.collecting_now = self.engine.collecting()
+        if self.engine.done and self.cell_session is not None:
+            self.cell_session.close()  # nothing more to collect: cell hooks cost nothing from now on
+            self.cell_session = None
         return None
 
     def generate_wgrad_metrics(self) -> tuple:
         return dict(self.engine.latest.get("grad_reduced", {})), {}
 
     def generate_xy_metrics(self) -> tuple:
-        return dict(self.engine.latest.get("actv", {})), {}
+        return dict(self.engine.latest.get("actv", {})), dict(self.engine.latest.get("actv_grad", {}))
 
     def remove(self) -> None:
-        if self.session is not None:
-            self.session.close()
-            self.session = None
+        """Remove every hook and restore the wrapped collectives; close the files and draw the plots."""
+        for name in ("cell_session", "session"):
+            session = getattr(self, name)
+            if session is not None:
+                session.close()
+                setattr(self, name, None)
         self.collecting_now = False
         self.engine.close()
 
