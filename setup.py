@@ -21,6 +21,9 @@ EXTRAS["all"] = sorted(set(EXTRAS["pytorch"] + EXTRAS["mindspore"]))
 # one-pass tensor statistics for the dump; optional: without a C compiler msprobe uses framework kernels
 FAST_STATS = Extension("msprobe.core.dump._fast_stats", ["msprobe/core/dump/_fast_stats.c"], optional=True,
                        extra_compile_args=[] if os.name == "nt" else ["-O3"])
+# one-pass error metrics of a device output against its bench (online_dispatch's judge); optional likewise
+PAIR_KERNELS = Extension("msprobe.core._pair_kernels", ["msprobe/core/_pair_kernels.c"], optional=True,
+                         extra_compile_args=[] if os.name == "nt" else ["-O3"])
 
 setup(
     name="msprobe",
@@ -33,7 +36,7 @@ setup(
     packages=find_packages(include=["msprobe", "msprobe.*"]),
     package_data={"msprobe": ["config.json", "**/*.yaml", "**/*.json", "**/*.html", "**/*.js", "**/*.css"]},
     include_package_data=True,
-    ext_modules=[FAST_STATS],
+    ext_modules=[FAST_STATS, PAIR_KERNELS],
     install_requires=BASE,
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["msprobe=msprobe.cli:console_main"]},

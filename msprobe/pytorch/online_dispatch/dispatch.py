@@ -25,6 +25,7 @@ from msprobe.pytorch.online_dispatch.checker import BENCH_DTYPES, check_call
 from msprobe.pytorch.online_dispatch.op_call import OpCall
 from msprobe.pytorch.online_dispatch.report import create_run_dir, write_reports
 from msprobe.pytorch.online_dispatch.skip_list import RANDOM, draws_random_numbers, skip_reason
+from msprobe.pytorch.online_dispatch.widen_cache import WidenCache
 
 __all__ = ["PtdbgDispatch", "DUMP_MODES"]
 
@@ -40,7 +41,22 @@ def _snapshot(value):
 
 
 def _tensor_outputs(out) -> list:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)) and all(isinstance(item, torch.Tensor) for item in out):
+        return list(out)
     return [leaf for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor)]
+
+
+def _has_tensor(value) -> bool:
+    """Whether an argument structure holds a tensor (the common flat shapes without pytree's generality)."""
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_has_tensor(item) for item in value)
+    if isinstance(value, dict):
+        return any(_has_tensor(item) for item in value.values())
+    return False
 
 
 def _rank() -> int:
@@ -97,6 +113,7 @@ class PtdbgDispatch(TorchDispatchMode):
         self._summaries, self._details = [], []
         self._pool = None
         self._broken_ops = set()
+        self._widened = WidenCache()
         self.unchecked = 0
         # time spent widening inputs for the CPU, re-running there, and judging (with dumps)
         self.seconds = {"convert": 0.0, "rerun": 0.0, "judge": 0.0}
@@ -114,6 +131,7 @@ class PtdbgDispatch(TorchDispatchMode):
 
     def __exit__(self, exc_type, exc_value, traceback):
         result = super().__exit__(exc_type, exc_value, traceback)
+        self._widened.clear()
         if self._pool is not None:
             outcomes = self._pool.close()
             self.unchecked = self._pool.submitted - len(outcomes)
@@ -172,15 +190,17 @@ class PtdbgDispatch(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        mutable = False
         try:
-            has_tensor = any(isinstance(leaf, torch.Tensor) for leaf in tree_leaves((args, kwargs)))
+            has_tensor = _has_tensor(args) or _has_tensor(kwargs)
             reason = self._skip(func, has_tensor)
             if reason == RANDOM and not draws_random_numbers(func, args, kwargs):
                 reason = None
             namespace = func.namespace
             in_worker = self._pool is not None and namespace in _WORKER_NAMESPACES
+            mutable = func._schema.is_mutable
             snapshot = None
-            if reason is None and (func._schema.is_mutable or in_worker):
+            if reason is None and (mutable or in_worker):
                 snapshot = (tree_map(_snapshot, args), tree_map(_snapshot, kwargs))
         except Exception as exc:  # our own failure must never reach the training script
             self._report_broken(func, exc)
@@ -188,13 +208,27 @@ class PtdbgDispatch(TorchDispatchMode):
         if reason is not None:
             if self.debug:
                 logger.info("online_dispatch: %s not checked (%s)", func, reason)
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            if mutable:
+                self._forget_written(func, args, kwargs)
+            return out
         out = func(*args, **kwargs)
+        if mutable:
+            self._forget_written(func, args, kwargs)
         try:
             self._check(func, args, kwargs, out, snapshot, in_worker)
         except Exception as exc:
             self._report_broken(func, exc)
         return out
+
+    def _forget_written(self, func, args, kwargs) -> None:
+        """A mutable op ran: widened copies of the tensors it was given may be stale."""
+        try:
+            for leaf in tree_leaves((args, kwargs)):
+                if isinstance(leaf, torch.Tensor):
+                    self._widened.written(leaf)
+        except Exception as exc:
+            self._report_broken(func, exc)
 
     def _check(self, func, args, kwargs, out, snapshot, in_worker) -> None:
         name = func._overloadpacket.__name__
@@ -209,7 +243,8 @@ class PtdbgDispatch(TorchDispatchMode):
         if in_worker:
             self._pool.submit(call)
         else:
-            self._record(check_call(call, self.bench_dtype, self._dump_dir, self._dump_failed))
+            cache = self._widened if snapshot is None else None  # a mutable op's re-run writes into its inputs
+            self._record(check_call(call, self.bench_dtype, self._dump_dir, self._dump_failed, cache))
 
     def _report_broken(self, func, exc: Exception) -> None:
         if func not in self._broken_ops:

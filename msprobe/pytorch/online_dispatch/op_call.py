@@ -6,6 +6,7 @@ shape, raw bytes) and is read back with an unpickler that only knows `WireTensor
 device, layout and memory-format constants: a message can rebuild data, never run code.
 """
 import builtins
+import functools
 import io
 import pickle
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ class OpCall:
         return f"{self.name}_{self.index}"
 
 
+@functools.lru_cache(maxsize=None)
 def resolve_op(qualified: str) -> torch._ops.OpOverload:
     """'aten::add.Tensor' -> torch.ops.aten.add.Tensor ('aten::addmm' -> .default)."""
     namespace, rest = qualified.split("::", 1)

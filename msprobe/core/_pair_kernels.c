@@ -1,0 +1,331 @@
+/*
+ * One pass over a pair of dense float buffers: the error metrics of a device output against its bench.
+ *
+ * online_dispatch judges every ATen op's outputs against a high-precision CPU re-run. In numpy that is a
+ * dozen passes and as many temporaries per output; this reads both buffers once, widening each element to
+ * double in a register, and gives every number the single-benchmark rule needs:
+ *
+ *     judge_pair(dut_address, dut_kind, bench_address, bench_kind, count)
+ *         -> None when an element of either buffer (or their difference) is not finite, else
+ *            (max_abs_all, max_small_abs, small_index, max_rel, rel_index, error_balance, dot_db, dot_dd, dot_bb)
+ *
+ * kinds: 4 float32, 8 float64, 2 float16, 258 bfloat16 (as _fast_stats). Where |bench| < 1 the error is
+ * absolute, elsewhere relative (|dut - bench| / |bench|); error_balance is the mean of the signed errors
+ * (absolute or relative likewise); indices are the first position of each maximum, -1 when it is 0.
+ * The dot products give the cosine. NaN/Inf are left to the caller (positions must match; rare), which is
+ * told by None. The GIL is released for buffers of 64 K elements or more.
+ *
+ * Built as an optional extension: without a C compiler the callers use numpy.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KIND_FLOAT16 2
+#define KIND_BFLOAT16 258
+
+static double load_bf16(const void *p, Py_ssize_t i)
+{
+    uint32_t bits = (uint32_t)((const uint16_t *)p)[i] << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static double load_f16(const void *p, Py_ssize_t i)
+{
+    uint16_t h = ((const uint16_t *)p)[i];
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu, bits;
+    if (exponent == 0) { /* zero or subnormal: mantissa * 2^-24 */
+        double f = (double)mantissa * 5.9604644775390625e-08;
+        return sign ? -f : f;
+    }
+    if (exponent == 31)
+        bits = sign | 0x7f800000u | (mantissa << 13);
+    else
+        bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* running sums and maxima of one buffer pair */
+typedef struct {
+    double all, small_max, rel_max, sum, db, dd, bb, bad;
+} acc_t;
+
+typedef struct {
+    acc_t acc;
+    Py_ssize_t small_index, rel_index;
+} pair_t;
+
+/* The error of one element: absolute where |bench| < 1, relative elsewhere. */
+#define ELEMENT_ERROR(d, b, s, small, r)              \
+    double s = (d) - (b), magnitude = fabs(b);        \
+    int small = magnitude < 1.0;                      \
+    double r = small ? s : s / magnitude;
+
+/* Portable loops for one (dut, bench) element pair: `_scan` accumulates elements [start, n); `_find` sets the
+ * first position of each maximum (maxima are kept without positions in the main loop, so this scan stops at
+ * the first element equal to each). `bad` turns NaN when a difference is NaN or infinite, which any NaN/Inf
+ * input gives. */
+#define PAIR_LOOPS(name, LOAD_D, LOAD_B)                                                                \
+    static void name##_scan(const void *dut, const void *bench, Py_ssize_t start, Py_ssize_t n, acc_t *acc) \
+    {                                                                                                   \
+        /* locals, not acc's fields: the buffers might alias acc as far as the compiler knows */        \
+        double all = acc->all, small_max = acc->small_max, rel_max = acc->rel_max, sum = acc->sum;      \
+        double db = acc->db, dd = acc->dd, bb = acc->bb, bad = acc->bad;                                \
+        for (Py_ssize_t i = start; i < n; i++) {                                                        \
+            double d = LOAD_D(dut, i), b = LOAD_B(bench, i);                                            \
+            ELEMENT_ERROR(d, b, s, small, r)                                                            \
+            double a = fabs(s), e = fabs(r);                                                            \
+            bad += s * 0.0;                                                                             \
+            all = a > all ? a : all;                                                                    \
+            double e_small = small ? e : 0.0, e_rel = small ? 0.0 : e;                                  \
+            small_max = e_small > small_max ? e_small : small_max;                                      \
+            rel_max = e_rel > rel_max ? e_rel : rel_max;                                                \
+            sum += r;                                                                                   \
+            db += d * b; dd += d * d; bb += b * b;                                                      \
+        }                                                                                               \
+        acc->all = all; acc->small_max = small_max; acc->rel_max = rel_max; acc->sum = sum;             \
+        acc->db = db; acc->dd = dd; acc->bb = bb; acc->bad = bad;                                       \
+    }                                                                                                   \
+    static void name##_find(const void *dut, const void *bench, Py_ssize_t start, Py_ssize_t n, pair_t *out) \
+    {                                                                                                   \
+        double small_max = out->acc.small_max, rel_max = out->acc.rel_max;                              \
+        int need_small = small_max > 0.0 && out->small_index < 0, need_rel = rel_max > 0.0 && out->rel_index < 0; \
+        for (Py_ssize_t i = start; (need_small || need_rel) && i < n; i++) {                            \
+            double d = LOAD_D(dut, i), b = LOAD_B(bench, i);                                            \
+            ELEMENT_ERROR(d, b, s, small, r)                                                            \
+            (void)s;                                                                                    \
+            double e = fabs(r);                                                                         \
+            if (small && need_small && e == small_max) {                                                \
+                out->small_index = i;                                                                   \
+                need_small = 0;                                                                         \
+            } else if (!small && need_rel && e == rel_max) {                                            \
+                out->rel_index = i;                                                                     \
+                need_rel = 0;                                                                           \
+            }                                                                                           \
+        }                                                                                               \
+    }                                                                                                   \
+    static void name##_portable(const void *dut, const void *bench, Py_ssize_t n, pair_t *out)          \
+    {                                                                                                   \
+        memset(&out->acc, 0, sizeof out->acc);                                                          \
+        name##_scan(dut, bench, 0, n, &out->acc);                                                       \
+        out->small_index = out->rel_index = -1;                                                         \
+        if (out->acc.bad == 0.0)                                                                        \
+            name##_find(dut, bench, 0, n, out);                                                         \
+    }
+
+#define DIRECT_F32(p, i) ((double)((const float *)(p))[i])
+#define DIRECT_F64(p, i) (((const double *)(p))[i])
+PAIR_LOOPS(f32_f64, DIRECT_F32, DIRECT_F64)
+PAIR_LOOPS(f32_f32, DIRECT_F32, DIRECT_F32)
+PAIR_LOOPS(f64_f64, DIRECT_F64, DIRECT_F64)
+PAIR_LOOPS(bf16_f32, load_bf16, DIRECT_F32)
+PAIR_LOOPS(bf16_f64, load_bf16, DIRECT_F64)
+PAIR_LOOPS(f16_f32, load_f16, DIRECT_F32)
+PAIR_LOOPS(f16_f64, load_f16, DIRECT_F64)
+
+typedef void (*pair_kernel_t)(const void *, const void *, Py_ssize_t, pair_t *);
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define MSPROBE_X86 1
+#include <immintrin.h>
+
+__attribute__((target("avx2,fma"))) static double hsum4(__m256d v)
+{
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+__attribute__((target("avx2,fma"))) static double hmax4(__m256d v)
+{
+    __m128d m = _mm_max_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_max_sd(m, _mm_unpackhi_pd(m, m)));
+}
+
+/* Four elements at a time in double: the numbers of the portable loop (its sums added in another order);
+ * the tail and the positions come from the portable loops. */
+#define AVX2_PAIR_KERNEL(name, target_list, LOAD4_D, LOAD4_B)                                            \
+    __attribute__((target(target_list))) static void name##_avx2(const void *dut, const void *bench,     \
+                                                                 Py_ssize_t n, pair_t *out)             \
+    {                                                                                                    \
+        const __m256d sign = _mm256_set1_pd(-0.0), one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd(); \
+        /* two sets of accumulators (8 elements a round), so the adds of one round do not wait on each other */ \
+        __m256d all[2] = {zero, zero}, small_max[2] = {zero, zero}, rel_max[2] = {zero, zero};         \
+        __m256d sum[2] = {zero, zero}, db[2] = {zero, zero}, dd[2] = {zero, zero}, bb[2] = {zero, zero}; \
+        __m256d bad[2] = {zero, zero};                                                                   \
+        Py_ssize_t i = 0;                                                                                \
+        for (; i + 8 <= n; i += 8) {                                                                     \
+            for (int k = 0; k < 2; k++) {                                                                \
+                __m256d d = LOAD4_D(dut, i + 4 * k), b = LOAD4_B(bench, i + 4 * k);                      \
+                __m256d s = _mm256_sub_pd(d, b), magnitude = _mm256_andnot_pd(sign, b);                  \
+                __m256d small = _mm256_cmp_pd(magnitude, one, _CMP_LT_OQ);                               \
+                __m256d r = _mm256_div_pd(s, _mm256_blendv_pd(magnitude, one, small));                   \
+                __m256d e = _mm256_andnot_pd(sign, r);                                                   \
+                bad[k] = _mm256_add_pd(bad[k], _mm256_mul_pd(s, zero));                                  \
+                all[k] = _mm256_max_pd(all[k], _mm256_andnot_pd(sign, s));                               \
+                small_max[k] = _mm256_max_pd(small_max[k], _mm256_and_pd(small, e));                     \
+                rel_max[k] = _mm256_max_pd(rel_max[k], _mm256_andnot_pd(small, e));                      \
+                sum[k] = _mm256_add_pd(sum[k], r);                                                       \
+                db[k] = _mm256_fmadd_pd(d, b, db[k]);                                                    \
+                dd[k] = _mm256_fmadd_pd(d, d, dd[k]);                                                    \
+                bb[k] = _mm256_fmadd_pd(b, b, bb[k]);                                                    \
+            }                                                                                            \
+        }                                                                                                \
+        acc_t *acc = &out->acc;                                                                          \
+        acc->bad = hsum4(_mm256_add_pd(bad[0], bad[1]));                                                 \
+        acc->all = hmax4(_mm256_max_pd(all[0], all[1]));                                                 \
+        acc->small_max = hmax4(_mm256_max_pd(small_max[0], small_max[1]));                               \
+        acc->rel_max = hmax4(_mm256_max_pd(rel_max[0], rel_max[1]));                                     \
+        acc->sum = hsum4(_mm256_add_pd(sum[0], sum[1]));                                                 \
+        acc->db = hsum4(_mm256_add_pd(db[0], db[1]));                                                    \
+        acc->dd = hsum4(_mm256_add_pd(dd[0], dd[1]));                                                    \
+        acc->bb = hsum4(_mm256_add_pd(bb[0], bb[1]));                                                    \
+        name##_scan(dut, bench, i, n, acc);                                                              \
+        out->small_index = out->rel_index = -1;                                                          \
+        if (acc->bad != 0.0)                                                                             \
+            return;                                                                                      \
+        /* positions: the first block holding each maximum, then the first lane in it */                 \
+        const __m256d want_small = _mm256_set1_pd(acc->small_max), want_rel = _mm256_set1_pd(acc->rel_max); \
+        int need_small = acc->small_max > 0.0, need_rel = acc->rel_max > 0.0;                            \
+        for (i = 0; (need_small || need_rel) && i + 4 <= n; i += 4) {                                    \
+            __m256d d = LOAD4_D(dut, i), b = LOAD4_B(bench, i);                                          \
+            __m256d s = _mm256_sub_pd(d, b), magnitude = _mm256_andnot_pd(sign, b);                      \
+            __m256d small = _mm256_cmp_pd(magnitude, one, _CMP_LT_OQ);                                   \
+            __m256d e = _mm256_andnot_pd(sign, _mm256_div_pd(s, _mm256_blendv_pd(magnitude, one, small))); \
+            int hit_small = _mm256_movemask_pd(_mm256_and_pd(small, _mm256_cmp_pd(e, want_small, _CMP_EQ_OQ))); \
+            int hit_rel = _mm256_movemask_pd(_mm256_andnot_pd(small, _mm256_cmp_pd(e, want_rel, _CMP_EQ_OQ))); \
+            if (need_small && hit_small) {                                                               \
+                out->small_index = i + __builtin_ctz(hit_small);                                         \
+                need_small = 0;                                                                          \
+            }                                                                                            \
+            if (need_rel && hit_rel) {                                                                   \
+                out->rel_index = i + __builtin_ctz(hit_rel);                                             \
+                need_rel = 0;                                                                            \
+            }                                                                                            \
+        }                                                                                                \
+        name##_find(dut, bench, i, n, out);                                                              \
+    }
+
+#define LOAD4_F32(p, i) _mm256_cvtps_pd(_mm_loadu_ps((const float *)(p) + (i)))
+#define LOAD4_F64(p, i) _mm256_loadu_pd((const double *)(p) + (i))
+#define LOAD4_BF16(p, i) _mm256_cvtps_pd(_mm_castsi128_ps(_mm_slli_epi32(                               \
+    _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)((const uint16_t *)(p) + (i)))), 16)))
+#define LOAD4_F16(p, i) _mm256_cvtps_pd(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)((const uint16_t *)(p) + (i)))))
+AVX2_PAIR_KERNEL(f32_f64, "avx2,fma", LOAD4_F32, LOAD4_F64)
+AVX2_PAIR_KERNEL(f32_f32, "avx2,fma", LOAD4_F32, LOAD4_F32)
+AVX2_PAIR_KERNEL(f64_f64, "avx2,fma", LOAD4_F64, LOAD4_F64)
+AVX2_PAIR_KERNEL(bf16_f32, "avx2,fma", LOAD4_BF16, LOAD4_F32)
+AVX2_PAIR_KERNEL(bf16_f64, "avx2,fma", LOAD4_BF16, LOAD4_F64)
+AVX2_PAIR_KERNEL(f16_f32, "avx2,fma,f16c", LOAD4_F16, LOAD4_F32)
+AVX2_PAIR_KERNEL(f16_f64, "avx2,fma,f16c", LOAD4_F16, LOAD4_F64)
+#endif
+
+/* whether the AVX2 loops run: the CPU has AVX2, FMA and F16C and MSPROBE_NATIVE_SIMD is not "0" (tests use it
+ * to check the portable loops on x86 too) */
+static int simd_enabled(void)
+{
+#ifdef MSPROBE_X86
+    static int use_avx2 = -1;
+    if (use_avx2 < 0) {
+        const char *setting = getenv("MSPROBE_NATIVE_SIMD");
+        use_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                   __builtin_cpu_supports("f16c") && !(setting != NULL && strcmp(setting, "0") == 0);
+    }
+    return use_avx2;
+#else
+    return 0;
+#endif
+}
+
+#ifdef MSPROBE_X86
+#define PICK(name) (simd_enabled() ? name##_avx2 : name##_portable)
+#else
+#define PICK(name) (name##_portable)
+#endif
+
+/* the loop for a (dut kind, bench kind) pair; NULL when the pair is not supported */
+static pair_kernel_t pick_kernel(long dut_kind, long bench_kind)
+{
+    if (dut_kind == 4 && bench_kind == 8) return PICK(f32_f64);
+    if (dut_kind == 4 && bench_kind == 4) return PICK(f32_f32);
+    if (dut_kind == 8 && bench_kind == 8) return PICK(f64_f64);
+    if (dut_kind == KIND_BFLOAT16 && bench_kind == 4) return PICK(bf16_f32);
+    if (dut_kind == KIND_BFLOAT16 && bench_kind == 8) return PICK(bf16_f64);
+    if (dut_kind == KIND_FLOAT16 && bench_kind == 4) return PICK(f16_f32);
+    if (dut_kind == KIND_FLOAT16 && bench_kind == 8) return PICK(f16_f64);
+    return NULL;
+}
+
+static PyObject *judge_pair(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "judge_pair(dut_address, dut_kind, bench_address, bench_kind, count)");
+        return NULL;
+    }
+    void *dut = PyLong_AsVoidPtr(args[0]);
+    if (dut == NULL && PyErr_Occurred())
+        return NULL;
+    long dut_kind = PyLong_AsLong(args[1]);
+    if (dut_kind == -1 && PyErr_Occurred())
+        return NULL;
+    void *bench = PyLong_AsVoidPtr(args[2]);
+    if (bench == NULL && PyErr_Occurred())
+        return NULL;
+    long bench_kind = PyLong_AsLong(args[3]);
+    if (bench_kind == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t count = PyLong_AsSsize_t(args[4]);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    pair_kernel_t kernel = pick_kernel(dut_kind, bench_kind);
+    if (dut == NULL || bench == NULL || count < 1 || kernel == NULL) {
+        PyErr_SetString(PyExc_ValueError, "need non-null addresses, count >= 1 and a supported pair of kinds "
+                                          "(dut float32, float64, FLOAT16 or BFLOAT16; bench float32 or float64)");
+        return NULL;
+    }
+    pair_t out;
+    /* short buffers take less time than handing the GIL over and back */
+    PyThreadState *saved = count >= (1 << 16) ? PyEval_SaveThread() : NULL;
+    kernel(dut, bench, count, &out);
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
+    if (out.acc.bad != 0.0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(ddndndddd)", out.acc.all, out.acc.small_max, out.small_index, out.acc.rel_max,
+                         out.rel_index, out.acc.sum / (double)count, out.acc.db, out.acc.dd, out.acc.bb);
+}
+
+static PyObject *simd(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
+{
+    return PyBool_FromLong(simd_enabled());
+}
+
+static PyMethodDef methods[] = {
+    {"simd", (PyCFunction)simd, METH_NOARGS, "simd() -> whether the AVX2 loops are in use"},
+    {"judge_pair", (PyCFunction)(void (*)(void))judge_pair, METH_FASTCALL,
+     "judge_pair(dut_address, dut_kind, bench_address, bench_kind, count) -> error metrics, or None for NaN/Inf"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_pair_kernels", "One-pass error metrics of a device output against its bench.", -1,
+    methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__pair_kernels(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "FLOAT16", KIND_FLOAT16) < 0 ||
+        PyModule_AddIntConstant(m, "BFLOAT16", KIND_BFLOAT16) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
