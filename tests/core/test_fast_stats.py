@@ -142,3 +142,76 @@ def test_every_float16_bit_pattern_converts_exactly():
     expected = patterns.view(np.float16).astype(np.float64)
     got = np.array([native.minmax_sumsq(patterns[k:].ctypes.data, 1, native.FLOAT16)[0] for k in range(1 << 16)])
     assert np.array_equal(got, expected, equal_nan=True)
+
+
+# ---- bucket_stats: grad_probe's one pass ------------------------------------------------------------------
+def _buckets(array, bounds, with_direction=True):
+    array = np.ascontiguousarray(array)
+    direction = np.full(array.size, 7, dtype=np.uint8) if with_direction else None
+    result = native.bucket_stats(array.ctypes.data, array.size, array.itemsize, bounds,
+                                 None if direction is None else direction.ctypes.data)
+    return result, direction
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("count", [1, 7, 8, 9, 1000, 70_001])
+def test_bucket_stats_recomputed(dtype, count):
+    rng = np.random.default_rng(count)
+    array = (rng.standard_normal(count) * 0.02).astype(dtype)
+    array[:: 13] = 0.0
+    array[1:: 17] = -0.0
+    bounds = [float(dtype(b)) for b in (-0.01, 0.0, 0.01)]
+    (high, low, sumsq, zeros, at_or_below), direction = _buckets(array, bounds)
+    assert (high, low) == (float(array.max()), float(array.min()))
+    assert sumsq == pytest.approx(float(np.sum(array.astype(np.float64) ** 2)), rel=1e-12)
+    assert zeros == int(np.count_nonzero(array == 0))
+    assert list(at_or_below) == [int(np.count_nonzero(array <= dtype(b))) for b in bounds]
+    assert np.array_equal(direction, (array > 0).astype(np.uint8))
+
+
+def test_bucket_stats_nan_inf_and_no_direction():
+    array = np.array([1.0, np.nan, -np.inf, 0.0, 2.0, 0.5, -3.0, 4.0, 0.25], dtype=np.float32)
+    (high, low, sumsq, zeros, at_or_below), direction = _buckets(array, [0.0, 1.0])
+    assert math.isnan(high) and math.isnan(low) and math.isnan(sumsq)
+    assert zeros == 1
+    assert list(at_or_below) == [int(np.count_nonzero(array <= 0)), int(np.count_nonzero(array <= 1))]  # NaN in none
+    assert np.array_equal(direction, (array > 0).astype(np.uint8))
+    (high, _, _, zeros, counts), none = _buckets(np.array([0.0, 5.0], np.float32), [], with_direction=False)
+    assert (high, zeros, counts, none) == (5.0, 1, (), None)
+
+
+def test_bucket_stats_refuses_bad_arguments():
+    array = np.ones(4, np.float32)
+    with pytest.raises(ValueError):
+        native.bucket_stats(array.ctypes.data, 4, 4, [0.0] * 65, None)
+    with pytest.raises(ValueError):
+        native.bucket_stats(array.ctypes.data, 0, 4, [0.0], None)
+    with pytest.raises(TypeError):
+        native.bucket_stats(array.ctypes.data, 4, 4, ["x"], None)
+
+
+def test_bucket_stats_portable_loops_agree_with_simd():
+    import json
+    import subprocess
+    import sys
+
+    script = (
+        "import json, numpy as np\n"
+        "from msprobe.core.dump import _fast_stats as f\n"
+        "rows = []\n"
+        "for count in (1, 9, 1025, 70001):\n"
+        "    a = (np.random.default_rng(count).standard_normal(count) * 0.1).astype(np.float32)\n"
+        "    a[::7] = 0\n"
+        "    d = np.empty(count, np.uint8)\n"
+        "    r = f.bucket_stats(a.ctypes.data, count, 4, [float(np.float32(-0.05)), 0.0, 0.125], d.ctypes.data)\n"
+        "    rows.append([r[0], r[1], r[2], r[3], list(r[4]), int(d.sum())])\n"
+        "print(json.dumps({'simd': f.simd(), 'rows': rows}))\n")
+    results = {}
+    for flag in ("0", "1"):
+        env = dict(os.environ, MSPROBE_NATIVE_SIMD=flag)
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+        results[flag] = json.loads(out.stdout)
+    assert results["0"]["simd"] is False
+    for portable, simd in zip(results["0"]["rows"], results["1"]["rows"]):
+        assert portable[:2] == simd[:2] and portable[3:] == simd[3:]
+        assert portable[2] == pytest.approx(simd[2], rel=1e-12)

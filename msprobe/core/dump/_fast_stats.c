@@ -7,6 +7,8 @@
  *
  *     minmax_sumsq(address, count, itemsize) -> (max, min, sumsq)
  *     float_stats(address, count, itemsize, total=None) -> (max, min, mean, norm)
+ *     bucket_stats(address, count, itemsize, bounds, direction_address=None)
+ *         -> (max, min, sumsq, zeros, (count <= bound for each bound)); writes element > 0 as bytes (grad_probe)
  *
  * address: the first element (an int from data_ptr() / ndarray.ctypes.data); count >= 1 elements,
  * contiguous; itemsize 4 (float32), 8 (float64), FLOAT16 (2) or BFLOAT16 (258), 16-bit floats being widened to
@@ -328,6 +330,177 @@ static PyObject *float_stats(PyObject *Py_UNUSED(self), PyObject *const *args, P
     return Py_BuildValue("(dddd)", out.max, out.min, mean, norm);
 }
 
+/* ---- bucket_stats: grad_probe's per-parameter statistics in one pass ----------------------------------------
+ * max, min and sum of squares as above, the number of zeros, for each bound the number of elements <= bound,
+ * and optionally the direction (element > 0) as one byte per element. NaN is in no count and not > 0, as the
+ * framework comparisons give. */
+#define MAX_BOUNDS 64
+
+typedef struct {
+    stats_t stats;
+    Py_ssize_t zeros, at_or_below[MAX_BOUNDS];
+} bucket_t;
+
+#define BUCKET_SCALAR(name, in_type, LOAD)                                                                 \
+    static void name(const void *data, Py_ssize_t start, Py_ssize_t n, const double *bounds, int nb,     \
+                     uint8_t *direction, bucket_t *out)                                                  \
+    {                                                                                                    \
+        const in_type *p = (const in_type *)data;                                                        \
+        double hi = out->stats.max, lo = out->stats.min, sumsq = out->stats.sumsq;                       \
+        Py_ssize_t zeros = out->zeros;                                                                   \
+        for (Py_ssize_t i = start; i < n; i++) {                                                         \
+            double a = LOAD(p, i);                                                                       \
+            hi = a > hi ? a : hi;                                                                        \
+            lo = a < lo ? a : lo;                                                                        \
+            out->stats.has_nan |= a != a;                                                                \
+            sumsq += a * a;                                                                              \
+            zeros += a == 0.0;                                                                           \
+            for (int k = 0; k < nb; k++)                                                                 \
+                out->at_or_below[k] += a <= bounds[k];                                                   \
+            if (direction != NULL)                                                                       \
+                direction[i] = a > 0.0;                                                                  \
+        }                                                                                                \
+        out->stats.max = hi; out->stats.min = lo; out->stats.sumsq = sumsq; out->zeros = zeros;          \
+    }
+
+BUCKET_SCALAR(bucket_f32_scalar, float, LOAD_SAME)
+BUCKET_SCALAR(bucket_f64_scalar, double, LOAD_SAME)
+BUCKET_SCALAR(bucket_f16_scalar, uint16_t, LOAD_F16)
+BUCKET_SCALAR(bucket_bf16_scalar, uint16_t, LOAD_BF16)
+
+typedef void (*bucket_kernel_t)(const void *, Py_ssize_t, Py_ssize_t, const double *, int, uint8_t *, bucket_t *);
+static const bucket_kernel_t bucket_kernels[] = {bucket_f32_scalar, bucket_f64_scalar, bucket_f16_scalar,
+                                                 bucket_bf16_scalar};
+
+#ifdef MSPROBE_X86
+/* eight direction bytes (0 or 1) for each 8-bit mask */
+static uint64_t direction_bytes[256];
+
+static void fill_direction_bytes(void)
+{
+    for (int m = 0; m < 256; m++) {
+        uint64_t v = 0;
+        for (int j = 0; j < 8; j++)
+            v |= (uint64_t)((m >> j) & 1) << (8 * j);
+        direction_bytes[m] = v;
+    }
+}
+
+/* float32: 8 elements a round; a bound is compared exactly when it is a float32 value (the caller checks),
+ * squares summed in double */
+__attribute__((target("avx2,fma,popcnt")))
+static void bucket_f32_avx2(const void *data, Py_ssize_t n, const double *bounds, int nb, uint8_t *direction,
+                            bucket_t *out)
+{
+    const float *p = (const float *)data;
+    __m256 limits[MAX_BOUNDS];
+    for (int k = 0; k < nb; k++)
+        limits[k] = _mm256_set1_ps((float)bounds[k]);
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 hi = _mm256_set1_ps(p[0]), lo = hi;
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    Py_ssize_t zeros = 0, i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 a = _mm256_loadu_ps(p + i);
+        hi = _mm256_max_ps(hi, a);
+        lo = _mm256_min_ps(lo, a);
+        __m256d low = _mm256_cvtps_pd(_mm256_castps256_ps128(a)), high = _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1));
+        s0 = _mm256_fmadd_pd(low, low, s0);
+        s1 = _mm256_fmadd_pd(high, high, s1);
+        zeros += __builtin_popcount(_mm256_movemask_ps(_mm256_cmp_ps(a, zero, _CMP_EQ_OQ)));
+        for (int k = 0; k < nb; k++)
+            out->at_or_below[k] += __builtin_popcount(_mm256_movemask_ps(_mm256_cmp_ps(a, limits[k], _CMP_LE_OQ)));
+        if (direction != NULL) {
+            uint64_t bytes = direction_bytes[_mm256_movemask_ps(_mm256_cmp_ps(a, zero, _CMP_GT_OQ))];
+            memcpy(direction + i, &bytes, sizeof bytes);
+        }
+    }
+    /* max/min lanes: a NaN lane is caught by the sum of squares below */
+    out->stats.max = hmax8(hi);
+    out->stats.min = hmin8(lo);
+    out->stats.sumsq = hsum4d(_mm256_add_pd(s0, s1));
+    out->zeros = zeros;
+    bucket_f32_scalar(data, i, n, bounds, nb, direction, out);
+    out->stats.has_nan |= out->stats.sumsq != out->stats.sumsq;
+}
+#endif
+
+static PyObject *bucket_stats(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "bucket_stats(address, count, itemsize, bounds, direction_address) takes 5 arguments");
+        return NULL;
+    }
+    void *address = PyLong_AsVoidPtr(args[0]);
+    if (address == NULL && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    long itemsize = PyLong_AsLong(args[2]);
+    if (itemsize == -1 && PyErr_Occurred())
+        return NULL;
+    int kind = kind_index(itemsize);
+    PyObject *bound_seq = PySequence_Fast(args[3], "bounds must be a sequence of numbers");
+    if (bound_seq == NULL)
+        return NULL;
+    Py_ssize_t nb = PySequence_Fast_GET_SIZE(bound_seq);
+    double bounds[MAX_BOUNDS];
+    int exact_f32 = 1;
+    for (Py_ssize_t k = 0; k < nb && k < MAX_BOUNDS; k++) {
+        bounds[k] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(bound_seq, k));
+        if (bounds[k] == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(bound_seq);
+            return NULL;
+        }
+        exact_f32 &= (double)(float)bounds[k] == bounds[k];
+    }
+    Py_DECREF(bound_seq);
+    uint8_t *direction = NULL;
+    if (args[4] != Py_None) {
+        direction = (uint8_t *)PyLong_AsVoidPtr(args[4]);
+        if (direction == NULL && PyErr_Occurred())
+            return NULL;
+    }
+    if (address == NULL || count < 1 || kind < 0 || nb > MAX_BOUNDS) {
+        PyErr_SetString(PyExc_ValueError, "need a non-null address, count >= 1, itemsize 4, 8, FLOAT16 or BFLOAT16 "
+                                          "and at most 64 bounds");
+        return NULL;
+    }
+    bucket_t out;
+    memset(&out, 0, sizeof out);
+    PyThreadState *saved = count >= (1 << 16) ? PyEval_SaveThread() : NULL;
+#ifdef MSPROBE_X86
+    if (kind == 0 && exact_f32 && simd_enabled() && __builtin_cpu_supports("popcnt"))
+        bucket_f32_avx2(address, count, bounds, (int)nb, direction, &out);
+    else
+#endif
+    {
+        out.stats.max = -INFINITY;
+        out.stats.min = INFINITY;
+        bucket_kernels[kind](address, 0, count, bounds, (int)nb, direction, &out);
+    }
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
+    if (out.stats.has_nan) {
+        out.stats.max = NAN;
+        out.stats.min = NAN;
+        out.stats.sumsq = NAN;
+    }
+    PyObject *counts = PyTuple_New(nb);
+    if (counts == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < nb; k++) {
+        PyObject *value = PyLong_FromSsize_t(out.at_or_below[k]);
+        if (value == NULL) {
+            Py_DECREF(counts);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(counts, k, value);
+    }
+    return Py_BuildValue("(dddnN)", out.stats.max, out.stats.min, out.stats.sumsq, out.zeros, counts);
+}
+
 static PyObject *simd(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
 {
     return PyBool_FromLong(simd_enabled());
@@ -339,6 +512,8 @@ static PyMethodDef methods[] = {
      "minmax_sumsq(address, count, itemsize) -> (max, min, sum of squares) of a dense float buffer"},
     {"float_stats", (PyCFunction)(void (*)(void))float_stats, METH_FASTCALL,
      "float_stats(address, count, itemsize, total) -> (max, min, mean, norm) of a dense float buffer"},
+    {"bucket_stats", (PyCFunction)(void (*)(void))bucket_stats, METH_FASTCALL,
+     "bucket_stats(address, count, itemsize, bounds, direction_address) -> (max, min, sumsq, zeros, at_or_below)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -351,6 +526,9 @@ PyMODINIT_FUNC PyInit__fast_stats(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+#ifdef MSPROBE_X86
+    fill_direction_bytes();
+#endif
     if (PyModule_AddIntConstant(m, "FLOAT16", KIND_FLOAT16) < 0 ||
         PyModule_AddIntConstant(m, "BFLOAT16", KIND_BFLOAT16) < 0) {
         Py_DECREF(m);

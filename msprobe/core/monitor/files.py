@@ -2,14 +2,15 @@
 import csv
 import io
 import os
+import shutil
 import tempfile
 
 import numpy as np
 
 from msprobe.core.errors import ParseError
-from msprobe.core.paths import FILE_MODE, ensure_dir
+from msprobe.core.paths import DIR_MODE, FILE_MODE, ensure_dir
 
-__all__ = ["ensure_dir", "write_bytes", "write_csv", "write_npy", "read_csv_rows"]
+__all__ = ["ensure_dir", "write_bytes", "write_csv", "write_npy", "write_npy_folder", "read_csv_rows"]
 
 
 def write_bytes(path: str, data: bytes) -> None:
@@ -45,6 +46,31 @@ def write_npy(path: str, array: np.ndarray) -> None:
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
     write_bytes(path, buffer.getvalue())
+
+
+def write_npy_folder(path: str, arrays: list) -> None:
+    """A folder of .npy files, [(file name, array)], that appears whole or not at all: the files are written
+    straight from the arrays' memory into a new hidden folder beside `path`, which is then renamed to `path`
+    (an existing `path` is replaced). One rename per folder instead of one per file."""
+    parent = os.path.dirname(os.path.abspath(path))
+    ensure_dir(parent)
+    tmp = tempfile.mkdtemp(prefix=".tmp_", dir=parent)
+    try:
+        os.chmod(tmp, DIR_MODE)
+        for name, array in arrays:
+            # O_EXCL in a folder only we know: nothing can be planted under these names
+            descriptor = os.open(os.path.join(tmp, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            with os.fdopen(descriptor, "wb") as handle:
+                np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
+        if os.path.lexists(path):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def read_csv_rows(path: str, what: str = "CSV file") -> list:

@@ -19,7 +19,7 @@ import numpy as np
 
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
-from msprobe.core.monitor.files import ensure_dir, write_csv, write_npy
+from msprobe.core.monitor.files import ensure_dir, write_csv, write_npy_folder
 from msprobe.core.paths import atomic_write_json, make_dir, safe_name
 
 __all__ = ["GradProbeSettings", "GradSummaryWriter", "ParamGradStats", "interval_labels", "summary_header",
@@ -139,9 +139,8 @@ class GradSummaryWriter:
         write_csv(os.path.join(self.rank_dir, f"grad_summary_{step}.csv"), self.header,
                   [s.row(level) for s in stats], bom=True)
         if self.settings.needs_direction:
-            step_dir = ensure_dir(os.path.join(self.rank_dir, f"step{step}"))
-            for s in stats:
-                write_npy(os.path.join(step_dir, f"{safe_name(s.name)}.npy"), s.direction)
+            write_npy_folder(os.path.join(self.rank_dir, f"step{step}"),
+                             [(f"{safe_name(s.name)}.npy", s.direction) for s in stats])
 
     def flush(self) -> None:
         """Wait for every queued step; a failed write is raised here."""

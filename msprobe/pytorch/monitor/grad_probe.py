@@ -10,16 +10,21 @@ optimizer that updates one of the model's parameters. Gradients come from `param
 exists, else `param.grad`, so clipping and loss-scale handling done before `step()` are included.
 """
 import hashlib
+import math
 from typing import Optional
 
+import numpy as np
 import torch
 
+from msprobe.core.dump.native import bucket_stats
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
 from msprobe.core.monitor.grad_summary import GradProbeBase, GradProbeSettings, ParamGradStats
 from msprobe.pytorch.monitor.optimizer_watch import unwrap_optimizer, watch_optimizer_steps
 
-__all__ = ["GradProbe", "current_rank", "param_gradient"]
+__all__ = ["GradProbe", "current_rank", "param_gradient", "gradient_stats"]
+
+_NATIVE_BOUNDS = {torch.float32: lambda b: float(np.float32(b)), torch.float64: float}
 
 
 def current_rank() -> int:
@@ -43,36 +48,63 @@ def _optimizer_param_names(optimizer) -> list:
     return names
 
 
+def _native_stats(grad: torch.Tensor, settings: GradProbeSettings) -> Optional[ParamGradStats]:
+    """The statistics of a CPU float32/float64 gradient from one C pass (msprobe/core/dump/_fast_stats.c),
+    or None where the framework path serves (other devices and dtypes, no compiled extension)."""
+    if bucket_stats is None or grad.device.type != "cpu" or grad.dtype not in _NATIVE_BOUNDS or not grad.numel():
+        return None
+    grad = grad.contiguous()
+    level = settings.level
+    # bounds rounded to the gradient's dtype, as `grad <= bound` compares them
+    bounds = [_NATIVE_BOUNDS[grad.dtype](b) for b in settings.bounds] if level == "L2" else []
+    direction = np.empty(grad.numel(), dtype=np.bool_) if level != "L0" else None
+    high, low, sumsq, zeros, at_or_below = bucket_stats(grad.data_ptr(), grad.numel(), grad.element_size(), bounds,
+                                                        None if direction is None else direction.ctypes.data)
+    norm = math.sqrt(sumsq)
+    if grad.dtype == torch.float32:
+        norm = float(np.float32(norm))  # a float32 norm, as the framework's
+    stats = ParamGradStats(name="", max=high, min=low, norm=norm, shape=list(grad.shape))
+    if direction is not None:
+        stats.direction = direction.reshape(grad.shape)
+    if level == "L2":
+        stats.set_counts(list(at_or_below), zeros, grad.numel())
+    return stats
+
+
 def gradient_stats(named_grads: list, settings: GradProbeSettings) -> list:
-    """ParamGradStats of each (name, grad): one device-to-host transfer per step for the scalars."""
+    """ParamGradStats of each (name, grad): CPU float gradients in one C pass each; the others with framework
+    kernels and one device-to-host transfer per step for the scalars."""
     if not named_grads:
         return []
     grads = [g.detach() for _, g in named_grads]
-    norms = torch._foreach_norm(grads)
-    scalars = []
-    counts = []
     level = settings.level
-    for grad, norm in zip(grads, norms):
-        low, high = torch.aminmax(grad)
-        scalars.append(torch.stack([high.float(), low.float(), norm.float()]))
-        if level == "L2":
-            # count_nonzero of a mask is ~2.5x faster than mask.sum() (no widening to int64)
-            at_or_below = [torch.count_nonzero(grad <= bound) for bound in settings.bounds]
-            counts.append(torch.stack([*at_or_below, grad.numel() - torch.count_nonzero(grad)]))
-    scalar_values = torch.stack(scalars).cpu().tolist()
-    count_values = torch.stack(counts).cpu().tolist() if counts else []
-    out = []
-    for i, ((name, _), grad) in enumerate(zip(named_grads, grads)):
-        high, low, norm = scalar_values[i]
-        stats = ParamGradStats(name=name, max=high, min=low, norm=norm, shape=list(grad.shape))
-        numel = grad.numel()
+    out = [_native_stats(grad, settings) for grad in grads]
+    rest = [i for i, stats in enumerate(out) if stats is None]
+    if rest:
+        norms = torch._foreach_norm([grads[i] for i in rest])
+        scalars, counts = [], []
+        for i, norm in zip(rest, norms):
+            grad = grads[i]
+            low, high = torch.aminmax(grad)
+            scalars.append(torch.stack([high.float(), low.float(), norm.float()]))
+            if level == "L2":
+                # count_nonzero of a mask is ~2.5x faster than mask.sum() (no widening to int64)
+                at_or_below = [torch.count_nonzero(grad <= bound) for bound in settings.bounds]
+                counts.append(torch.stack([*at_or_below, grad.numel() - torch.count_nonzero(grad)]))
+        scalar_values = torch.stack(scalars).cpu().tolist()
+        count_values = torch.stack(counts).cpu().tolist() if counts else []
+        for k, i in enumerate(rest):
+            grad = grads[i]
+            high, low, norm = scalar_values[k]
+            stats = out[i] = ParamGradStats(name="", max=high, min=low, norm=norm, shape=list(grad.shape))
+            if level != "L0":
+                stats.direction = (grad > 0).cpu().numpy()
+            if level == "L2":
+                stats.set_counts(count_values[k][:-1], count_values[k][-1], grad.numel())
+    for (name, _), grad, stats in zip(named_grads, grads, out):
+        stats.name = name
         if level == "L0":
             stats.md5 = hashlib.md5(grad.cpu().float().numpy().tobytes()).hexdigest()  # noqa: S324 - a fingerprint
-        else:
-            stats.direction = (grad > 0).cpu().numpy()
-        if level == "L2":
-            stats.set_counts(count_values[i][:-1], count_values[i][-1], numel)
-        out.append(stats)
     return out
 
 

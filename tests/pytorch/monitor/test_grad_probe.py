@@ -204,3 +204,41 @@ def test_precision_debugger_monitor_runs_grad_probe(tmp_path):
     train_mlp(model, optimizer, 2)
     debugger.stop()
     assert (tmp_path / "dump" / "rank0" / "grad_summary_1.csv").exists()
+
+
+@pytest.mark.parametrize("level", ["L0", "L1", "L2"])
+def test_one_pass_kernel_and_framework_kernels_write_the_same_files(tmp_path, monkeypatch, level):
+    """CPU float32 gradients go through the C pass; with it switched off the framework kernels give the
+    same CSV values (norm to float32 rounding) and the same direction files."""
+    import msprobe.pytorch.monitor.grad_probe as grad_probe_module
+
+    _train_capturing(tmp_path / "native", level, steps=2)
+    monkeypatch.setattr(grad_probe_module, "bucket_stats", None)
+    _train_capturing(tmp_path / "torch", level, steps=2)
+    for step in range(2):
+        header, native_rows = _read(tmp_path / "native" / "rank0" / f"grad_summary_{step}.csv")
+        _, torch_rows = _read(tmp_path / "torch" / "rank0" / f"grad_summary_{step}.csv")
+        norm = header.index("norm")
+        for native_row, torch_row in zip(native_rows, torch_rows):
+            assert native_row[:norm] + native_row[norm + 1:] == torch_row[:norm] + torch_row[norm + 1:]
+            assert float(native_row[norm]) == pytest.approx(float(torch_row[norm]), rel=1e-6)
+        if level != "L0":
+            names = sorted(os.listdir(tmp_path / "native" / "rank0" / f"step{step}"))
+            assert names == sorted(os.listdir(tmp_path / "torch" / "rank0" / f"step{step}")) and len(names) == 6
+            for name in names:
+                assert np.array_equal(np.load(tmp_path / "native" / "rank0" / f"step{step}" / name),
+                                      np.load(tmp_path / "torch" / "rank0" / f"step{step}" / name))
+
+
+def test_direction_folder_appears_whole_and_replaces_an_old_one(tmp_path):
+    old = tmp_path / "rank0" / "step0"
+    old.mkdir(parents=True)
+    (old / "stale.npy").write_bytes(b"old")
+    _train_capturing(tmp_path, "L1", steps=1)
+    rank_dir = tmp_path / "rank0"
+    assert sorted(os.listdir(rank_dir / "step0")) == sorted(f"{n}.npy" for n in
+                                                            ["0.weight", "0.bias", "2.weight", "2.bias", "4.weight",
+                                                             "4.bias"])
+    assert not [n for n in os.listdir(rank_dir) if n.startswith(".tmp_")]
+    assert oct(os.stat(rank_dir / "step0").st_mode & 0o777) == "0o750"
+    assert oct(os.stat(rank_dir / "step0" / "0.weight.npy").st_mode & 0o777) == "0o640"
