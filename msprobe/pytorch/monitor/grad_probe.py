@@ -60,9 +60,8 @@ def _native_stats(grad: torch.Tensor, settings: GradProbeSettings) -> Optional[P
     direction = np.empty(grad.numel(), dtype=np.bool_) if level != "L0" else None
     high, low, sumsq, zeros, at_or_below = bucket_stats(grad.data_ptr(), grad.numel(), grad.element_size(), bounds,
                                                         None if direction is None else direction.ctypes.data)
-    norm = math.sqrt(sumsq)
-    if grad.dtype == torch.float32:
-        norm = float(np.float32(norm))  # a float32 norm, as the framework's
+    # widened (or narrowed) to float32 like the framework path's values
+    high, low, norm = (float(np.float32(v)) for v in (high, low, math.sqrt(sumsq)))
     stats = ParamGradStats(name="", max=high, min=low, norm=norm, shape=list(grad.shape))
     if direction is not None:
         stats.direction = direction.reshape(grad.shape)

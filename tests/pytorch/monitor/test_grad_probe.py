@@ -242,3 +242,22 @@ def test_direction_folder_appears_whole_and_replaces_an_old_one(tmp_path):
     assert not [n for n in os.listdir(rank_dir) if n.startswith(".tmp_")]
     assert oct(os.stat(rank_dir / "step0").st_mode & 0o777) == "0o750"
     assert oct(os.stat(rank_dir / "step0" / "0.weight.npy").st_mode & 0o777) == "0o640"
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16])
+def test_gradient_stats_of_other_dtypes_match_the_framework_path(monkeypatch, dtype):
+    """float64 goes through the C pass, 16-bit floats through framework kernels: both give float32 values,
+    the same interval fractions and directions."""
+    import msprobe.pytorch.monitor.grad_probe as grad_probe_module
+    from msprobe.core.monitor.grad_summary import GradProbeSettings
+
+    settings = GradProbeSettings.from_config(_config("unused", "L2"))
+    torch.manual_seed(3)
+    grads = [("w", (torch.randn(40, 30) * 0.02).to(dtype)), ("b", torch.zeros(30, dtype=dtype))]
+    fast = grad_probe_module.gradient_stats(grads, settings)
+    monkeypatch.setattr(grad_probe_module, "bucket_stats", None)
+    slow = grad_probe_module.gradient_stats(grads, settings)
+    for f, s in zip(fast, slow):
+        assert f.row("L2")[:-2] == s.row("L2")[:-2]  # intervals, =0, max, min
+        assert float(f.row("L2")[-2]) == pytest.approx(float(s.row("L2")[-2]), rel=1e-6)  # norm
+        assert np.array_equal(f.direction, s.direction)
