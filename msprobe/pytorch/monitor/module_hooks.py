@@ -6,14 +6,14 @@ the autograd graph nor any value, unlike full backward hooks. Records are named 
 counts the module's calls in the step (micro-batches with gradient accumulation); the root module is
 `root`.
 """
-import json
-
 import torch
 
+from msprobe.core.monitor.module_struct import describe_io
 from msprobe.core.monitor.monitor_config import parse_target_spec
 from msprobe.core.monitor.names import select_targets, squash_name
 
 __all__ = ["ActivationHooks", "squash_name", "select_targets"]
+
 
 def _pick(value, index):
     if isinstance(value, torch.Tensor):
@@ -23,16 +23,8 @@ def _pick(value, index):
     return None
 
 
-def _describe(value) -> dict:
-    if isinstance(value, torch.Tensor):
-        return {"config": "tensor", "tensor": f"size={tuple(value.shape)}, dtype={value.dtype}"}
-    if isinstance(value, (tuple, list)):
-        out = {"config": f"tuple[{len(value)}]"}
-        for i, item in enumerate(value):
-            out[str(i)] = (f"size={tuple(item.shape)}, dtype={item.dtype}" if isinstance(item, torch.Tensor)
-                           else str(type(item)))
-        return out
-    return {"config": str(type(value))}
+def _is_tensor(value) -> bool:
+    return isinstance(value, torch.Tensor)
 
 
 class ActivationHooks:
@@ -56,7 +48,8 @@ class ActivationHooks:
         def hook(module, args, output):
             monitor = self.monitor
             if self.struct is not None:
-                self.struct[f"{vpp}:{name}"] = {"input": _describe(args), "output": _describe(output)}
+                self.struct[f"{vpp}:{name}"] = {"input": describe_io(args, _is_tensor),
+                                                "output": describe_io(output, _is_tensor)}
             if not monitor.collecting_now:
                 return None
             key = (vpp, name)
@@ -87,6 +80,3 @@ class ActivationHooks:
                     self.monitor.batch.add(grad, "actv_grad", record_name, io=io, vpp_stage=vpp, micro_step=call)
             return None
         return on_grad
-
-    def struct_json(self) -> str:
-        return json.dumps(self.struct or {}, indent=1)

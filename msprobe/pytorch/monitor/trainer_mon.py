@@ -13,7 +13,6 @@ Timing: `grad_unreduced` is the accumulated gradient when the last micro-batch's
 Only the given optimizer instance is hooked (or, with optimizer=None, the first optimizer that updates
 the model's parameters).
 """
-import os
 from typing import Optional
 
 import torch
@@ -21,8 +20,8 @@ import torch
 from msprobe.core.dump.session import HookSession
 from msprobe.core.errors import ConfigError, MsprobeError
 from msprobe.core.log import logger
-from msprobe.core.monitor.engine import MonitorEngine, output_root
-from msprobe.core.monitor.files import write_bytes
+from msprobe.core.monitor.engine import MonitorEngine
+from msprobe.core.monitor.module_struct import write_struct_and_stop
 from msprobe.core.monitor.monitor_config import OPS, load_monitor_config
 from msprobe.pytorch.monitor.grad_probe import current_rank, param_gradient
 from msprobe.core.monitor.names import select_targets, squash_name
@@ -61,7 +60,6 @@ class TrainerMon:
         self._old_params: Optional[list] = None
         self._modules: list = []
         self._keep_grad = True
-        self._pending_struct = False
         self._step_records: list = []
 
     # -- 1.2.1 API ------------------------------------------------------------------------------
@@ -118,8 +116,8 @@ class TrainerMon:
                                   params=[p for _, _, p in self.named_params] or
                                   [p for chunk in chunks for p in chunk.parameters()])
             if cfg.cc_distribution["enable"]:
-                from msprobe.pytorch.monitor.collectives import CollectiveHooks
-                self.collectives = CollectiveHooks(self, session, cfg.cc_distribution)
+                from msprobe.pytorch.monitor.collectives import install_collectives
+                self.collectives = install_collectives(self, session, cfg.cc_distribution)
         self.session = session
         self._install_module_hooks()
         self.collecting_now = self.engine.collecting()
@@ -210,8 +208,8 @@ class TrainerMon:
             _mark_same_gradients(records)
         else:
             records = []
-        if self._pending_struct or (cfg.print_struct and self.activations is not None):
-            self._write_struct()
+        if cfg.print_struct and self.activations is not None:
+            write_struct_and_stop(self.activations.struct, self.remove)
         self.engine.finish_step(records, global_values)
         self._unreduced_calls.clear()
         if self.activations is not None:
@@ -219,6 +217,7 @@ class TrainerMon:
         if self.collectives is not None:
             self.collectives.new_step()
             if cfg.cc_distribution["cc_log_only"]:
+                self.remove()  # the collectives are restored before the stop, as print_struct's stop does
                 raise MsprobeError("monitor: cc_log_only is set; collectives were logged, training stops here.")
         self.collecting_now = self.engine.collecting()
         if self.engine.done and self.module_session is not None:
@@ -242,13 +241,6 @@ class TrainerMon:
             out["update_norm"] = sum(r.values.get("norm", 0.0) ** 2 for r in update_records) ** 0.5
             out["update_ratio"] = out["update_norm"] / out["param_norm"] if out["param_norm"] else float("nan")
         return out
-
-    def _write_struct(self) -> None:
-        path = os.path.join(output_root(), "module_struct.json")
-        write_bytes(path, self.activations.struct_json().encode("utf-8"))
-        self.remove()
-        raise MsprobeError(f"monitor: print_struct is set; the model structure is in {path}. "
-                           "Set print_struct to false to train with the monitor.")
 
     # -- on demand --------------------------------------------------------------------------------------
     @property
