@@ -9,16 +9,20 @@ Steps: step N (from 0) is the N-th optimizer step. Collected steps are start_ste
 ... at most collect_times of them. Dynamic mode (env DYNAMIC_MONITOR=True): collection starts at the step
 after the config file says `"switch": true` (first time, or after the file changed) and, after
 collect_times steps, the engine writes `"switch": false` back into the file.
+
+Run directory: `{output_root}/{Mon DD_HH-MM-SS}-rank{r}-{id}`, new for each run, unless the config's
+`append_output: [start, end]` names a time range holding one of this rank's directories: a resumed run then
+writes into the latest such directory (csv files of a window that exists are continued, TensorBoard adds an
+event file) and keeps the earlier run's entries in anomaly.json.
 """
 import json
 import os
-import time
-import uuid
 
 from msprobe.core.log import logger
 from msprobe.core.monitor.anomaly import AnomalyDetector
 from msprobe.core.monitor.files import ensure_dir, write_bytes
 from msprobe.core.monitor.monitor_config import load_monitor_config
+from msprobe.core.monitor.run_dirs import find_resume_dir, run_dir_name
 from msprobe.core.monitor.writers import CsvWriter, TensorBoardWriter
 
 __all__ = ["MonitorEngine", "output_root", "ANOMALY_DIR"]
@@ -34,6 +38,18 @@ def _dynamic_mode() -> bool:
     return os.environ.get("DYNAMIC_MONITOR", "").strip().lower() == "true"
 
 
+def _read_anomalies(path: str) -> dict:
+    if not os.path.isfile(path) or os.path.islink(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            entries = json.load(handle)
+    except (OSError, ValueError) as exc:
+        logger.warning(f"monitor: earlier anomaly file '{path}' is unreadable ({exc}); it is replaced.")
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
 class MonitorEngine:
     def __init__(self, config, rank: int = 0):
         self.config = config
@@ -47,12 +63,27 @@ class MonitorEngine:
             self._config_mtime = os.path.getmtime(config.path)
             if config.switch:
                 self._dynamic_start = 1  # the step after the config was read
-        self.run_dir = os.path.join(output_root(), f"{time.strftime('%b%d_%H-%M-%S')}-rank{rank}-{uuid.uuid4().hex[:8]}")
+        self.resumed = False
+        self.run_dir = self._choose_run_dir()
         self.writer = self._make_writer()
         self.detector = AnomalyDetector(config.rules, rank=rank)
         self.latest = {}       # api format: prefix -> {tag: {op: value}} of the last collected step
         self.finished = False
         self.closed = False
+        self._earlier_anomalies = None  # anomaly.json entries of the run a resumed run continues
+
+    def _choose_run_dir(self) -> str:
+        root = output_root()
+        if self.config.append_output:
+            start, end = self.config.append_output
+            found = find_resume_dir(root, self.rank, start, end)
+            if found:
+                self.resumed = True
+                logger.info(f"monitor: append_output: rank {self.rank} continues '{found}'.")
+                return found
+            logger.info(f"monitor: append_output: no run directory of rank {self.rank} in '{root}' between "
+                        f"{start} and {end}; writing to a new one.")
+        return os.path.join(root, run_dir_name(self.rank))
 
     def _make_writer(self):
         fmt = self.config.format
@@ -148,11 +179,15 @@ class MonitorEngine:
 
     def _dump_anomalies(self) -> None:
         directory = ensure_dir(os.path.join(output_root(), ANOMALY_DIR, f"rank{self.rank}"))
-        entries = {}
+        path = os.path.join(directory, "anomaly.json")
+        if self._earlier_anomalies is None:
+            # a resumed run keeps the entries of the run it continues; a new run starts the file afresh
+            self._earlier_anomalies = _read_anomalies(path) if self.resumed else {}
+        entries = dict(self._earlier_anomalies)
         for alert in self.detector.alerts:
             data = alert.as_dict()
             entries[f"{data['tag_name']}_step_{alert.step}_call_{data['call_id']}"] = data
-        write_bytes(os.path.join(directory, "anomaly.json"), json.dumps(entries, indent=1).encode("utf-8"))
+        write_bytes(path, json.dumps(entries, indent=1).encode("utf-8"))
 
     def close(self) -> None:
         if self.closed:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
+from msprobe.core.monitor.run_dirs import parse_stamp
 from msprobe.core.paths import load_json
 
 __all__ = ["MonitorConfig", "load_monitor_config", "parse_monitor_config", "OPS", "FORMATS", "RULES", "parse_target_spec"]
@@ -133,8 +134,17 @@ def _number(key, value):
 
 
 def _timestamps(key, value):
+    example = '[] or two run-directory time stamps such as ["Dec03_21-34-40", "Dec03_21-34-42"]'
     if not isinstance(value, list) or len(value) not in (0, 2) or not all(isinstance(v, str) for v in value):
-        _fail(key, value, 'an empty list or two directory time stamps ["Dec03_21-34-40", "Dec03_21-34-42"]')
+        _fail(key, value, example)
+    if value:
+        start, end = parse_stamp(value[0]), parse_stamp(value[1])
+        bad = [v for v, parsed in zip(value, (start, end)) if parsed is None]
+        if bad:
+            _fail(key, bad[0], f"a time stamp of the form 'Dec03_21-34-40' (%b%d_%H-%M-%S); {example}")
+        if start > end:
+            raise ConfigError(f"monitor config: '{key}' starts at {value[0]}, after its end {value[1]}; "
+                              "give [earlier, later] (stamps have no year, so a range cannot cross New Year).")
     return value
 
 
@@ -182,8 +192,6 @@ def parse_monitor_config(raw: dict, path: str = "") -> MonitorConfig:
         logger.warning("monitor config: forward_only and backward_only are both true; no activation is collected.")
     if values["mg_direction"]:
         logger.warning("monitor config: mg_direction is not implemented by this msprobe and has no effect.")
-    if values["append_output"]:
-        logger.warning("monitor config: append_output is not supported; a new output directory is created.")
     return MonitorConfig(values=values, path=path)
 
 

@@ -34,17 +34,43 @@ def _fmt(value, ndigits):
 
 
 class _AppendCsv:
-    """A CSV file this run created; rows are appended step by step."""
+    """A CSV file of this run directory; rows are appended step by step."""
 
-    def __init__(self, path, header):
+    def __init__(self, path, header, existing=False):
         self.path = path
-        with open(path, "x", newline="", encoding="utf-8") as handle:
-            csv.writer(handle).writerow(header)
-        os.chmod(path, 0o640)
+        if not existing:
+            with open(path, "x", newline="", encoding="utf-8") as handle:
+                csv.writer(handle).writerow(header)
+            os.chmod(path, 0o640)
 
     def append(self, rows):
         with open(self.path, "a", newline="", encoding="utf-8") as handle:
             csv.writer(handle).writerows(rows)
+
+
+def _header_of(path):
+    with open(path, newline="", encoding="utf-8") as handle:
+        return next(csv.reader(handle), None)
+
+
+def _open_csv(run_dir, stem, header, suffix=0):
+    """`{stem}.csv` (`{stem}_{suffix}.csv` when suffix > 0) in run_dir, ready for appending.
+
+    A file of that name exists only when a resumed run (append_output) writes into an earlier run's directory:
+    with the same header it is continued, so a record window or global_metrics.csv stays one file; otherwise
+    (other ops, or not a plain file) the next free `_{n}` name is taken. An existing file is never truncated.
+    """
+    for number in range(suffix, suffix + 10_000):
+        path = os.path.join(run_dir, f"{stem}_{number}.csv" if number else f"{stem}.csv")
+        if not os.path.lexists(path):
+            return _AppendCsv(path, header)
+        if os.path.isfile(path) and not os.path.islink(path):
+            try:
+                if _header_of(path) == [str(cell) for cell in header]:
+                    return _AppendCsv(path, header, existing=True)
+            except (OSError, UnicodeDecodeError, csv.Error):
+                pass  # unreadable: leave it alone, write beside it
+    raise FileExistsError(f"monitor: no free csv name for '{stem}' in '{run_dir}'.")
 
 
 class CsvWriter:
@@ -62,9 +88,8 @@ class CsvWriter:
         first = step - step % self.steps_per_file
         key = (prefix, first)
         if key not in self._files:
-            suffix = f"_{self.generation}" if self.generation else ""
-            name = f"{prefix}_{first}-{first + self.steps_per_file - 1}{suffix}.csv"
-            self._files[key] = _AppendCsv(os.path.join(self.run_dir, name), header)
+            self._files[key] = _open_csv(self.run_dir, f"{prefix}_{first}-{first + self.steps_per_file - 1}",
+                                         header, self.generation)
         return self._files[key]
 
     def write_step(self, step, records):
@@ -100,14 +125,14 @@ class CsvWriter:
 
     def write_global(self, step, values):
         if self._global is None:
-            self._global = _AppendCsv(os.path.join(self.run_dir, GLOBAL_FILE), GLOBAL_COLUMNS)
+            self._global = _open_csv(self.run_dir, GLOBAL_FILE[:-len(".csv")], GLOBAL_COLUMNS)
         self._global.append([[step] + [_fmt(values.get(c), 12) for c in GLOBAL_COLUMNS[1:]]])
 
     def write_alerts(self, alerts):
         if not alerts:
             return
         if self._alerts is None:
-            self._alerts = _AppendCsv(os.path.join(self.run_dir, ALERTS_FILE), ALERT_COLUMNS)
+            self._alerts = _open_csv(self.run_dir, ALERTS_FILE[:-len(".csv")], ALERT_COLUMNS)
         self._alerts.append([[a.step, a.rule, a.record.prefix, a.record.name, a.record.io, a.op, _fmt(a.value, 12),
                               _fmt(a.baseline, 12), a.record.call_id, a.message] for a in alerts])
 
