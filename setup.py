@@ -20,9 +20,11 @@ EXTRAS = {
 EXTRAS["all"] = sorted(set(EXTRAS["pytorch"] + EXTRAS["mindspore"]))
 # one-pass tensor statistics for the dump; optional: without a C compiler msprobe uses framework kernels
 FAST_STATS = Extension("msprobe.core.dump._fast_stats", ["msprobe/core/dump/_fast_stats.c"], optional=True,
+                       depends=["msprobe/core/_native_common.h"],
                        extra_compile_args=[] if os.name == "nt" else ["-O3"])
 # one-pass error metrics of a device output against its bench (online_dispatch's judge); optional likewise
 PAIR_KERNELS = Extension("msprobe.core._pair_kernels", ["msprobe/core/_pair_kernels.c"], optional=True,
+                         depends=["msprobe/core/_native_common.h"],
                          extra_compile_args=[] if os.name == "nt" else ["-O3"])
 
 setup(
@@ -34,7 +36,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.9",
     packages=find_packages(include=["msprobe", "msprobe.*"]),
-    package_data={"msprobe": ["config.json", "**/*.yaml", "**/*.json", "**/*.html", "**/*.js", "**/*.css"]},
+    package_data={"msprobe": ["config.json", "**/*.yaml", "**/*.json", "**/*.html", "**/*.js", "**/*.css", "core/*.h"]},
     include_package_data=True,
     ext_modules=[FAST_STATS, PAIR_KERNELS],
     install_requires=BASE,

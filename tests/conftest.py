@@ -11,3 +11,22 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 @pytest.fixture
 def fixtures_dir():
     return FIXTURES
+
+
+@pytest.fixture
+def portable_and_simd_rows():
+    """Runs `script` (Python that prints JSON {'simd': bool, 'rows': [...]}) once with the portable C loops
+    (MSPROBE_NATIVE_SIMD=0) and once with the AVX2 ones; returns the pairs of rows (portable, simd)."""
+    import json
+    import subprocess
+    import sys
+
+    def run(script: str) -> list:
+        results = {}
+        for flag in ("0", "1"):
+            env = dict(os.environ, MSPROBE_NATIVE_SIMD=flag)
+            out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+            results[flag] = json.loads(out.stdout)
+        assert results["0"]["simd"] is False
+        return list(zip(results["0"]["rows"], results["1"]["rows"]))
+    return run

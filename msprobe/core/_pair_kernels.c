@@ -17,40 +17,10 @@
  *
  * Built as an optional extension: without a C compiler the callers use numpy.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
+#include "_native_common.h"
 
-#define KIND_FLOAT16 2
-#define KIND_BFLOAT16 258
-
-static double load_bf16(const void *p, Py_ssize_t i)
-{
-    uint32_t bits = (uint32_t)((const uint16_t *)p)[i] << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static double load_f16(const void *p, Py_ssize_t i)
-{
-    uint16_t h = ((const uint16_t *)p)[i];
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu, bits;
-    if (exponent == 0) { /* zero or subnormal: mantissa * 2^-24 */
-        double f = (double)mantissa * 5.9604644775390625e-08;
-        return sign ? -f : f;
-    }
-    if (exponent == 31)
-        bits = sign | 0x7f800000u | (mantissa << 13);
-    else
-        bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
+static inline double load_bf16(const void *p, Py_ssize_t i) { return bf16_to_float(((const uint16_t *)p)[i]); }
+static inline double load_f16(const void *p, Py_ssize_t i) { return f16_to_float(((const uint16_t *)p)[i]); }
 
 /* running sums and maxima of one buffer pair */
 typedef struct {
@@ -132,10 +102,7 @@ PAIR_LOOPS(f16_f64, load_f16, DIRECT_F64)
 
 typedef void (*pair_kernel_t)(const void *, const void *, Py_ssize_t, pair_t *);
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define MSPROBE_X86 1
-#include <immintrin.h>
-
+#ifdef MSPROBE_X86
 __attribute__((target("avx2,fma"))) static double hsum4(__m256d v)
 {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
@@ -226,23 +193,6 @@ AVX2_PAIR_KERNEL(f16_f32, "avx2,fma,f16c", LOAD4_F16, LOAD4_F32)
 AVX2_PAIR_KERNEL(f16_f64, "avx2,fma,f16c", LOAD4_F16, LOAD4_F64)
 #endif
 
-/* whether the AVX2 loops run: the CPU has AVX2, FMA and F16C and MSPROBE_NATIVE_SIMD is not "0" (tests use it
- * to check the portable loops on x86 too) */
-static int simd_enabled(void)
-{
-#ifdef MSPROBE_X86
-    static int use_avx2 = -1;
-    if (use_avx2 < 0) {
-        const char *setting = getenv("MSPROBE_NATIVE_SIMD");
-        use_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                   __builtin_cpu_supports("f16c") && !(setting != NULL && strcmp(setting, "0") == 0);
-    }
-    return use_avx2;
-#else
-    return 0;
-#endif
-}
-
 #ifdef MSPROBE_X86
 #define PICK(name) (simd_enabled() ? name##_avx2 : name##_portable)
 #else
@@ -268,20 +218,11 @@ static PyObject *judge_pair(PyObject *Py_UNUSED(self), PyObject *const *args, Py
         PyErr_SetString(PyExc_TypeError, "judge_pair(dut_address, dut_kind, bench_address, bench_kind, count)");
         return NULL;
     }
-    void *dut = PyLong_AsVoidPtr(args[0]);
-    if (dut == NULL && PyErr_Occurred())
-        return NULL;
-    long dut_kind = PyLong_AsLong(args[1]);
-    if (dut_kind == -1 && PyErr_Occurred())
-        return NULL;
-    void *bench = PyLong_AsVoidPtr(args[2]);
-    if (bench == NULL && PyErr_Occurred())
-        return NULL;
-    long bench_kind = PyLong_AsLong(args[3]);
-    if (bench_kind == -1 && PyErr_Occurred())
-        return NULL;
-    Py_ssize_t count = PyLong_AsSsize_t(args[4]);
-    if (count == -1 && PyErr_Occurred())
+    void *dut, *bench;
+    long dut_kind, bench_kind;
+    Py_ssize_t count;
+    if (arg_address(args[0], &dut) < 0 || arg_long(args[1], &dut_kind) < 0 || arg_address(args[2], &bench) < 0 ||
+        arg_long(args[3], &bench_kind) < 0 || arg_size(args[4], &count) < 0)
         return NULL;
     pair_kernel_t kernel = pick_kernel(dut_kind, bench_kind);
     if (dut == NULL || bench == NULL || count < 1 || kernel == NULL) {

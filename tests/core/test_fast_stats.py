@@ -2,7 +2,6 @@
 more accurate than float32 reductions, NaN/inf semantics, every length around the vector and block
 sizes, and the portable loops against the AVX2 ones."""
 import math
-import os
 
 import numpy as np
 import pytest
@@ -83,13 +82,9 @@ def test_float_stats_rounds_mean_and_norm_to_float32(count):
                                                                                      rel=1e-12, abs=1e-15)
 
 
-def test_portable_kernels_agree_with_the_simd_ones():
+def test_portable_kernels_agree_with_the_simd_ones(portable_and_simd_rows):
     """MSPROBE_NATIVE_SIMD=0 runs the portable C loops (what non-x86 machines such as Ascend's aarch64
     hosts use); they must give the same Max/Min and sums equal to within rounding."""
-    import json
-    import subprocess
-    import sys
-
     script = (
         "import json, sys, numpy as np\n"
         "from msprobe.core.dump import _fast_stats as f\n"
@@ -103,13 +98,7 @@ def test_portable_kernels_agree_with_the_simd_ones():
         "b = np.ones(40, np.float32); b[33] = np.nan\n"
         "rows.append(f.minmax_sumsq(b.ctypes.data, 40, 4))\n"
         "print(json.dumps({'simd': f.simd(), 'rows': [[repr(v) for v in r] for r in rows]}))\n")
-    results = {}
-    for flag in ("0", "1"):
-        env = dict(os.environ, MSPROBE_NATIVE_SIMD=flag)
-        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-        results[flag] = json.loads(out.stdout)
-    assert results["0"]["simd"] is False
-    for portable, simd in zip(results["0"]["rows"], results["1"]["rows"]):
+    for portable, simd in portable_and_simd_rows(script):
         portable, simd = [float(v) for v in portable], [float(v) for v in simd]
         if math.isnan(simd[0]):
             assert all(math.isnan(v) for v in portable)
@@ -190,11 +179,7 @@ def test_bucket_stats_refuses_bad_arguments():
         native.bucket_stats(array.ctypes.data, 4, 4, ["x"], None)
 
 
-def test_bucket_stats_portable_loops_agree_with_simd():
-    import json
-    import subprocess
-    import sys
-
+def test_bucket_stats_portable_loops_agree_with_simd(portable_and_simd_rows):
     script = (
         "import json, numpy as np\n"
         "from msprobe.core.dump import _fast_stats as f\n"
@@ -206,12 +191,6 @@ def test_bucket_stats_portable_loops_agree_with_simd():
         "    r = f.bucket_stats(a.ctypes.data, count, 4, [float(np.float32(-0.05)), 0.0, 0.125], d.ctypes.data)\n"
         "    rows.append([r[0], r[1], r[2], r[3], list(r[4]), int(d.sum())])\n"
         "print(json.dumps({'simd': f.simd(), 'rows': rows}))\n")
-    results = {}
-    for flag in ("0", "1"):
-        env = dict(os.environ, MSPROBE_NATIVE_SIMD=flag)
-        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-        results[flag] = json.loads(out.stdout)
-    assert results["0"]["simd"] is False
-    for portable, simd in zip(results["0"]["rows"], results["1"]["rows"]):
+    for portable, simd in portable_and_simd_rows(script):
         assert portable[:2] == simd[:2] and portable[3:] == simd[3:]
         assert portable[2] == pytest.approx(simd[2], rel=1e-12)

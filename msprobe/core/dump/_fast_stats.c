@@ -22,51 +22,12 @@
  *
  * Built as an optional extension: without a C compiler the package falls back to framework kernels.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define MSPROBE_X86 1
-#include <immintrin.h>
-#endif
-
-/* the "itemsize" argument names the element type: 4 float32, 8 float64, and for 16-bit floats */
-#define KIND_FLOAT16 2
-#define KIND_BFLOAT16 258
+#include "../_native_common.h"
 
 typedef struct {
     double max, min, sumsq, sum;
     int has_nan;
 } stats_t;
-
-/* 16-bit floats widened to float32, exactly */
-static float bf16_to_float(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static float f16_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu, bits;
-    if (exponent == 0) { /* zero or subnormal: mantissa * 2^-24, exact in float32 */
-        float f = (float)mantissa * 5.9604644775390625e-08f;
-        return sign ? -f : f;
-    }
-    if (exponent == 31)
-        bits = sign | 0x7f800000u | (mantissa << 13);
-    else
-        bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
 
 #define LOAD_SAME(p, i) ((p)[i])
 #define LOAD_BF16(p, i) bf16_to_float((p)[i])
@@ -210,24 +171,7 @@ static void f64_avx2(const void *data, Py_ssize_t n, stats_t *out)
     out->max = hi; out->min = lo; out->sumsq = sumsq; out->sum = sum; out->has_nan = sumsq != sumsq;
 }
 
-static int use_avx2 = -1;
 #endif
-
-/* whether the AVX2 kernels run: the CPU has AVX2, FMA and F16C, and MSPROBE_NATIVE_SIMD is not "0" (tests use
- * it to check the portable kernels on x86 too) */
-static int simd_enabled(void)
-{
-#ifdef MSPROBE_X86
-    if (use_avx2 < 0) {
-        const char *setting = getenv("MSPROBE_NATIVE_SIMD");
-        use_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                   __builtin_cpu_supports("f16c") && !(setting != NULL && strcmp(setting, "0") == 0);
-    }
-    return use_avx2;
-#else
-    return 0;
-#endif
-}
 
 /* the kernels by element kind: float32, float64, float16, bfloat16 */
 typedef void (*kernel_t)(const void *, Py_ssize_t, stats_t *);
@@ -250,14 +194,10 @@ static int kind_index(long itemsize)
 /* parse (address, count, itemsize) and run the kernel; 0 on success, -1 with an exception set */
 static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
 {
-    void *address = PyLong_AsVoidPtr(args[0]);
-    if (address == NULL && PyErr_Occurred())
-        return -1;
-    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
-    if (count == -1 && PyErr_Occurred())
-        return -1;
-    long itemsize = PyLong_AsLong(args[2]);
-    if (itemsize == -1 && PyErr_Occurred())
+    void *address;
+    Py_ssize_t count;
+    long itemsize;
+    if (arg_address(args[0], &address) < 0 || arg_size(args[1], &count) < 0 || arg_long(args[2], &itemsize) < 0)
         return -1;
     int kind = kind_index(itemsize);
     if (address == NULL || count < 1 || kind < 0) {
@@ -431,14 +371,10 @@ static PyObject *bucket_stats(PyObject *Py_UNUSED(self), PyObject *const *args, 
         PyErr_SetString(PyExc_TypeError, "bucket_stats(address, count, itemsize, bounds, direction_address) takes 5 arguments");
         return NULL;
     }
-    void *address = PyLong_AsVoidPtr(args[0]);
-    if (address == NULL && PyErr_Occurred())
-        return NULL;
-    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
-    if (count == -1 && PyErr_Occurred())
-        return NULL;
-    long itemsize = PyLong_AsLong(args[2]);
-    if (itemsize == -1 && PyErr_Occurred())
+    void *address;
+    Py_ssize_t count;
+    long itemsize;
+    if (arg_address(args[0], &address) < 0 || arg_size(args[1], &count) < 0 || arg_long(args[2], &itemsize) < 0)
         return NULL;
     int kind = kind_index(itemsize);
     PyObject *bound_seq = PySequence_Fast(args[3], "bounds must be a sequence of numbers");
@@ -458,8 +394,7 @@ static PyObject *bucket_stats(PyObject *Py_UNUSED(self), PyObject *const *args, 
     Py_DECREF(bound_seq);
     uint8_t *direction = NULL;
     if (args[4] != Py_None) {
-        direction = (uint8_t *)PyLong_AsVoidPtr(args[4]);
-        if (direction == NULL && PyErr_Occurred())
+        if (arg_address(args[4], (void **)&direction) < 0)
             return NULL;
     }
     if (address == NULL || count < 1 || kind < 0 || nb > MAX_BOUNDS) {

@@ -1,9 +1,5 @@
 """The fast judge (one C pass over both buffers) gives judge_output's numbers, and the widened-input cache
 reuses copies only while a tensor is unchanged."""
-import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -82,7 +78,7 @@ def test_non_contiguous_outputs_are_judged_in_logical_order():
     assert fast["max_rel_idx"] == 3 * 64 + 5 or fast["max_abs_idx"] == 3 * 64 + 5
 
 
-def test_portable_loops_agree_with_the_simd_ones():
+def test_portable_loops_agree_with_the_simd_ones(portable_and_simd_rows):
     """MSPROBE_NATIVE_SIMD=0 runs the portable C loops (non-x86 hosts); same metrics to within rounding."""
     script = (
         "import json, torch\n"
@@ -94,13 +90,7 @@ def test_portable_loops_agree_with_the_simd_ones():
         "    for d, kind in ((b.float(), 4), (b.to(torch.bfloat16), k.BFLOAT16), (b.half(), k.FLOAT16)):\n"
         "        rows.append(k.judge_pair(d.data_ptr(), kind, b.data_ptr(), 8, count))\n"
         "print(json.dumps({'simd': k.simd(), 'rows': rows}))\n")
-    results = {}
-    for flag in ("0", "1"):
-        env = dict(os.environ, MSPROBE_NATIVE_SIMD=flag)
-        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-        results[flag] = json.loads(out.stdout)
-    assert results["0"]["simd"] is False
-    for portable, simd in zip(results["0"]["rows"], results["1"]["rows"]):
+    for portable, simd in portable_and_simd_rows(script):
         assert portable[2] == simd[2] and portable[4] == simd[4]  # positions of the maxima
         assert portable == pytest.approx(simd, rel=1e-9, abs=1e-300)
 
