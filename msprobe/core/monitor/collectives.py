@@ -5,9 +5,10 @@ step) in `other_*.csv` with the statistics of its result, plus `{api}.{k}.pre` w
 `cc_pre_hook` is on. In-place collectives (torch.distributed, mindspore.mint.distributed) are read from
 their first tensor argument; functional ones (mindspore.communication.comm_func) from the first tensor they
 return. `cc_codeline` keeps only calls made from the given lines (`train.py[23]`); `cc_log_only` logs each
-api once (caller, dtypes, group size) so that the codeline list can be written from the log, and the
-adapter ends the run at the first optimizer step. Asynchronous calls (`async_op=True`) are recorded before
-they run only. The wrappers go through a HookSession, so removal restores the original functions.
+api once (caller, dtypes, group size) so that the codeline list can be written from the log, and
+`end_step` ends the run, hooks removed, at the first optimizer step. Asynchronous calls (`async_op=True`)
+are recorded before they run only. The wrappers go through a HookSession, so removal restores the
+original functions.
 
 A framework adapter supplies how to find tensors in arguments, how to queue a statistic and how big a
 process group is.
@@ -16,6 +17,7 @@ import re
 import traceback
 from typing import Callable, Iterable
 
+from msprobe.core.errors import MsprobeError
 from msprobe.core.log import logger
 
 __all__ = ["CollectiveRecorder", "parse_codelines"]
@@ -62,6 +64,14 @@ class CollectiveRecorder:
 
     def new_step(self) -> None:
         self.calls.clear()
+
+    def end_step(self, cleanup: Callable[[], None]) -> None:
+        """After an optimizer step: call indices start again; with cc_log_only, `cleanup` (which must restore
+        the collectives) runs and the run stops."""
+        self.new_step()
+        if self.log_only:
+            cleanup()
+            raise MsprobeError("monitor: cc_log_only is set; collectives were logged, training stops here.")
 
     def _caller_allowed(self, stack) -> bool:
         if not self.codelines:

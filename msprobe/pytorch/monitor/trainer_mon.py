@@ -18,11 +18,12 @@ from typing import Optional
 import torch
 
 from msprobe.core.dump.session import HookSession
-from msprobe.core.errors import ConfigError, MsprobeError
+from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
 from msprobe.core.monitor.engine import MonitorEngine
 from msprobe.core.monitor.module_struct import write_struct_and_stop
 from msprobe.core.monitor.monitor_config import OPS, load_monitor_config
+from msprobe.core.monitor.trainer_base import TrainerMonBase
 from msprobe.pytorch.monitor.grad_probe import current_rank, param_gradient
 from msprobe.core.monitor.names import select_targets, squash_name
 from msprobe.pytorch.monitor.module_hooks import ActivationHooks
@@ -33,7 +34,8 @@ from msprobe.pytorch.monitor.tensor_stats import StatBatch
 __all__ = ["TrainerMon"]
 
 
-class TrainerMon:
+class TrainerMon(TrainerMonBase):
+    HOOK_SESSIONS = ("module_session", "session")  # remove() closes them in this order
     _wrapped_optimizer = None
 
     def __init__(self, config_file_path: str, process_group=None, params_have_main_grad: bool = True,
@@ -215,10 +217,7 @@ class TrainerMon:
         if self.activations is not None:
             self.activations.new_step()
         if self.collectives is not None:
-            self.collectives.new_step()
-            if cfg.cc_distribution["cc_log_only"]:
-                self.remove()  # the collectives are restored before the stop, as print_struct's stop does
-                raise MsprobeError("monitor: cc_log_only is set; collectives were logged, training stops here.")
+            self.collectives.end_step(self.remove)  # with cc_log_only: hooks removed, then the stop
         self.collecting_now = self.engine.collecting()
         if self.engine.done and self.module_session is not None:
             self.module_session.close()  # nothing more to collect: module and gradient hooks cost nothing now
@@ -280,24 +279,6 @@ class TrainerMon:
                     batch.add(grad, "grad_reduced", name, vpp_stage=vpp, dedupe=False)
         reduced = {r.tag(self.rank): {op: r.values[op] for op in self.config.ops} for r in batch.records()}
         return reduced, dict(self.engine.latest.get("grad_unreduced", {}))
-
-    def generate_xy_metrics(self) -> tuple:
-        """({tag: {op: value}} of activations, same of activation gradients) of the last collected step."""
-        return dict(self.engine.latest.get("actv", {})), dict(self.engine.latest.get("actv_grad", {}))
-
-    def remove(self) -> None:
-        """Remove every hook and restore patched functions; close the files and draw the plots."""
-        for name in ("module_session", "session"):
-            session = getattr(self, name)
-            if session is not None:
-                session.close()
-                setattr(self, name, None)
-        self.collecting_now = False
-        self.engine.close()
-
-    @property
-    def run_dir(self) -> str:
-        return self.engine.run_dir
 
 
 def _first_in_group(group) -> bool:
