@@ -1,17 +1,27 @@
-"""What the PyTorch and MindSpore TrainerMon share once hooks are installed: removal and reading results back.
+"""What the PyTorch and MindSpore TrainerMon share: starting collection, removal and reading results back.
 
-An adapter keeps its MonitorEngine in `engine`, its HookSessions in the attributes named by
-`HOOK_SESSIONS` (closed in that order, each set to None) and the `collecting_now` flag its hooks read.
+An adapter keeps its MonitorConfig in `config`, its MonitorEngine in `engine`, its HookSessions in the
+attributes named by `HOOK_SESSIONS` (closed in that order, each set to None) and the `collecting_now`
+flag its hooks read.
 """
+from msprobe.core.log import logger
 from msprobe.core.monitor.engine import MonitorEngine
+from msprobe.core.monitor.monitor_config import MonitorConfig
 
 __all__ = ["TrainerMonBase"]
 
 
 class TrainerMonBase:
     HOOK_SESSIONS: tuple = ("session",)
+    config: MonitorConfig
     engine: MonitorEngine
     collecting_now: bool
+
+    def _start_collecting(self, parameters: int, hooked: str) -> None:
+        """The end of set_monitor: collect from this step on if the schedule says so, and say what is watched."""
+        self.collecting_now = self.engine.collecting()
+        output = self.engine.run_dir if self.config.format != "api" else "(api)"
+        logger.info(f"monitor: {parameters} parameters, {hooked} hooked; output {output}")
 
     def generate_xy_metrics(self) -> tuple:
         """({tag: {op: value}} of activations, same of activation gradients) of the last collected step."""

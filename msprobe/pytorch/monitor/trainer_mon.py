@@ -122,9 +122,7 @@ class TrainerMon(TrainerMonBase):
                 self.collectives = install_collectives(self, session, cfg.cc_distribution)
         self.session = session
         self._install_module_hooks()
-        self.collecting_now = self.engine.collecting()
-        logger.info(f"monitor: {len(self.named_params)} parameters, {len(self._modules)} modules hooked; "
-                    f"output {self.engine.run_dir if cfg.format != 'api' else '(api)'}")
+        self._start_collecting(len(self.named_params), f"{len(self._modules)} modules")
         return self
 
     set_monitor = monitor_gnorm_with_ad
