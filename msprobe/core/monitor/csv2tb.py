@@ -17,19 +17,21 @@ from concurrent.futures import ProcessPoolExecutor
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
 from msprobe.core.monitor.files import ensure_dir, read_csv_rows
+from msprobe.core.monitor.run_dirs import RUN_DIR_PATTERN, parse_stamp
 from msprobe.core.paths import check_path
 
 __all__ = ["csv2tensorboard_by_step", "parse_run_time"]
 
-_RUN_DIR = re.compile(r"^([A-Z][a-z]{2}\d{2}_\d{2}-\d{2}-\d{2})-rank(\d+)-[0-9a-f]+$")
 _CSV = re.compile(r"^(.+)_(\d+)-(\d+)(?:_\d+)?\.csv$")
 
 
 def parse_run_time(text):
-    try:
-        return time.strptime(text, "%b%d_%H-%M-%S")[1:6]
-    except ValueError:
-        raise ConfigError(f"time stamp {text!r} is not of the form 'Dec03_21-34-40'.") from None
+    """(month, day, hour, minute, second) of a run-directory stamp, read as the monitor writes them (English
+    month names whatever the locale)."""
+    stamp = parse_stamp(text)
+    if stamp is None:
+        raise ConfigError(f"time stamp {text!r} is not of the form 'Dec03_21-34-40'.")
+    return stamp
 
 
 def _convert_rank(run_dir, out_dir, data_types):
@@ -80,7 +82,7 @@ def csv2tensorboard_by_step(monitor_path, time_start, time_end, process_num=1, d
         raise ConfigError(f"process_num must be an integer >= 1, got {process_num!r}.")
     runs = []
     for name in sorted(os.listdir(root)):
-        match = _RUN_DIR.match(name)
+        match = RUN_DIR_PATTERN.match(name)
         if match and start <= parse_run_time(match.group(1)) <= end:
             runs.append((os.path.join(root, name), int(match.group(2))))
     if not runs:

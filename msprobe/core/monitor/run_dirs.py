@@ -10,12 +10,13 @@ import time
 import uuid
 from typing import Optional
 
-__all__ = ["MONTHS", "format_stamp", "parse_stamp", "run_dir_name", "find_resume_dir"]
+__all__ = ["MONTHS", "RUN_DIR_PATTERN", "format_stamp", "parse_stamp", "run_dir_name", "find_resume_dir"]
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _DAYS_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # no year in a stamp: Feb 29 allowed
 _STAMP = re.compile(r"^([A-Za-z]{3})(\d{2})_(\d{2})-(\d{2})-(\d{2})$")
 _RUN_DIR = re.compile(r"^([A-Za-z]{3}\d{2}_\d{2}-\d{2}-\d{2})-rank(\d+)(?:-.*)?$")
+RUN_DIR_PATTERN = _RUN_DIR  # `{stamp}-rank{r}-...`: group 1 the stamp, group 2 the rank
 
 
 def format_stamp(moment: Optional[time.struct_time] = None) -> str:
