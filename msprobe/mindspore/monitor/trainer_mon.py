@@ -21,9 +21,9 @@ import numpy as np
 from mindspore import ParameterTuple, nn, ops
 
 from msprobe.core.dump.session import HookSession
-from msprobe.core.errors import ConfigError, MsprobeError, UnsupportedError
-from msprobe.core.log import logger
+from msprobe.core.errors import ConfigError, UnsupportedError
 from msprobe.core.monitor.engine import MonitorEngine
+from msprobe.core.monitor.trainer_base import TrainerMonBase
 from msprobe.core.monitor.module_struct import write_struct_and_stop
 from msprobe.core.monitor.monitor_config import load_monitor_config
 from msprobe.core.monitor.names import select_targets, squash_name
@@ -37,7 +37,9 @@ _STATE_NAMES = {"moment1": "exp_avg", "moment2": "exp_avg_sq", "moments1": "exp_
 _POWERS = {"exp_avg": "beta1_power", "exp_avg_sq": "beta2_power"}
 
 
-class TrainerMon:
+class TrainerMon(TrainerMonBase):
+    HOOK_SESSIONS = ("cell_session", "session")
+
     def __init__(self, config_file_path: str, process_group=None, params_have_main_grad: bool = False,
                  opt_ty: Optional[str] = None):
         self.config = load_monitor_config(config_file_path)
@@ -90,9 +92,7 @@ class TrainerMon:
                 self.collectives = install_collectives(self, session, cfg.cc_distribution)
         self.session = session
         self._install_cell_hooks()
-        self.collecting_now = self.engine.collecting()
-        logger.info(f"monitor: {len(self.named_params)} parameters, {len(self._cells)} cells hooked; "
-                    f"output {self.engine.run_dir if cfg.format != 'api' else '(api)'}")
+        self._start_collecting(len(self.named_params), f"{len(self._cells)} cells")
         return self
 
     monitor_gnorm_with_ad = set_monitor
@@ -177,10 +177,7 @@ class TrainerMon:
         if self.cell_hooks is not None:
             self.cell_hooks.new_step()
         if self.collectives is not None:
-            self.collectives.new_step()
-            if self.config.cc_distribution["cc_log_only"]:
-                self.remove()
-                raise MsprobeError("monitor: cc_log_only is set; collectives were logged, training stops here.")
+            self.collectives.end_step(self.remove)
         self.collecting_now = self.engine.collecting()
         if self.engine.done and self.cell_session is not None:
             self.cell_session.close()  # nothing more to collect: cell hooks cost nothing from now on
@@ -190,19 +187,3 @@ class TrainerMon:
     def generate_wgrad_metrics(self) -> tuple:
         return dict(self.engine.latest.get("grad_reduced", {})), {}
 
-    def generate_xy_metrics(self) -> tuple:
-        return dict(self.engine.latest.get("actv", {})), dict(self.engine.latest.get("actv_grad", {}))
-
-    def remove(self) -> None:
-        """Remove every hook and restore the wrapped collectives; close the files and draw the plots."""
-        for name in ("cell_session", "session"):
-            session = getattr(self, name)
-            if session is not None:
-                session.close()
-                setattr(self, name, None)
-        self.collecting_now = False
-        self.engine.close()
-
-    @property
-    def run_dir(self) -> str:
-        return self.engine.run_dir
