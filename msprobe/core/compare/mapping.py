@@ -8,15 +8,12 @@ Four user mapping files (all optional) and one programmatic hook, applied in thi
   entry_mapper  callable(entry_name) -> entry_name                        framework adapters (e.g.
                 MindSpore 'Cell.' -> 'Module.', default MindSpore->PyTorch API names)
 """
-import re
+from dataclasses import replace
 
 from msprobe.core.errors import ConfigError
+from msprobe.core.naming import EntryName, parse_row_name
 
 __all__ = ["NameMapper", "load_mapping_file"]
-
-_ROW_TAIL = re.compile(r"^(?P<entry>.+?\.(?:forward|backward)(?:\.\d+)?)\.(?P<role>input|output|parameters)"
-                       r"\.(?P<rest>.+)$")
-
 
 def load_mapping_file(path, what):
     """Load a mapping YAML; its content is validated by NameMapper."""
@@ -78,31 +75,32 @@ class NameMapper:
         return entry
 
     def _map_module(self, entry):
-        parts = entry.split(".")
-        if parts[0] not in ("Module", "Cell") or len(parts) < 4:
+        name = EntryName.parse(entry)
+        if name is None or not name.is_module:
             return entry
-        tail = 2 if parts[-1] == "parameters_grad" else 3
-        path_and_class = ".".join(parts[1:len(parts) - tail + 1])
+        path_and_class = name.api
         if path_and_class in self.cell:
             path_and_class = self.cell[path_and_class]
         elif self.layer:
-            segments = path_and_class.split(".")
-            path_and_class = ".".join(self.layer.get(seg, seg) for seg in segments[:-1]) + "." + segments[-1]
-        return ".".join(["Module" if self.cell else parts[0], path_and_class] + parts[len(parts) - tail + 1:])
+            *segments, class_name = path_and_class.split(".")
+            path_and_class = ".".join([self.layer.get(seg, seg) for seg in segments] + [class_name])
+        return str(replace(name, prefix="Module" if self.cell else name.prefix, api=path_and_class))
 
     def _map_api_row(self, name):
+        entry, tail = parse_row_name(name)
+        if entry is None or entry.is_module:
+            return name
         for ms_api, pt_api, args, outs in self.api:
-            if not name.startswith(ms_api + "."):
+            if f"{entry.prefix}.{entry.api}" != ms_api:
                 continue
-            rest = name[len(ms_api) + 1:]
-            match = re.match(r"^(\d+\.(?:forward|backward))\.(input|output)\.(\w+)(.*)$", rest)
-            if not match:
-                return pt_api + "." + rest
-            call, role, index, tail = match.groups()
-            table = args if role == "input" else outs
-            if table and index in table:
-                index = table[index]
-            return f"{pt_api}.{call}.{role}.{index}{tail}"
+            role, _, rest = tail.partition(".")
+            index, dot, sub = rest.partition(".")
+            if role in ("input", "output"):
+                table = args if role == "input" else outs
+                index = table.get(index, index)
+            call_tail = ".".join(part for part in (role, index + dot + sub) if part)
+            pt_prefix, _, pt_api_path = pt_api.partition(".")
+            return str(replace(entry, prefix=pt_prefix, api=pt_api_path)) + (f".{call_tail}" if call_tail else "")
         return name
 
     def map_row(self, row_name, entry):
