@@ -13,6 +13,13 @@ def fixtures_dir():
     return FIXTURES
 
 
+@pytest.fixture(scope="session")
+def ms():
+    from ms_runtime import mindspore_on_cpu
+
+    return mindspore_on_cpu()
+
+
 @pytest.fixture
 def portable_and_simd_rows():
     """Runs `script` (Python that prints JSON {'simd': bool, 'rows': [...]}) once with the portable C loops

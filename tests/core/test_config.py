@@ -183,13 +183,10 @@ def test_online_run_ut_keys_of_the_reference_are_accepted():
         parse_config({"task": "run_ut", "run_ut": {"port": 70000}})
 
 
-def test_debuggers_name_their_framework_for_the_warning(tmp_path, capsys):
-    import mindspore
-
+def test_debuggers_name_their_framework_for_the_warning(tmp_path, capsys, ms):
     from msprobe.mindspore import PrecisionDebugger as MsDebugger
     from msprobe.pytorch import PrecisionDebugger as TorchDebugger
 
-    mindspore.set_device("CPU")
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"task": "statistics", "dump_path": str(tmp_path / "dump"), "level": "L1",
                                   "enable_dataloader": True}))

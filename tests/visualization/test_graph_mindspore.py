@@ -4,19 +4,10 @@ import json
 import os
 
 import numpy as np
-import pytest
 
 from vis_helpers import load_vis, rank_dir, run_graph_cli
 
 FAULT = "Cell.blocks.1.0.Dense.forward.0"
-
-
-@pytest.fixture(scope="module")
-def ms():
-    import mindspore
-    mindspore.set_device("CPU")
-    mindspore.set_context(mode=mindspore.PYNATIVE_MODE)
-    return mindspore
 
 
 def _weights(seed=0):

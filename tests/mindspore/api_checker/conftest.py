@@ -24,7 +24,9 @@ def _build_net():
             out = mint.nn.functional.softmax(mint.matmul(hidden, self.w2), dim=-1)
             return mint.mean(mint.exp(out))
 
-    ms.set_device("CPU")
+    from ms_runtime import mindspore_on_cpu
+
+    mindspore_on_cpu()
     ms.runtime.launch_blocking()
     return MintNet()
 
