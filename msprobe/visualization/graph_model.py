@@ -8,9 +8,9 @@ becomes a plain container instead of an error. Dump entries missing from constru
 dump) hang under the root in dump order. The root's children are split into micro steps: a forward
 module that follows a backward module starts the next one.
 """
-import re
 from typing import Dict, List, Optional
 
+from msprobe.core.naming import is_module_name
 from msprobe.visualization.stacks import node_stack
 
 __all__ = ["Node", "Graph", "build_graph", "ROOT_ID", "MODULE", "API", "API_COLLECTION", "COLLECTION_PREFIX"]
@@ -18,7 +18,6 @@ __all__ = ["Node", "Graph", "build_graph", "ROOT_ID", "MODULE", "API", "API_COLL
 ROOT_ID = "DefaultModel"
 MODULE, API, API_COLLECTION = 0, 1, 9
 COLLECTION_PREFIX = "Apis_Between_Modules"
-_MODULE_NAME = re.compile(r"^(Module|Cell)\.")
 
 
 class Node:
@@ -82,7 +81,7 @@ class Graph:
 
 
 def _node_type(name: str) -> int:
-    return MODULE if _MODULE_NAME.match(name) else API
+    return MODULE if is_module_name(name) else API
 
 
 def _backward_parent(name: str, construct: dict, names: set) -> Optional[str]:
@@ -188,7 +187,7 @@ def build_graph(construct: dict, table, stacks: Dict[str, List[str]], complete_s
         node.parent = parent
         parent.children.append(node)
     for name in containers:  # an unknown parent name is a container, not an API
-        if nodes[name].node_type == API and not _MODULE_NAME.match(name):
+        if nodes[name].node_type == API and not is_module_name(name):
             nodes[name].node_type = MODULE
     _group_root_apis(graph)
     _split_micro_steps(graph)
@@ -197,5 +196,5 @@ def build_graph(construct: dict, table, stacks: Dict[str, List[str]], complete_s
     for order, node in enumerate(graph.preorder()):
         node.order = order
         if node.node_type != API_COLLECTION and node is not graph.root:
-            node.stack = node_stack(node.id, stacks, _MODULE_NAME.match(node.id) is not None, complete_stack)
+            node.stack = node_stack(node.id, stacks, is_module_name(node.id), complete_stack)
     return graph

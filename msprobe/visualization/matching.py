@@ -7,16 +7,20 @@
   `TopLayer` for children of the root) and matched by (path, direction, call) - class names may differ
   between frameworks - with no shape check; APIs inside a matched pair pair by mapped name and order.
 """
-import re
 from collections import defaultdict
 from typing import Callable, Dict, List, Optional, Tuple
 
+from msprobe.core.naming import DIRECTIONS, EntryName
 from msprobe.visualization.graph_model import API, API_COLLECTION, Graph, Node
 
 __all__ = ["match_graphs", "LayerMap"]
 
-_MODULE = re.compile(r"^(?P<prefix>Module|Cell)\.(?P<path_class>.+)\.(?P<dir>forward|backward)\.(?P<call>\d+)$")
-_API_COUNTER = re.compile(r"^(?P<op>.+)\.\d+\.(?P<dir>forward|backward)$")
+
+
+def _module_call(node_id: str) -> Optional[EntryName]:
+    """The parsed name of a module call node ('Module.a.b.Linear.forward.0'); None for anything else."""
+    name = EntryName.parse(node_id)
+    return name if name is not None and name.is_module and name.direction in DIRECTIONS else None
 
 
 def _signature(graph: Graph, node: Node) -> Tuple[tuple, tuple]:
@@ -34,8 +38,8 @@ def _link(npu_node: Node, bench_node: Node) -> None:
 
 def _api_key(node_id: str, mapper: Optional[Callable[[str], str]]) -> str:
     name = mapper(node_id) if mapper is not None else node_id
-    match = _API_COUNTER.match(name)
-    return f"{match.group('op')}.{match.group('dir')}" if match else name
+    parsed = EntryName.parse(name)
+    return parsed.op_name if parsed is not None and not parsed.is_module else name
 
 
 def _pair_apis(npu_children: List[Node], bench_children: List[Node], mapper, check) -> List[Tuple[Node, Node]]:
@@ -70,10 +74,10 @@ class LayerMap:
 
     def module_key(self, node: Node) -> Optional[tuple]:
         """(bench path, direction, call) the NPU module should be compared with."""
-        match = _MODULE.match(node.id)
-        if not match:
+        name = _module_call(node.id)
+        if name is None:
             return None
-        return self.mapped_path(node), match.group("dir"), match.group("call")
+        return self.mapped_path(node), name.direction, name.index
 
     def mapped_path(self, node: Node) -> str:
         cached = self._mapped.get(node.id)
@@ -83,9 +87,9 @@ class LayerMap:
         ancestors = []  # nearest module ancestor first: (node, its path, its class)
         parent = node.parent
         while parent is not None:
-            match = _MODULE.match(parent.id)
-            if match:
-                ancestors.append((parent, _path_of(parent.id), match.group("path_class").rsplit(".", 1)[-1]))
+            name = _module_call(parent.id)
+            if name is not None:
+                ancestors.append((parent, _path_of(parent.id), name.short_api))
             parent = parent.parent
         mapped = None
         for ancestor, ancestor_path, class_name in ancestors:
@@ -112,16 +116,16 @@ class LayerMap:
 
 
 def _path_of(module_id: str) -> str:
-    match = _MODULE.match(module_id)
-    return match.group("path_class").rsplit(".", 1)[0] if match else module_id
+    name = _module_call(module_id)
+    return name.api.rsplit(".", 1)[0] if name is not None else module_id
 
 
 def _bench_module_keys(bench: Graph) -> Dict[tuple, Node]:
     keys = {}
     for node in bench.nodes.values():
-        match = _MODULE.match(node.id)
-        if match:
-            keys.setdefault((_path_of(node.id), match.group("dir"), match.group("call")), node)
+        name = _module_call(node.id)
+        if name is not None:
+            keys.setdefault((_path_of(node.id), name.direction, name.index), node)
     return keys
 
 

@@ -10,6 +10,7 @@ import os
 from typing import Dict, List
 
 from msprobe.core.errors import ParseError
+from msprobe.core.naming import EntryName
 from msprobe.core.paths import check_path
 
 __all__ = ["read_stacks", "node_stack"]
@@ -45,8 +46,12 @@ def read_stacks(path: str) -> Dict[str, List[str]]:
 
 
 def _layer_name(node_id: str) -> str:
-    parts = node_id.split(".")
-    return parts[-4] if len(parts) >= 4 else ""
+    """The attribute name of a module call ('b' of 'Module.a.b.Linear.forward.0'); '' for the root."""
+    name = EntryName.parse(node_id)
+    if name is None or not name.is_module:
+        return ""
+    path = name.api.rsplit(".", 1)[0] if "." in name.api else ""
+    return path.rsplit(".", 1)[-1]
 
 
 def _simplify(node_id: str, lines: List[str], is_module: bool) -> List[str]:
