@@ -115,15 +115,38 @@ __attribute__((target("avx2,fma"))) static double hmax4(__m256d v)
     return _mm_cvtsd_f64(_mm_max_sd(m, _mm_unpackhi_pd(m, m)));
 }
 
-/* Four elements at a time in double: the numbers of the portable loop (its sums added in another order);
- * the tail and the positions come from the portable loops. */
+/* the largest of eight (value, position) lanes, the smallest position among equal values; -1 when all are 0 */
+__attribute__((target("avx2,fma"))) static void lane_argmax(__m256d m0, __m256d i0, __m256d m1, __m256d i1,
+                                                            double *best, Py_ssize_t *index)
+{
+    double m[8], ix[8];
+    _mm256_storeu_pd(m, m0);
+    _mm256_storeu_pd(m + 4, m1);
+    _mm256_storeu_pd(ix, i0);
+    _mm256_storeu_pd(ix + 4, i1);
+    double value = 0.0, position = -1.0;
+    for (int j = 0; j < 8; j++) {
+        if (m[j] > value || (m[j] == value && m[j] > 0.0 && ix[j] < position)) {
+            value = m[j];
+            position = ix[j];
+        }
+    }
+    *best = value;
+    *index = value > 0.0 ? (Py_ssize_t)position : -1;
+}
+
+/* Four elements at a time in double: the numbers of the portable loop (its sums added in another order).
+ * Each lane keeps its maximum errors with the position where it first reached them (a compare and two
+ * blends), so no second pass is needed; the last n % 8 elements go through the portable loops. */
 #define AVX2_PAIR_KERNEL(name, target_list, LOAD4_D, LOAD4_B)                                            \
     __attribute__((target(target_list))) static void name##_avx2(const void *dut, const void *bench,     \
                                                                  Py_ssize_t n, pair_t *out)             \
     {                                                                                                    \
         const __m256d sign = _mm256_set1_pd(-0.0), one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd(); \
+        const __m256d lanes = _mm256_set_pd(3.0, 2.0, 1.0, 0.0), none = _mm256_set1_pd(-1.0);           \
         /* two sets of accumulators (8 elements a round), so the adds of one round do not wait on each other */ \
         __m256d all[2] = {zero, zero}, small_max[2] = {zero, zero}, rel_max[2] = {zero, zero};         \
+        __m256d small_at[2] = {none, none}, rel_at[2] = {none, none};                                    \
         __m256d sum[2] = {zero, zero}, db[2] = {zero, zero}, dd[2] = {zero, zero}, bb[2] = {zero, zero}; \
         __m256d bad[2] = {zero, zero};                                                                   \
         Py_ssize_t i = 0;                                                                                \
@@ -134,10 +157,16 @@ __attribute__((target("avx2,fma"))) static double hmax4(__m256d v)
                 __m256d small = _mm256_cmp_pd(magnitude, one, _CMP_LT_OQ);                               \
                 __m256d r = _mm256_div_pd(s, _mm256_blendv_pd(magnitude, one, small));                   \
                 __m256d e = _mm256_andnot_pd(sign, r);                                                   \
+                __m256d position = _mm256_add_pd(_mm256_set1_pd((double)(i + 4 * k)), lanes);            \
+                __m256d e_small = _mm256_and_pd(small, e), e_rel = _mm256_andnot_pd(small, e);           \
+                __m256d up_small = _mm256_cmp_pd(e_small, small_max[k], _CMP_GT_OQ);                     \
+                __m256d up_rel = _mm256_cmp_pd(e_rel, rel_max[k], _CMP_GT_OQ);                           \
+                small_max[k] = _mm256_blendv_pd(small_max[k], e_small, up_small);                        \
+                small_at[k] = _mm256_blendv_pd(small_at[k], position, up_small);                         \
+                rel_max[k] = _mm256_blendv_pd(rel_max[k], e_rel, up_rel);                                \
+                rel_at[k] = _mm256_blendv_pd(rel_at[k], position, up_rel);                               \
                 bad[k] = _mm256_add_pd(bad[k], _mm256_mul_pd(s, zero));                                  \
                 all[k] = _mm256_max_pd(all[k], _mm256_andnot_pd(sign, s));                               \
-                small_max[k] = _mm256_max_pd(small_max[k], _mm256_and_pd(small, e));                     \
-                rel_max[k] = _mm256_max_pd(rel_max[k], _mm256_andnot_pd(small, e));                      \
                 sum[k] = _mm256_add_pd(sum[k], r);                                                       \
                 db[k] = _mm256_fmadd_pd(d, b, db[k]);                                                    \
                 dd[k] = _mm256_fmadd_pd(d, d, dd[k]);                                                    \
@@ -145,38 +174,24 @@ __attribute__((target("avx2,fma"))) static double hmax4(__m256d v)
             }                                                                                            \
         }                                                                                                \
         acc_t *acc = &out->acc;                                                                          \
+        double simd_small, simd_rel;                                                                     \
+        Py_ssize_t small_index, rel_index;                                                               \
+        lane_argmax(small_max[0], small_at[0], small_max[1], small_at[1], &simd_small, &small_index);     \
+        lane_argmax(rel_max[0], rel_at[0], rel_max[1], rel_at[1], &simd_rel, &rel_index);                 \
         acc->bad = hsum4(_mm256_add_pd(bad[0], bad[1]));                                                 \
         acc->all = hmax4(_mm256_max_pd(all[0], all[1]));                                                 \
-        acc->small_max = hmax4(_mm256_max_pd(small_max[0], small_max[1]));                               \
-        acc->rel_max = hmax4(_mm256_max_pd(rel_max[0], rel_max[1]));                                     \
+        acc->small_max = simd_small;                                                                     \
+        acc->rel_max = simd_rel;                                                                         \
         acc->sum = hsum4(_mm256_add_pd(sum[0], sum[1]));                                                 \
         acc->db = hsum4(_mm256_add_pd(db[0], db[1]));                                                    \
         acc->dd = hsum4(_mm256_add_pd(dd[0], dd[1]));                                                    \
         acc->bb = hsum4(_mm256_add_pd(bb[0], bb[1]));                                                    \
         name##_scan(dut, bench, i, n, acc);                                                              \
-        out->small_index = out->rel_index = -1;                                                          \
-        if (acc->bad != 0.0)                                                                             \
-            return;                                                                                      \
-        /* positions: the first block holding each maximum, then the first lane in it */                 \
-        const __m256d want_small = _mm256_set1_pd(acc->small_max), want_rel = _mm256_set1_pd(acc->rel_max); \
-        int need_small = acc->small_max > 0.0, need_rel = acc->rel_max > 0.0;                            \
-        for (i = 0; (need_small || need_rel) && i + 4 <= n; i += 4) {                                    \
-            __m256d d = LOAD4_D(dut, i), b = LOAD4_B(bench, i);                                          \
-            __m256d s = _mm256_sub_pd(d, b), magnitude = _mm256_andnot_pd(sign, b);                      \
-            __m256d small = _mm256_cmp_pd(magnitude, one, _CMP_LT_OQ);                                   \
-            __m256d e = _mm256_andnot_pd(sign, _mm256_div_pd(s, _mm256_blendv_pd(magnitude, one, small))); \
-            int hit_small = _mm256_movemask_pd(_mm256_and_pd(small, _mm256_cmp_pd(e, want_small, _CMP_EQ_OQ))); \
-            int hit_rel = _mm256_movemask_pd(_mm256_andnot_pd(small, _mm256_cmp_pd(e, want_rel, _CMP_EQ_OQ))); \
-            if (need_small && hit_small) {                                                               \
-                out->small_index = i + __builtin_ctz(hit_small);                                         \
-                need_small = 0;                                                                          \
-            }                                                                                            \
-            if (need_rel && hit_rel) {                                                                   \
-                out->rel_index = i + __builtin_ctz(hit_rel);                                             \
-                need_rel = 0;                                                                            \
-            }                                                                                            \
-        }                                                                                                \
-        name##_find(dut, bench, i, n, out);                                                              \
+        /* a maximum the tail did not beat keeps its (earlier) position; otherwise the tail is searched */ \
+        out->small_index = acc->small_max == simd_small ? small_index : -1;                              \
+        out->rel_index = acc->rel_max == simd_rel ? rel_index : -1;                                      \
+        if (acc->bad == 0.0)                                                                             \
+            name##_find(dut, bench, i, n, out);                                                          \
     }
 
 #define LOAD4_F32(p, i) _mm256_cvtps_pd(_mm_loadu_ps((const float *)(p) + (i)))

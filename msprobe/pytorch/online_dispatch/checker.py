@@ -64,6 +64,10 @@ def to_bench(value: Any, bench_dtype: torch.dtype, cache: Optional[WidenCache] =
 
 
 def _tensors(value) -> List[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(item, torch.Tensor) for item in value):
+        return list(value)
     return [leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)]
 
 

@@ -107,7 +107,7 @@ class PtdbgDispatch(TorchDispatchMode):
         self._reset()
 
     def _reset(self) -> None:
-        self._skip_cache: Dict[object, Optional[str]] = {}
+        self._skip_cache: Dict[object, tuple] = {}
         self._indices: Dict[str, int] = {}
         self._sequence = 0
         self._summaries, self._details = [], []
@@ -175,11 +175,14 @@ class PtdbgDispatch(TorchDispatchMode):
                         summary["Accuracy Reached or Not"], summary["Message"])
 
     # ---- per op ----------------------------------------------------------------------------------
-    def _skip(self, func, has_tensor_input: bool) -> Optional[str]:
-        key = (func, has_tensor_input)
-        if key not in self._skip_cache:
-            self._skip_cache[key] = skip_reason(func, has_tensor_input)
-        return self._skip_cache[key]
+    def _op_info(self, func) -> tuple:
+        """(skip reason with a tensor input, without one, namespace, mutable, name, qualified name) of an op,
+        read from its schema once per context."""
+        info = self._skip_cache.get(func)
+        if info is None:
+            info = self._skip_cache[func] = (skip_reason(func, True), skip_reason(func, False), func.namespace,
+                                             func._schema.is_mutable, func._overloadpacket.__name__, func.name())
+        return info
 
     def _next_call_ids(self, name: str):
         with self._lock:
@@ -192,13 +195,11 @@ class PtdbgDispatch(TorchDispatchMode):
         kwargs = kwargs or {}
         mutable = False
         try:
-            has_tensor = _has_tensor(args) or _has_tensor(kwargs)
-            reason = self._skip(func, has_tensor)
+            with_tensor, without_tensor, namespace, mutable, _, _ = self._op_info(func)
+            reason = with_tensor if _has_tensor(args) or _has_tensor(kwargs) else without_tensor
             if reason == RANDOM and not draws_random_numbers(func, args, kwargs):
                 reason = None
-            namespace = func.namespace
             in_worker = self._pool is not None and namespace in _WORKER_NAMESPACES
-            mutable = func._schema.is_mutable
             snapshot = None
             if reason is None and (mutable or in_worker):
                 snapshot = (tree_map(_snapshot, args), tree_map(_snapshot, kwargs))
@@ -231,7 +232,7 @@ class PtdbgDispatch(TorchDispatchMode):
             self._report_broken(func, exc)
 
     def _check(self, func, args, kwargs, out, snapshot, in_worker) -> None:
-        name = func._overloadpacket.__name__
+        name, qualified = self._op_info(func)[4:]
         index, sequence = self._next_call_ids(name)
         direction = "backward" if torch._C._current_graph_task_id() != -1 else "forward"
         outputs = _tensor_outputs(out)
@@ -239,7 +240,7 @@ class PtdbgDispatch(TorchDispatchMode):
             outputs = [_snapshot(t) for t in outputs]
         call_args, call_kwargs = snapshot if snapshot is not None else (args, kwargs)
         dump = self.dump_mode == "all" or (self._dump_list is not None and name in self._dump_list)
-        call = OpCall(func.name(), name, index, direction, call_args, call_kwargs, outputs, dump, sequence)
+        call = OpCall(qualified, name, index, direction, call_args, call_kwargs, outputs, dump, sequence)
         if in_worker:
             self._pool.submit(call)
         else:
