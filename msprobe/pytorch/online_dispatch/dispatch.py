@@ -107,7 +107,7 @@ class PtdbgDispatch(TorchDispatchMode):
         self._reset()
 
     def _reset(self) -> None:
-        self._skip_cache: Dict[object, tuple] = {}
+        self._op_facts: Dict[object, tuple] = {}
         self._indices: Dict[str, int] = {}
         self._sequence = 0
         self._summaries, self._details = [], []
@@ -178,9 +178,9 @@ class PtdbgDispatch(TorchDispatchMode):
     def _op_info(self, func) -> tuple:
         """(skip reason with a tensor input, without one, namespace, mutable, name, qualified name) of an op,
         read from its schema once per context."""
-        info = self._skip_cache.get(func)
+        info = self._op_facts.get(func)
         if info is None:
-            info = self._skip_cache[func] = (skip_reason(func, True), skip_reason(func, False), func.namespace,
+            info = self._op_facts[func] = (skip_reason(func, True), skip_reason(func, False), func.namespace,
                                              func._schema.is_mutable, func._overloadpacket.__name__, func.name())
         return info
 
