@@ -16,6 +16,7 @@ import os
 import zlib
 
 from msprobe.core.errors import CompareError, ParseError
+from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.paths import check_path
 
 __all__ = ["DumpTable", "load_dump", "table_from_dump", "load_stack", "detect_mode", "ROW_COLUMNS",
@@ -26,8 +27,7 @@ ROW_COLUMNS = ("name", "entry", "role", "kind", "dtype", "shape", "shape_key", "
                "norm", "value", "md5", "data_name", "absent")
 _NAN = float("nan")
 _SHAPE_TEXT, _SHAPES, _DTYPES = {}, {}, {}
-_TENSOR_TYPES = ("torch.Tensor", "mindspore.Tensor", "numpy.ndarray", "torch.nn.parameter.Parameter",
-                 "mindspore.Parameter", "mindspore._c_expression.Tensor")
+_TENSOR_KINDS = {}  # "type" value -> whether core.naming calls it a tensor (one rule for every reader)
 # dump.json section -> row role and the word used in row names, in report order
 _SECTIONS = (("input_args", "input", "input"), ("input_kwargs", "input", "input"), ("input", "input", "input"),
              ("parameters", "parameters", "parameters"), ("output", "output", "output"))
@@ -67,7 +67,10 @@ def _row_of(name, entry, role, node):
     if node is None:
         return (name, entry, role, "none", "None", "None", None, _NAN, _NAN, _NAN, _NAN, "None", "None", "-1", 15)
     kind_name = node.get("type")
-    if kind_name in _TENSOR_TYPES or "dtype" in node and "shape" in node:
+    is_tensor = _TENSOR_KINDS.get(kind_name) if isinstance(kind_name, str) else False
+    if is_tensor is None:
+        is_tensor = _TENSOR_KINDS.setdefault(kind_name, is_tensor_descriptor({"type": kind_name}))
+    if is_tensor or "dtype" in node and "shape" in node:
         shape = tuple(node.get("shape") or ())
         get = node.get
         shape_text = _SHAPE_TEXT.get(shape)
