@@ -22,7 +22,8 @@ from typing import Optional, Tuple
 from msprobe.core.errors import ConfigError
 
 __all__ = ["FORWARD", "BACKWARD", "PARAMS_GRAD", "MODULE_PREFIXES", "DIRECTIONS", "EntryName", "ParsedName",
-           "backward_of", "call_of", "parse_name", "parse_row_name", "parse_call_name", "api_name", "module_name",
+           "backward_of", "call_of", "parse_name", "parse_row_name", "parse_call_name", "api_name", "entry_of_call",
+           "module_name",
            "params_grad_name",
            "strip_call_index", "is_module_name", "dotted_attribute", "tensor_file_name", "parse_tensor_file_name",
            "check_api_name", "is_api_name", "is_inplace", "INPLACE_DUNDERS", "RANDOM_APIS", "is_random_api",
@@ -156,6 +157,13 @@ def parse_call_name(name) -> Optional[Tuple[str, str, str]]:
 
 def api_name(prefix, api, index, direction):
     return str(EntryName(prefix, api, str(index), direction, False))
+
+
+def entry_of_call(call_name, direction):
+    """'Functional.linear.0' + 'forward' -> 'Functional.linear.0.forward'; a name of another shape gets
+    '.{direction}' appended."""
+    parsed = parse_call_name(call_name)
+    return api_name(*parsed, direction) if parsed else f"{call_name}.{direction}"
 
 
 def module_name(prefix, path, class_name, direction, index):

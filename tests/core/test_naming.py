@@ -139,3 +139,12 @@ def test_backward_of_and_call_of(name, backward, call):
 def test_one_in_place_rule_for_both_frameworks(api, inplace):
     from msprobe.core.naming import is_inplace
     assert is_inplace(api) is inplace
+
+
+def test_entry_of_call_adds_the_direction_to_a_call_name():
+    from msprobe.core.naming import entry_of_call
+
+    assert entry_of_call("Functional.linear.0", "forward") == "Functional.linear.0.forward"
+    assert entry_of_call("Tensor.__mul__.3", "backward") == "Tensor.__mul__.3.backward"
+    assert entry_of_call("Torch.linalg.vector_norm.12", "forward") == "Torch.linalg.vector_norm.12.forward"
+    assert entry_of_call("not_a_call", "forward") == "not_a_call.forward"

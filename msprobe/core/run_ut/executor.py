@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
+from msprobe.core.naming import BACKWARD, FORWARD, entry_of_call, tensor_file_name
 from msprobe.core.precision.output_check import SKIP, aggregate_status
 from msprobe.core.run_ut.runner import run_or_skip
 
@@ -63,14 +64,16 @@ def run_case(case, settings: Dict[str, Any], ops: FrameworkOps) -> Dict[str, Any
     tested, bench, with_grad = ops.build_inputs(case, settings)
     ops.forward(case, function, tested, with_grad, is_bench=False)
     ops.forward(case, function, bench, with_grad, is_bench=True)
-    forward_rows = ops.compare(f"{case.name}.forward.output", tested.outputs, bench.outputs, tested, bench)
+    forward_rows = ops.compare(f"{entry_of_call(case.name, FORWARD)}.output", tested.outputs, bench.outputs, tested,
+                               bench)
     backward_rows, backward_status, message = [], "", ""
     if with_grad:
         reason = ops.backward(case, settings, tested, bench)
         if reason:
             backward_status, message = SKIP, f"backward: {reason}"
         else:
-            backward_rows = ops.compare(f"{case.name}.backward.output", tested.grads, bench.grads, tested, bench)
+            backward_rows = ops.compare(f"{entry_of_call(case.name, BACKWARD)}.output", tested.grads, bench.grads,
+                                        tested, bench)
             backward_status = aggregate_status([r["status"] for r in backward_rows])
     forward_status = aggregate_status([r["status"] for r in forward_rows]) or ops.empty_forward_status
     failing = ops.failing_statuses
@@ -99,6 +102,7 @@ def save_error_arrays(folder: str, case_name: str, groups: Dict[str, Sequence[An
     os.makedirs(folder, mode=0o750, exist_ok=True)
     for group, values in groups.items():
         for index, value in enumerate(values):
-            path = os.path.join(folder, f"{case_name}.forward.{group}.{index}.{extension}")
+            path = os.path.join(folder, tensor_file_name(entry_of_call(case_name, FORWARD), group, index,
+                                                         suffix=f".{extension}"))
             if save(value, path) is not False:
                 os.chmod(path, 0o640)
