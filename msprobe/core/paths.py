@@ -13,8 +13,8 @@ import tempfile
 
 from msprobe.core.errors import ParseError, PathError
 
-__all__ = ["FILE_MODE", "DIR_MODE", "check_path", "check_dump_path", "make_dir", "ensure_dir", "atomic_write_text",
-           "atomic_write_json", "load_json", "load_yaml", "safe_name"]
+__all__ = ["FILE_MODE", "DIR_MODE", "check_path", "check_dump_path", "make_dir", "ensure_dir",
+           "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "load_json", "load_yaml", "safe_name"]
 
 FILE_MODE = 0o640
 DIR_MODE = 0o750
@@ -155,21 +155,28 @@ def make_dir(path, what="directory"):
     return full
 
 
-def atomic_write_text(path, text, mode=FILE_MODE):
-    """Write `text` to `path` through a temporary file and rename, so readers never see half a file."""
+def atomic_write_bytes(path, data, mode=FILE_MODE, durable=True):
+    """Write `data` to `path` through a temporary file and rename, so readers never see half a file;
+    `durable` also syncs it to the disk before the rename (diagnostics rewritten every step skip that)."""
     directory = ensure_dir(os.path.dirname(os.path.abspath(path)))
     fd, tmp = tempfile.mkstemp(prefix=".tmp_", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def atomic_write_text(path, text, mode=FILE_MODE):
+    """`atomic_write_bytes` of UTF-8 text."""
+    atomic_write_bytes(path, text.encode("utf-8"), mode)
 
 
 def atomic_write_json(path, obj, indent=1):

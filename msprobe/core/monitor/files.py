@@ -8,29 +8,15 @@ import tempfile
 import numpy as np
 
 from msprobe.core.errors import ParseError
-from msprobe.core.paths import DIR_MODE, FILE_MODE, ensure_dir
+from msprobe.core.paths import DIR_MODE, FILE_MODE, atomic_write_bytes, ensure_dir
 
-__all__ = ["ensure_dir", "write_bytes", "write_csv", "write_npy", "write_npy_folder", "read_csv_rows"]
+__all__ = ["ensure_dir", "write_bytes", "write_csv", "write_npy_folder", "read_csv_rows"]
 
 
 def write_bytes(path: str, data: bytes) -> None:
-    """Write `data` to a new temporary file beside `path`, then rename it over `path`.
-
-    No fsync: these are diagnostics written every step, and a rename already keeps readers from
-    seeing half a file.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    ensure_dir(directory)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp_", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    """A new file replacing `path` whole (temporary file, then rename). No fsync: these are diagnostics
+    written every step, and the rename already keeps readers from seeing half a file."""
+    atomic_write_bytes(path, data, durable=False)
 
 
 def write_csv(path: str, header: list, rows: list, bom: bool = False, lineterminator: str = "\r\n") -> None:
@@ -40,12 +26,6 @@ def write_csv(path: str, header: list, rows: list, bom: bool = False, linetermin
     writer.writerow(header)
     writer.writerows(rows)
     write_bytes(path, buffer.getvalue().encode("utf-8-sig" if bom else "utf-8"))
-
-
-def write_npy(path: str, array: np.ndarray) -> None:
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    write_bytes(path, buffer.getvalue())
 
 
 def write_npy_folder(path: str, arrays: list) -> None:
