@@ -16,7 +16,7 @@ from msprobe.pytorch.online_dispatch.op_call import OpCall, resolve_op, tensor_t
 from msprobe.pytorch.online_dispatch.single_benchmark import (BFLOAT16, FAIL, FLOAT16, PASS, THRESHOLDS, judge_buffers,
                                                                judge_output)
 
-__all__ = ["BENCH_DTYPES", "check_call", "to_bench", "dtype_name", "SKIPPED"]
+__all__ = ["BENCH_DTYPES", "check_call", "tensor_leaves", "to_bench", "dtype_name", "SKIPPED"]
 
 BENCH_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 SKIPPED = "skipped"
@@ -63,7 +63,8 @@ def to_bench(value: Any, bench_dtype: torch.dtype, cache: Optional[WidenCache] =
     return value
 
 
-def _tensors(value) -> List[torch.Tensor]:
+def tensor_leaves(value) -> List[torch.Tensor]:
+    """The tensors of an op's arguments or outputs (the flat shapes without pytree's generality)."""
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)) and all(isinstance(item, torch.Tensor) for item in value):
@@ -82,7 +83,7 @@ def _save_npy(directory: str, file_name: str, tensor: torch.Tensor) -> None:
 
 def _dump(call: OpCall, bench_outputs: List[Optional[torch.Tensor]], dump_dir: str) -> None:
     device_dir, cpu_dir = os.path.join(dump_dir, "npu"), os.path.join(dump_dir, "cpu")
-    for i, tensor in enumerate(_tensors((call.args, call.kwargs))):
+    for i, tensor in enumerate(tensor_leaves((call.args, call.kwargs))):
         _save_npy(device_dir, f"{call.label}_input.{i}.npy", tensor)
     for i, tensor in enumerate(call.outputs):
         if tensor is not None:
@@ -145,7 +146,7 @@ def check_call(call: OpCall, bench_dtype: str = "float32", dump_dir: Optional[st
     except Exception as exc:  # no CPU kernel, or a kernel that refuses widened inputs
         message = f"not re-run on CPU: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return {"summary": _summary(call, SKIPPED, message[:300], dtypes, 0), "details": [], "failed": False}
-    bench_outputs = _tensors(bench_out)
+    bench_outputs = tensor_leaves(bench_out)
     rerun_seconds = time.perf_counter() - converted
     convert_seconds = converted - started
     if len(bench_outputs) != len(call.outputs):

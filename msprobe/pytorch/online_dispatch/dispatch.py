@@ -21,7 +21,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
-from msprobe.pytorch.online_dispatch.checker import BENCH_DTYPES, check_call
+from msprobe.pytorch.online_dispatch.checker import BENCH_DTYPES, check_call, tensor_leaves
 from msprobe.pytorch.online_dispatch.op_call import OpCall
 from msprobe.pytorch.online_dispatch.report import create_run_dir, write_reports
 from msprobe.pytorch.online_dispatch.skip_list import RANDOM, draws_random_numbers, skip_reason
@@ -38,14 +38,6 @@ def _snapshot(value):
     if isinstance(value, torch.Tensor):
         return value.detach().to("cpu", copy=True)
     return value
-
-
-def _tensor_outputs(out) -> list:
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (list, tuple)) and all(isinstance(item, torch.Tensor) for item in out):
-        return list(out)
-    return [leaf for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor)]
 
 
 def _has_tensor(value) -> bool:
@@ -235,7 +227,7 @@ class PtdbgDispatch(TorchDispatchMode):
         name, qualified = self._op_info(func)[4:]
         index, sequence = self._next_call_ids(name)
         direction = "backward" if torch._C._current_graph_task_id() != -1 else "forward"
-        outputs = _tensor_outputs(out)
+        outputs = tensor_leaves(out)
         if in_worker:
             outputs = [_snapshot(t) for t in outputs]
         call_args, call_kwargs = snapshot if snapshot is not None else (args, kwargs)

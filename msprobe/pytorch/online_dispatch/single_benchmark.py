@@ -61,12 +61,18 @@ def _exact_row(dut, bench, dut_dtype):
     return row
 
 
+def _cosine_of_dots(dot_db: float, dot_dd: float, dot_bb: float) -> float:
+    """Cosine from the three dot products; two zero vectors are alike (1), one zero vector is not (0)."""
+    norms = (dot_dd ** 0.5) * (dot_bb ** 0.5)
+    if norms == 0:
+        return 1.0 if dot_dd == 0 and dot_bb == 0 else 0.0
+    return float(min(max(dot_db / norms, -1.0), 1.0))
+
+
 def _cosine(dut: np.ndarray, bench: np.ndarray) -> float:
     """Cosine of two finite float64 vectors (einsum, so the value does not depend on BLAS threads)."""
-    norms = np.sqrt(np.einsum("i,i->", dut, dut)) * np.sqrt(np.einsum("i,i->", bench, bench))
-    if norms == 0:
-        return 1.0 if not dut.any() and not bench.any() else 0.0
-    return float(min(max(np.einsum("i,i->", dut, bench) / norms, -1.0), 1.0))
+    return _cosine_of_dots(float(np.einsum("i,i->", dut, bench)), float(np.einsum("i,i->", dut, dut)),
+                           float(np.einsum("i,i->", bench, bench)))
 
 
 def judge_output(dut, bench, dut_dtype: str) -> Dict[str, object]:
@@ -143,12 +149,8 @@ def judge_buffers(dut_address: int, dut_kind: int, bench_address: int, bench_kin
     if metrics is None:
         return None
     max_all, max_abs, abs_idx, max_rel, rel_idx, mean_signed, dot_db, dot_dd, dot_bb = metrics
-    norms = (dot_dd ** 0.5) * (dot_bb ** 0.5)
-    if norms == 0:
-        cosine = 1.0 if dot_dd == 0 and dot_bb == 0 else 0.0
-    else:
-        cosine = min(max(dot_db / norms, -1.0), 1.0)
     row = _empty_row(dut_dtype)
-    row.update(cosine=cosine, max_abs_all=max_all, max_abs_err=max_abs, max_abs_idx=abs_idx if abs_idx >= 0 else "",
+    row.update(cosine=_cosine_of_dots(dot_db, dot_dd, dot_bb), max_abs_all=max_all, max_abs_err=max_abs,
+               max_abs_idx=abs_idx if abs_idx >= 0 else "",
                max_rel_err=max_rel, max_rel_idx=rel_idx if rel_idx >= 0 else "", error_balance=abs(mean_signed))
     return _verdict(row, dut_dtype)
