@@ -53,6 +53,27 @@ class GPT(nn.Module):
         return self.head(self.ln(x))
 
 
+def debugged_step(config_path):
+    """One training step of GPT under PrecisionDebugger(config_path) (seed 0, 2 threads); the debugger is
+    closed, so its files are complete (run_ut_speed and online_run_ut_speed dump with it)."""
+    from msprobe.pytorch import PrecisionDebugger
+
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+    model = GPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    debugger = PrecisionDebugger(config_path=config_path, model=model)
+    idx, tgt = torch.randint(0, 1000, (8, 128)), torch.randint(0, 1000, (8, 128))
+    debugger.start()
+    loss = nn.functional.cross_entropy(model(idx).view(-1, 1000), tgt.view(-1))
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+
+
 def train(debugger_config=None, dump_path=None):
     """Median step time and losses of STEPS training steps (with the debugger when configured)."""
     torch.manual_seed(0)

@@ -27,23 +27,10 @@ TARGET_RATIO = 0.8
 ENV = dict(os.environ, MSPROBE_NO_PROGRESS="1")
 
 TRAIN = r'''
-import sys, torch, torch.nn as nn
+import sys
 sys.path.insert(0, {here!r})
-from dump_overhead import GPT
-from msprobe.pytorch import PrecisionDebugger
-torch.manual_seed(0)
-torch.set_num_threads(2)
-model = GPT()
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-debugger = PrecisionDebugger(config_path={config!r}, model=model)
-idx, tgt = torch.randint(0, 1000, (8, 128)), torch.randint(0, 1000, (8, 128))
-debugger.start()
-loss = nn.functional.cross_entropy(model(idx).view(-1, 1000), tgt.view(-1))
-loss.backward()
-opt.step()
-opt.zero_grad()
-debugger.stop()
-debugger.step()
+from dump_overhead import debugged_step
+debugged_step({config!r})
 '''
 
 

@@ -29,29 +29,12 @@ TARGET_SPEEDUP = 1.6
 
 def dump_one_step(dump_dir):
     """dump.json of one training step of the GPT model under PrecisionDebugger (statistics, L1)."""
-    import torch
-    import torch.nn as nn
+    from dump_overhead import debugged_step
 
-    from dump_overhead import GPT
-    from msprobe.pytorch import PrecisionDebugger
-
-    torch.manual_seed(0)
-    torch.set_num_threads(2)
-    model = GPT()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     config_path = os.path.join(os.path.dirname(dump_dir), "dump_config.json")
     with open(config_path, "w") as handle:
         json.dump({"task": "statistics", "dump_path": dump_dir, "level": "L1", "statistics": {}}, handle)
-    debugger = PrecisionDebugger(config_path=config_path, model=model)
-    idx, tgt = torch.randint(0, 1000, (8, 128)), torch.randint(0, 1000, (8, 128))
-    debugger.start()
-    loss = nn.functional.cross_entropy(model(idx).view(-1, 1000), tgt.view(-1))
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
-    debugger.stop()
-    debugger.step()
-    debugger.close()
+    debugged_step(config_path)
     paths = glob.glob(os.path.join(dump_dir, "step0", "rank*", "dump.json"))
     if not paths:
         sys.exit(f"no dump.json under {dump_dir}")
