@@ -70,42 +70,50 @@ class GPT(nn.Cell):
         return self.head(self.norm(x))
 
 
+def timed_training(model, opt, steps, before=None, after=None):
+    """(median step seconds over steps 2.., losses) of `steps` training steps of `model` on seeded random data;
+    `before()` / `after()` run inside each timed step (a debugger's start and stop)."""
+    def loss_fn(x, target):
+        return mint.mean(mint.square(model(x) - target))
+
+    grad_fn = ms.value_and_grad(loss_fn, None, opt.parameters)
+    rng = np.random.RandomState(0)
+    times, losses = [], []
+    for _ in range(steps):
+        x = Tensor(rng.randn(BATCH, CTX, D).astype(np.float32))
+        target = Tensor(rng.randn(BATCH, CTX, 512).astype(np.float32))
+        t0 = time.perf_counter()
+        if before:
+            before()
+        loss, grads = grad_fn(x, target)
+        opt(grads)
+        if after:
+            after()
+        losses.append(float(loss.asnumpy()))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[2:]), losses
+
+
 def train(config=None, dump_path=None):
     """Median step time and losses of STEPS training steps (with the debugger when configured)."""
     ms.set_seed(0)
     model = GPT()
     opt = nn.AdamWeightDecay(model.trainable_params(), 1e-3)
+    if not config:
+        return timed_training(model, opt, STEPS)
+    from msprobe.mindspore import PrecisionDebugger
+    task, level = config.split(":")
+    cfg_path = dump_path + ".config.json"
+    with open(cfg_path, "w") as handle:
+        json.dump({"task": task, "dump_path": dump_path, "level": level, task: {}}, handle)
+    debugger = PrecisionDebugger(config_path=cfg_path)
 
-    def loss_fn(x, target):
-        return mint.mean(mint.square(model(x) - target))
-
-    grad_fn = ms.value_and_grad(loss_fn, None, opt.parameters)
-    debugger = None
-    if config:
-        from msprobe.mindspore import PrecisionDebugger
-        task, level = config.split(":")
-        cfg_path = dump_path + ".config.json"
-        with open(cfg_path, "w") as handle:
-            json.dump({"task": task, "dump_path": dump_path, "level": level, task: {}}, handle)
-        debugger = PrecisionDebugger(config_path=cfg_path)
-    rng = np.random.RandomState(0)
-    times, losses = [], []
-    for _ in range(STEPS):
-        x = Tensor(rng.randn(BATCH, CTX, D).astype(np.float32))
-        target = Tensor(rng.randn(BATCH, CTX, 512).astype(np.float32))
-        t0 = time.perf_counter()
-        if debugger:
-            debugger.start(model)
-        loss, grads = grad_fn(x, target)
-        opt(grads)
-        if debugger:
-            debugger.stop()
-            debugger.step()
-        losses.append(float(loss.asnumpy()))
-        times.append(time.perf_counter() - t0)
-    if debugger:
-        debugger.close()
-    return statistics.median(times[2:]), losses
+    def after():
+        debugger.stop()
+        debugger.step()
+    result = timed_training(model, opt, STEPS, before=lambda: debugger.start(model), after=after)
+    debugger.close()
+    return result
 
 
 def main(configs):

@@ -11,15 +11,12 @@ The targets are the PyTorch monitor's (issue 14); MindSpore's own cell-hook mach
 """
 import json
 import os
-import statistics
 import sys
-import time
 
-import numpy as np
 import mindspore as ms
-from mindspore import Tensor, mint, nn
+from mindspore import nn
 
-from ms_dump_overhead import BATCH, CTX, D, GPT
+from ms_dump_overhead import GPT, timed_training
 from overhead_runner import run_configs
 
 STEPS = int(os.environ.get("STEPS", "6"))
@@ -47,23 +44,10 @@ def train(config=None, dump_path=None):
         os.environ["MONITOR_OUTPUT_DIR"] = os.path.join(dump_path, "monitor_output")
         monitor = TrainerMon(cfg_path).set_monitor(model, optimizer=opt)
 
-    def loss_fn(x, target):
-        return mint.mean(mint.square(model(x) - target))
-
-    grad_fn = ms.value_and_grad(loss_fn, None, opt.parameters)
-    rng = np.random.RandomState(0)
-    times, losses = [], []
-    for _ in range(STEPS):
-        x = Tensor(rng.randn(BATCH, CTX, D).astype(np.float32))
-        target = Tensor(rng.randn(BATCH, CTX, 512).astype(np.float32))
-        t0 = time.perf_counter()
-        loss, grads = grad_fn(x, target)
-        opt(grads)
-        losses.append(float(loss.asnumpy()))
-        times.append(time.perf_counter() - t0)
+    result = timed_training(model, opt, STEPS)
     if monitor is not None:
         monitor.remove()
-    return statistics.median(times[2:]), losses
+    return result
 
 
 def main(configs):
