@@ -13,6 +13,14 @@ def fixtures_dir():
     return FIXTURES
 
 
+@pytest.fixture
+def monitor_output(tmp_path, monkeypatch):
+    """The monitor's output root in the test's tmp_path, dynamic mode off."""
+    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "monitor_output"))
+    monkeypatch.delenv("DYNAMIC_MONITOR", raising=False)
+    return tmp_path / "monitor_output"
+
+
 @pytest.fixture(scope="session")
 def ms():
     from ms_runtime import mindspore_on_cpu

@@ -11,11 +11,7 @@ from msprobe.core.config import parse_config
 from msprobe.core.monitor.grad_compare import GradComparator
 
 
-@pytest.fixture(autouse=True)
-def monitor_output(tmp_path, monkeypatch, ms):
-    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "monitor_output"))
-    monkeypatch.delenv("DYNAMIC_MONITOR", raising=False)
-    return tmp_path / "monitor_output"
+pytestmark = pytest.mark.usefixtures("ms", "monitor_output")
 
 
 def _net(ms, seed=0):

@@ -7,11 +7,7 @@ import numpy as np
 import pytest
 
 
-@pytest.fixture(autouse=True)
-def monitor_output(tmp_path, monkeypatch, ms):
-    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "monitor_output"))
-    monkeypatch.delenv("DYNAMIC_MONITOR", raising=False)
-    return tmp_path / "monitor_output"
+pytestmark = pytest.mark.usefixtures("ms", "monitor_output")
 
 
 def _net(ms, seed=0):

@@ -16,11 +16,7 @@ EVERYTHING = dict(xy_distribution=True, all_xy=True, wg_distribution=True, mv_di
                   ops=["min", "max", "norm", "zeros", "nans", "mean"], alert={"rules": RULES, "dump": True})
 
 
-@pytest.fixture(autouse=True)
-def monitor_output(tmp_path, monkeypatch):
-    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "monitor_output"))
-    monkeypatch.delenv("DYNAMIC_MONITOR", raising=False)
-    return tmp_path / "monitor_output"
+pytestmark = pytest.mark.usefixtures("monitor_output")
 
 
 def _monitored(tmp_path, model, optimizer, **config):

@@ -16,11 +16,7 @@ from msprobe.pytorch.monitor import TrainerMon
 PARAMS = ["0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"]
 
 
-@pytest.fixture(autouse=True)
-def monitor_output(tmp_path, monkeypatch):
-    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "monitor_output"))
-    monkeypatch.delenv("DYNAMIC_MONITOR", raising=False)
-    return tmp_path / "monitor_output"
+pytestmark = pytest.mark.usefixtures("monitor_output")
 
 
 def _config(tmp_path, **keys):

@@ -12,11 +12,7 @@ from msprobe.pytorch.monitor import TrainerMon
 from msprobe.pytorch.monitor.collectives import COLLECTIVES
 
 
-@pytest.fixture(autouse=True)
-def monitor_output(tmp_path, monkeypatch):
-    monkeypatch.setenv("MONITOR_OUTPUT_DIR", str(tmp_path / "monitor_output"))
-    monkeypatch.delenv("DYNAMIC_MONITOR", raising=False)
-    return tmp_path / "monitor_output"
+pytestmark = pytest.mark.usefixtures("monitor_output")
 
 
 @pytest.fixture
