@@ -10,6 +10,7 @@ L2 `param_name,"(-inf, b0]",...,"(bn, inf)",=0,max,min,norm,shape`.
 """
 import abc
 import atexit
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,13 +18,14 @@ from typing import Optional
 
 import numpy as np
 
+from msprobe.core.dump.native import bucket_stats
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
 from msprobe.core.monitor.files import ensure_dir, write_csv, write_npy_folder
 from msprobe.core.paths import atomic_write_json, make_dir, safe_name
 
-__all__ = ["GradProbeSettings", "GradSummaryWriter", "ParamGradStats", "interval_labels", "summary_header",
-           "INDEX_FILE"]
+__all__ = ["GradProbeSettings", "GradSummaryWriter", "ParamGradStats", "host_grad_stats", "interval_labels",
+           "summary_header", "INDEX_FILE"]
 
 GRAD_LEVELS = ("L0", "L1", "L2")
 INDEX_FILE = "grad_probe_index.json"
@@ -74,6 +76,31 @@ class ParamGradStats:
         if level == "L1":
             return [self.name, *tail]
         return [self.name, *self.fractions, self.zero_fraction, *tail]
+
+
+_HOST_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def host_grad_stats(name: str, array: np.ndarray, level: str, bounds: list) -> Optional[ParamGradStats]:
+    """The statistics of a gradient held in a host float32/float64 array, from one C pass (bucket_stats in
+    msprobe/core/dump/_fast_stats.c): max, min, norm, and by level the interval counts and the direction;
+    None where that pass is not available (other dtypes, an empty array, no compiled extension)."""
+    if bucket_stats is None or array.dtype not in _HOST_DTYPES or not array.size:
+        return None
+    flat = np.ascontiguousarray(array).reshape(-1)
+    # bounds rounded to the gradient's dtype, as a framework's `grad <= bound` compares them
+    limits = [float(array.dtype.type(b)) for b in bounds] if level == "L2" else []
+    direction = np.empty(flat.size, dtype=np.bool_) if level != "L0" else None
+    high, low, sumsq, zeros, at_or_below = bucket_stats(flat.ctypes.data, flat.size, flat.itemsize, limits,
+                                                        None if direction is None else direction.ctypes.data)
+    # widened (or narrowed) to float32 like the values of the framework kernels
+    high, low, norm = (float(np.float32(v)) for v in (high, low, math.sqrt(sumsq)))
+    stats = ParamGradStats(name=name, max=high, min=low, norm=norm, shape=list(array.shape))
+    if direction is not None:
+        stats.direction = direction.reshape(array.shape)
+    if level == "L2":
+        stats.set_counts(list(at_or_below), zeros, flat.size)
+    return stats
 
 
 @dataclass

@@ -14,37 +14,42 @@ from mindspore import dtype as mstype
 from mindspore import nn, ops
 
 from msprobe.core.errors import ConfigError, UnsupportedError
-from msprobe.core.monitor.grad_summary import GradProbeBase, GradProbeSettings, ParamGradStats
-from msprobe.mindspore.monitor.tensor_stats import current_rank, is_pynative
+from msprobe.core.monitor.grad_summary import GradProbeBase, GradProbeSettings, ParamGradStats, host_grad_stats
+from msprobe.mindspore.monitor.tensor_stats import current_rank, is_pynative, on_cpu
 
 __all__ = ["GradProbe", "gradient_stats"]
 
 
 def gradient_stats(named_grads: list, settings: GradProbeSettings) -> list:
-    """ParamGradStats of each (name, grad) with one device-to-host transfer for the scalars."""
+    """ParamGradStats of each (name, grad): on the CPU, float32/float64 gradients in one C pass each on a host
+    copy; the others with MindSpore reductions and one device-to-host transfer for the scalars."""
     if not named_grads:
         return []
     level = settings.level
+    on_host = on_cpu()
+    out = [host_grad_stats(name, grad.asnumpy(), level, settings.bounds)
+           if on_host and grad.dtype in (mstype.float32, mstype.float64) else None for name, grad in named_grads]
+    rest = [i for i, stats in enumerate(out) if stats is None]
     rows = []
-    for _, grad in named_grads:
+    for i in rest:
+        grad = named_grads[i][1]
         cells = [grad.max().astype(mstype.float32), grad.min().astype(mstype.float32),
                  ops.norm(grad).astype(mstype.float32)]
         if level == "L2":
             cells += [(grad <= bound).astype(mstype.float32).sum() for bound in settings.bounds]
             cells.append((grad == 0).astype(mstype.float32).sum())
         rows.append(ops.stack([c.reshape(()) for c in cells]))
-    table = ops.stack(rows).asnumpy().astype(float).tolist()
-    out = []
-    for (name, grad), row in zip(named_grads, table):
-        stats = ParamGradStats(name=name, max=row[0], min=row[1], norm=row[2], shape=list(grad.shape))
-        numel = int(grad.size)
-        if level == "L0":
-            stats.md5 = hashlib.md5(grad.astype(mstype.float32).asnumpy().tobytes()).hexdigest()  # noqa: S324
-        else:
+    table = ops.stack(rows).asnumpy().astype(float).tolist() if rows else []
+    for i, row in zip(rest, table):
+        name, grad = named_grads[i]
+        stats = out[i] = ParamGradStats(name=name, max=row[0], min=row[1], norm=row[2], shape=list(grad.shape))
+        if level != "L0":
             stats.direction = (grad > 0).asnumpy()
         if level == "L2":
-            stats.set_counts(row[3:-1], row[-1], numel)
-        out.append(stats)
+            stats.set_counts(row[3:-1], row[-1], int(grad.size))
+    if level == "L0":
+        for (_, grad), stats in zip(named_grads, out):
+            stats.md5 = hashlib.md5(grad.astype(mstype.float32).asnumpy().tobytes()).hexdigest()  # noqa: S324
     return out
 
 

@@ -12,7 +12,7 @@ from mindspore import dtype as mstype
 from msprobe.core.monitor.anomaly import StatRecord
 from msprobe.mindspore.dump.adapter import array_statistics, to_numpy
 
-__all__ = ["StatBatch", "stat_vector", "current_rank", "is_pynative"]
+__all__ = ["StatBatch", "stat_vector", "host_stats", "current_rank", "is_pynative", "on_cpu"]
 
 
 def current_rank() -> int:
@@ -79,7 +79,8 @@ def host_stats(tensor: Tensor, ops_list: list, eps: float) -> dict:
     return out
 
 
-def _on_cpu() -> bool:
+def on_cpu() -> bool:
+    """Whether MindSpore runs on the CPU (statistics are then cheaper on a host copy)."""
     import mindspore
 
     return mindspore.get_context("device_target") == "CPU"
@@ -99,7 +100,7 @@ class StatBatch:
                             numel=int(tensor.size), **meta)
         self.call_id += 1
         if self.on_host is None:
-            self.on_host = _on_cpu()
+            self.on_host = on_cpu()
         if self.on_host:
             record.values = host_stats(tensor, self.ops, self.eps)
             self._done.append(record)

@@ -10,21 +10,16 @@ optimizer that updates one of the model's parameters. Gradients come from `param
 exists, else `param.grad`, so clipping and loss-scale handling done before `step()` are included.
 """
 import hashlib
-import math
 from typing import Optional
 
-import numpy as np
 import torch
 
-from msprobe.core.dump.native import bucket_stats
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
-from msprobe.core.monitor.grad_summary import GradProbeBase, GradProbeSettings, ParamGradStats
+from msprobe.core.monitor.grad_summary import GradProbeBase, GradProbeSettings, ParamGradStats, host_grad_stats
 from msprobe.pytorch.monitor.optimizer_watch import unwrap_optimizer, watch_optimizer_steps
 
 __all__ = ["GradProbe", "current_rank", "param_gradient", "gradient_stats"]
-
-_NATIVE_BOUNDS = {torch.float32: lambda b: float(np.float32(b)), torch.float64: float}
 
 
 def current_rank() -> int:
@@ -48,26 +43,11 @@ def _optimizer_param_names(optimizer) -> list:
     return names
 
 
-def _native_stats(grad: torch.Tensor, settings: GradProbeSettings) -> Optional[ParamGradStats]:
-    """The statistics of a CPU float32/float64 gradient from one C pass (msprobe/core/dump/_fast_stats.c),
-    or None where the framework path serves (other devices and dtypes, no compiled extension)."""
-    if bucket_stats is None or grad.device.type != "cpu" or grad.dtype not in _NATIVE_BOUNDS or not grad.numel():
+def _host_stats(name: str, grad: torch.Tensor, settings: GradProbeSettings) -> Optional[ParamGradStats]:
+    """The one-pass statistics of a CPU float32/float64 gradient, read in place; None for the others."""
+    if grad.device.type != "cpu" or grad.dtype not in (torch.float32, torch.float64) or grad.layout != torch.strided:
         return None
-    grad = grad.contiguous()
-    level = settings.level
-    # bounds rounded to the gradient's dtype, as `grad <= bound` compares them
-    bounds = [_NATIVE_BOUNDS[grad.dtype](b) for b in settings.bounds] if level == "L2" else []
-    direction = np.empty(grad.numel(), dtype=np.bool_) if level != "L0" else None
-    high, low, sumsq, zeros, at_or_below = bucket_stats(grad.data_ptr(), grad.numel(), grad.element_size(), bounds,
-                                                        None if direction is None else direction.ctypes.data)
-    # widened (or narrowed) to float32 like the framework path's values
-    high, low, norm = (float(np.float32(v)) for v in (high, low, math.sqrt(sumsq)))
-    stats = ParamGradStats(name="", max=high, min=low, norm=norm, shape=list(grad.shape))
-    if direction is not None:
-        stats.direction = direction.reshape(grad.shape)
-    if level == "L2":
-        stats.set_counts(list(at_or_below), zeros, grad.numel())
-    return stats
+    return host_grad_stats(name, grad.resolve_conj().resolve_neg().numpy(), settings.level, settings.bounds)
 
 
 def gradient_stats(named_grads: list, settings: GradProbeSettings) -> list:
@@ -77,7 +57,7 @@ def gradient_stats(named_grads: list, settings: GradProbeSettings) -> list:
         return []
     grads = [g.detach() for _, g in named_grads]
     level = settings.level
-    out = [_native_stats(grad, settings) for grad in grads]
+    out = [_host_stats(name, grad, settings) for (name, _), grad in zip(named_grads, grads)]
     rest = [i for i, stats in enumerate(out) if stats is None]
     if rest:
         norms = torch._foreach_norm([grads[i] for i in rest])
@@ -95,13 +75,12 @@ def gradient_stats(named_grads: list, settings: GradProbeSettings) -> list:
         for k, i in enumerate(rest):
             grad = grads[i]
             high, low, norm = scalar_values[k]
-            stats = out[i] = ParamGradStats(name="", max=high, min=low, norm=norm, shape=list(grad.shape))
+            stats = out[i] = ParamGradStats(name=named_grads[i][0], max=high, min=low, norm=norm, shape=list(grad.shape))
             if level != "L0":
                 stats.direction = (grad > 0).cpu().numpy()
             if level == "L2":
                 stats.set_counts(count_values[k][:-1], count_values[k][-1], grad.numel())
-    for (name, _), grad, stats in zip(named_grads, grads, out):
-        stats.name = name
+    for grad, stats in zip(grads, out):
         if level == "L0":
             stats.md5 = hashlib.md5(grad.cpu().float().numpy().tobytes()).hexdigest()  # noqa: S324 - a fingerprint
     return out

@@ -66,3 +66,30 @@ def test_records_keep_the_order_they_were_added(ms):
     records = batch.records()
     assert [r.name for r in records] == [f"t{i}" for i in range(len(tensors))]
     assert batch.records() == []
+
+
+@pytest.mark.parametrize("level", ["L0", "L1", "L2"])
+def test_grad_probe_host_pass_equals_the_device_reductions(ms, monkeypatch, level):
+    """On the CPU float32 gradients go through the one C pass on a host copy; with it switched off the
+    MindSpore reductions give the same rows (norm to float32 rounding) and directions."""
+    import msprobe.core.monitor.grad_summary as grad_summary_module
+    from mindspore import Tensor
+    from msprobe.core.config import parse_config
+    from msprobe.core.monitor.grad_summary import GradProbeSettings
+    from msprobe.mindspore.monitor.grad_probe import gradient_stats
+
+    settings = GradProbeSettings.from_config(parse_config({
+        "task": "grad_probe", "dump_path": "unused", "grad_probe": {"grad_level": level, "bounds": [-0.01, 0, 0.01]}}))
+    rng = np.random.default_rng(5)
+    weight = (rng.standard_normal((24, 12)) * 0.02).astype(np.float32)
+    weight[0] = 0.0
+    grads = [("w", Tensor(weight)), ("b", Tensor(np.zeros(12, np.float32)))]
+    host = gradient_stats(grads, settings)
+    monkeypatch.setattr(grad_summary_module, "bucket_stats", None)
+    device = gradient_stats(grads, settings)
+    norm = -2
+    for h, d in zip(host, device):
+        assert h.row(level)[:norm] == d.row(level)[:norm] and h.row(level)[-1] == d.row(level)[-1]
+        assert h.row(level)[norm] == pytest.approx(d.row(level)[norm], rel=1e-6)
+        if level != "L0":
+            assert np.array_equal(h.direction, d.direction)

@@ -210,10 +210,10 @@ def test_precision_debugger_monitor_runs_grad_probe(tmp_path):
 def test_one_pass_kernel_and_framework_kernels_write_the_same_files(tmp_path, monkeypatch, level):
     """CPU float32 gradients go through the C pass; with it switched off the framework kernels give the
     same CSV values (norm to float32 rounding) and the same direction files."""
-    import msprobe.pytorch.monitor.grad_probe as grad_probe_module
+    import msprobe.core.monitor.grad_summary as grad_summary_module
 
     _train_capturing(tmp_path / "native", level, steps=2)
-    monkeypatch.setattr(grad_probe_module, "bucket_stats", None)
+    monkeypatch.setattr(grad_summary_module, "bucket_stats", None)
     _train_capturing(tmp_path / "torch", level, steps=2)
     for step in range(2):
         header, native_rows = _read(tmp_path / "native" / "rank0" / f"grad_summary_{step}.csv")
@@ -248,6 +248,7 @@ def test_direction_folder_appears_whole_and_replaces_an_old_one(tmp_path):
 def test_gradient_stats_of_other_dtypes_match_the_framework_path(monkeypatch, dtype):
     """float64 goes through the C pass, 16-bit floats through framework kernels: both give float32 values,
     the same interval fractions and directions."""
+    import msprobe.core.monitor.grad_summary as grad_summary_module
     import msprobe.pytorch.monitor.grad_probe as grad_probe_module
     from msprobe.core.monitor.grad_summary import GradProbeSettings
 
@@ -255,7 +256,7 @@ def test_gradient_stats_of_other_dtypes_match_the_framework_path(monkeypatch, dt
     torch.manual_seed(3)
     grads = [("w", (torch.randn(40, 30) * 0.02).to(dtype)), ("b", torch.zeros(30, dtype=dtype))]
     fast = grad_probe_module.gradient_stats(grads, settings)
-    monkeypatch.setattr(grad_probe_module, "bucket_stats", None)
+    monkeypatch.setattr(grad_summary_module, "bucket_stats", None)
     slow = grad_probe_module.gradient_stats(grads, settings)
     for f, s in zip(fast, slow):
         assert f.row("L2")[:-2] == s.row("L2")[:-2]  # intervals, =0, max, min
