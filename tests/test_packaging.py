@@ -39,3 +39,44 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
     # the packaged default config is the repository's config.json
     with open(os.path.join(ROOT, "config.json"), encoding="utf-8") as handle:
         assert json.load(handle) == json.loads(zipfile.ZipFile(tmp_path / "dist" / wheel).read("msprobe/config.json"))
+
+
+def _imported_top_level_modules(folder):
+    """Top-level module names imported anywhere under `folder` (absolute imports only)."""
+    import ast
+
+    names = set()
+    for directory, _, files in os.walk(folder):
+        for file_name in files:
+            if not file_name.endswith(".py"):
+                continue
+            with open(os.path.join(directory, file_name), encoding="utf-8") as handle:
+                tree = ast.parse(handle.read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names.update(alias.name.split(".")[0] for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names.add(node.module.split(".")[0])
+    return names
+
+
+def test_every_module_the_tests_import_is_declared_in_an_extra():
+    """A fresh `pip install -e .[all,test]` must bring everything the tests import: a package that is only on
+    the machine by chance (installed by hand, or pulled in by another package) hides a missing declaration."""
+    import re
+    from importlib import metadata
+
+    tests_dir = os.path.join(ROOT, "tests")
+    local = {name[:-3] if name.endswith(".py") else name
+             for directory, _, files in os.walk(tests_dir) for name in files + [os.path.basename(directory)]}
+    declared = {re.split(r"[ ;<>=!~\[]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+                for requirement in metadata.requires("msprobe") or []}
+    providers = metadata.packages_distributions()
+    undeclared = {}
+    for module in sorted(_imported_top_level_modules(tests_dir)):
+        if module in sys.stdlib_module_names or module in local or module == "msprobe":
+            continue
+        distributions = {name.lower().replace("_", "-") for name in providers.get(module, [module])}
+        if not distributions & declared:
+            undeclared[module] = sorted(distributions)
+    assert not undeclared, f"imported by tests but declared in no extra of setup.py: {undeclared}"

@@ -1,6 +1,7 @@
 """Helpers for the MindSpore tests: config files, dump loading, fixed inputs."""
 import json
 import os
+import shlex
 import sys
 
 import numpy as np
@@ -41,9 +42,13 @@ def env_with_this_python(directory, env=None):
     worker as `python SCRIPT`, looked up on PATH."""
     bin_dir = os.path.join(str(directory), "this_python_bin")
     os.makedirs(bin_dir, exist_ok=True)
-    link = os.path.join(bin_dir, "python")
-    if not os.path.lexists(link):
-        os.symlink(sys.executable, link)
+    launcher = os.path.join(bin_dir, "python")
+    if not os.path.lexists(launcher):
+        # a script, not a symlink: Python finds a virtual environment from the folder of the path it was started
+        # by, so a link elsewhere to a venv's python starts the base interpreter without the venv's packages
+        with open(launcher, "w", encoding="utf-8") as handle:
+            handle.write(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n")
+        os.chmod(launcher, 0o755)
     env = dict(os.environ if env is None else env)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     return env

@@ -71,3 +71,16 @@ def test_msrun_job_dumps_per_rank_and_records_in_place_collectives(tmp_path):
             entry = json.load(handle)["data"]["Distributed.all_reduce.0.forward"]
         assert entry["input_args"][0]["Max"] == rank + 1
         assert entry["output"][0]["Max"] == 3.0 and entry["output"][0]["shape"] == [2, 3]
+
+
+def test_msrun_workers_get_this_interpreter_and_its_environment(tmp_path):
+    """msrun starts workers as `python` from PATH; in a virtual environment that is not activated, that `python`
+    must still be this interpreter with this environment's packages (a symlink to a venv's python is not)."""
+    import shutil
+
+    env = env_with_this_python(tmp_path, {**os.environ, "PATH": "/usr/bin:/bin"})
+    python = shutil.which("python", path=env["PATH"])
+    done = subprocess.run([python, "-c", "import sys, mindspore; print(sys.prefix)"], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == sys.prefix
