@@ -10,12 +10,12 @@ with open(os.path.join(HERE, "msprobe", "__init__.py"), encoding="utf-8") as han
 with open(os.path.join(HERE, "README.md"), encoding="utf-8") as handle:
     LONG_DESCRIPTION = handle.read()
 
-BASE = ["numpy>=1.21", "pandas>=1.3", "openpyxl>=3.0", "pyyaml>=5.4", "tqdm>=4.60", "orjson>=3.6"]
+BASE = ["numpy>=1.21", "pandas>=1.3", "openpyxl>=3.0", "pyyaml>=5.4", "tqdm>=4.60", "orjson>=3.6", "rich>=12"]
 EXTRAS = {
     "pytorch": ["torch>=2.0"],
     "mindspore": ["mindspore>=2.4", "numpy<2"],
     "test": ["pytest>=7", "pytest-timeout>=2", "ruff>=0.6", "transformers>=4.40", "tensorboard>=2.10",
-             "tb-graph-ascend", "matplotlib>=3.5", "cryptography>=3.4"],
+             "tb-graph-ascend", "matplotlib>=3.5", "cryptography>=3.4", "safetensors>=0.4"],
 }
 EXTRAS["all"] = sorted(set(EXTRAS["pytorch"] + EXTRAS["mindspore"]))
 # one-pass tensor statistics for the dump; optional: without a C compiler msprobe uses framework kernels

@@ -1,0 +1,174 @@
+"""Framework-free checkpoint readers: safetensors files (memory-mapped) and sharded folders with an index file.
+
+A reader lists its keys and hands out one tensor at a time as a `StoredTensor` (the raw numpy array, possibly a
+memory map, and the dtype name as the framework spells it), so a comparison never holds more than one pair.
+Framework formats (`torch.save` files, MindSpore `.ckpt`) come from openers the framework adapters pass in.
+"""
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Tuple
+
+import numpy as np
+
+from msprobe.core.errors import MsprobeError
+from msprobe.core.paths import check_path
+
+__all__ = ["StoredTensor", "CheckpointReader", "Opener", "open_checkpoint", "SafetensorsReader", "ShardedReader",
+           "float_chunks", "MAX_HEADER_BYTES"]
+
+# a safetensors header larger than this is refused before it is read (real ones are a few MB at most)
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+_CHUNK = 1 << 22
+_SAFETENSORS_DTYPES = {"F64": ("float64", np.float64), "F32": ("float32", np.float32), "F16": ("float16", np.float16),
+                       "BF16": ("bfloat16", np.uint16), "I64": ("int64", np.int64), "I32": ("int32", np.int32),
+                       "I16": ("int16", np.int16), "I8": ("int8", np.int8), "U8": ("uint8", np.uint8),
+                       "BOOL": ("bool", np.bool_)}
+
+
+class CheckpointError(MsprobeError):
+    """A checkpoint that cannot be read as one."""
+
+
+@dataclass
+class StoredTensor:
+    """One stored tensor. `raw` holds its elements: bfloat16 as uint16 bit patterns, or already widened to
+    float32 by a reader that had to copy anyway. `dtype` is the stored dtype name, `shape` the logical shape.
+    `value` is set instead for an entry that is not a tensor (a step count)."""
+    dtype: str
+    shape: Tuple[int, ...]
+    raw: Optional[np.ndarray] = None
+    value: Any = None
+
+
+class CheckpointReader(Protocol):
+    """What the comparison needs of a checkpoint."""
+
+    def keys(self) -> List[str]: ...
+
+    def read(self, key: str) -> StoredTensor: ...
+
+
+Opener = Callable[[str], Optional[CheckpointReader]]
+
+
+def float_chunks(stored: StoredTensor, chunk: int = _CHUNK) -> Iterator[np.ndarray]:
+    """The tensor's elements as float64, in chunks of at most `chunk` elements (bfloat16 widened exactly)."""
+    flat = stored.raw.reshape(-1)
+    for start in range(0, flat.size, chunk):
+        part = flat[start:start + chunk]
+        if stored.dtype == "bfloat16" and part.dtype == np.uint16:
+            part = (part.astype(np.uint32) << 16).view(np.float32)
+        yield part.astype(np.float64)
+
+
+class SafetensorsReader:
+    """A `.safetensors` file: an 8-byte header length, a JSON header, then the raw bytes (memory-mapped here)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        size = os.path.getsize(path)
+        with open(path, "rb") as handle:
+            prefix = handle.read(8)
+            if len(prefix) != 8:
+                raise CheckpointError(f"{path} is not a safetensors file (shorter than its header length).")
+            header_len = int.from_bytes(prefix, "little")
+            if header_len > min(MAX_HEADER_BYTES, size - 8):
+                raise CheckpointError(f"{path} is not a safetensors file (declared header of {header_len} bytes).")
+            try:
+                header = json.loads(handle.read(header_len))
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise CheckpointError(f"{path} is not a safetensors file (header: {exc}).") from None
+        if not isinstance(header, dict):
+            raise CheckpointError(f"{path} is not a safetensors file (header is not an object).")
+        header.pop("__metadata__", None)
+        self._data_start, self._data_len = 8 + header_len, size - 8 - header_len
+        self._entries = {}
+        for key, entry in header.items():
+            self._entries[key] = self._checked_entry(key, entry)
+        self._map = None
+
+    def _checked_entry(self, key, entry):
+        try:
+            dtype, shape, (begin, end) = entry["dtype"], tuple(int(n) for n in entry["shape"]), entry["data_offsets"]
+            name, np_type = _SAFETENSORS_DTYPES[dtype]
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"{self.path}: entry '{key[:120]}' has an unsupported or malformed "
+                                  "dtype/shape/data_offsets.") from None
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if min(shape, default=0) < 0 or not 0 <= begin <= end <= self._data_len \
+                or end - begin != count * np.dtype(np_type).itemsize:
+            raise CheckpointError(f"{self.path}: entry '{key[:120]}' points outside the file or does not match "
+                                  "its shape.")
+        return name, np_type, shape, begin, count
+
+    def keys(self) -> List[str]:
+        return list(self._entries)
+
+    def read(self, key: str) -> StoredTensor:
+        name, np_type, shape, begin, count = self._entries[key]
+        if self._map is None:
+            self._map = np.memmap(self.path, dtype=np.uint8, mode="r")
+        start = self._data_start + begin
+        raw = self._map[start:start + count * np.dtype(np_type).itemsize].view(np_type)
+        return StoredTensor(dtype=name, shape=shape, raw=raw)
+
+
+class ShardedReader:
+    """A folder of shards named by an index file (`*.index.json` with a `weight_map` of key -> shard file)."""
+
+    def __init__(self, folder: str, index_path: str, open_file: Callable[[str], CheckpointReader]):
+        with open(index_path, encoding="utf-8") as handle:
+            try:
+                weight_map = json.load(handle)["weight_map"]
+            except (ValueError, KeyError, TypeError):
+                raise CheckpointError(f"{index_path} has no 'weight_map' object.") from None
+        if not isinstance(weight_map, dict):
+            raise CheckpointError(f"{index_path}: 'weight_map' is not an object.")
+        self._weight_map: Dict[str, str] = {}
+        for key, shard in weight_map.items():
+            if not isinstance(shard, str) or os.path.basename(shard) != shard:
+                raise CheckpointError(f"{index_path}: shard of '{key[:120]}' is not a plain file name.")
+            self._weight_map[key] = shard
+        self._folder, self._open_file = folder, open_file
+        self._open: Tuple[Optional[str], Optional[CheckpointReader]] = (None, None)
+
+    def keys(self) -> List[str]:
+        return list(self._weight_map)
+
+    def read(self, key: str) -> StoredTensor:
+        shard = self._weight_map[key]
+        if self._open[0] != shard:  # one shard open at a time: keys are compared in index order
+            self._open = (shard, self._open_file(os.path.join(self._folder, shard)))
+        return self._open[1].read(key)
+
+
+def _index_file(folder):
+    names = sorted(name for name in os.listdir(folder) if name.endswith(".index.json"))
+    if not names:
+        raise CheckpointError(f"{folder} is a folder without an index file (*.index.json) naming its shards.")
+    if len(names) > 1:
+        preferred = [name for name in names if "safetensors" in name]
+        names = preferred or names
+    return os.path.join(folder, names[0])
+
+
+def open_checkpoint(path: str, openers: Tuple[Opener, ...] = ()) -> CheckpointReader:
+    """A reader for the file or sharded folder at `path`. `openers` (from the framework adapter) are tried first
+    for files; each returns a reader or None when the file is not its format."""
+    path = check_path(path, kind="any", what="checkpoint")
+
+    def open_file(file_path):
+        check_path(file_path, kind="file", what="checkpoint shard")
+        if file_path.endswith(".safetensors"):
+            return SafetensorsReader(file_path)
+        for opener in openers:
+            reader = opener(file_path)
+            if reader is not None:
+                return reader
+        raise CheckpointError(f"{file_path}: not a checkpoint format this framework reads (safetensors, "
+                              "and the framework's own).")
+
+    if os.path.isdir(path):
+        return ShardedReader(path, _index_file(path), open_file)
+    return open_file(path)

@@ -1,0 +1,46 @@
+"""Tables and summaries on the terminal through `rich`: styled on a terminal, plain ASCII when piped or logged."""
+import sys
+from typing import Iterable, Optional, Sequence, TextIO
+
+__all__ = ["print_table", "table_text"]
+
+
+def _console(stream: TextIO, width: Optional[int] = None):
+    from rich.console import Console
+
+    terminal = hasattr(stream, "isatty") and stream.isatty()
+    return Console(file=stream, force_terminal=terminal, no_color=not terminal, highlight=False, soft_wrap=False,
+                   width=width or (None if terminal else 200)), terminal
+
+
+def _table(title: str, headers: Sequence[str], rows: Iterable[Sequence[object]], terminal: bool, styles=None):
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title or None, box=box.SIMPLE_HEAVY if terminal else box.ASCII2, title_justify="left")
+    for header in headers:
+        table.add_column(str(header), overflow="fold")
+    for n, row in enumerate(rows):
+        table.add_row(*("" if cell is None else str(cell) for cell in row),
+                      style=(styles[n] if styles and n < len(styles) else None) if terminal else None)
+    if not table.row_count:
+        table.add_row(*(["(none)"] + [""] * (len(headers) - 1)))
+    return table
+
+
+def print_table(title: str, headers: Sequence[str], rows: Iterable[Sequence[object]], stream: Optional[TextIO] = None,
+                styles: Optional[Sequence[Optional[str]]] = None) -> None:
+    """Print one table to `stream` (stdout): `styles` gives a rich style per row ("red", "yellow"), used only on a
+    terminal, where the row's words already say what the colour does."""
+    console, terminal = _console(stream or sys.stdout)
+    console.print(_table(title, headers, rows, terminal, styles))
+
+
+def table_text(title: str, headers: Sequence[str], rows: Iterable[Sequence[object]], width: int = 200) -> str:
+    """The table as plain ASCII text (for logs and files)."""
+    import io
+
+    buffer = io.StringIO()
+    console, _ = _console(buffer, width)
+    console.print(_table(title, headers, rows, False))
+    return buffer.getvalue()
