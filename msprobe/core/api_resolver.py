@@ -56,10 +56,6 @@ class ApiAllowList:
         self.tables = dict(tables)
         self.version = version
 
-    @property
-    def prefixes(self):
-        return sorted(self.tables)
-
     def lookup(self, prefix: str, api: str) -> Optional[Callable]:
         """The callable of prefix.api, or None when the list does not hold it."""
         table = self.tables.get(prefix)

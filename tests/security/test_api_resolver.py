@@ -291,26 +291,31 @@ def _free_port():
         return sock.getsockname()[1]
 
 
-def test_online_run_ut_bench_refuses_hostile_names_received_over_tcp(tmp_path):
+@pytest.mark.parametrize("transport", ["tcp", "shared_folder"])
+def test_online_run_ut_bench_refuses_hostile_names_it_receives(tmp_path, transport):
+    """Anyone who reaches the bench port, or may write into its nfs_path, sends names: none runs."""
     from msprobe.core.run_ut.online import wire
     from msprobe.core.run_ut.online.transport import open_channel
 
-    port = _free_port()
+    if transport == "tcp":
+        section = {"host": "127.0.0.1", "port": _free_port(), "tls_path": ""}
+    else:
+        (tmp_path / "nfs").mkdir()
+        section = {"nfs_path": str(tmp_path / "nfs"), "port": -1}
     config = tmp_path / "bench.json"
-    config.write_text(json.dumps({"task": "run_ut", "run_ut": {"is_online": True, "host": "127.0.0.1",
-                                                                "port": port, "tls_path": ""}}))
+    config.write_text(json.dumps({"task": "run_ut", "run_ut": {"is_online": True, **section}}))
     log_path = tmp_path / "bench.log"
     with open(log_path, "w", encoding="utf-8") as log:
         bench = subprocess.Popen([sys.executable, "-m", "msprobe.cli", "-f", "pytorch", "run_ut", "-config",
                                   str(config), "-o", str(tmp_path / "out")], stdout=log, stderr=subprocess.STDOUT,
                                  env=ENV)
+    names = TORCH_HOSTILE[:12]
     try:
         deadline = time.monotonic() + 120
         while "waiting for ranks" not in log_path.read_text():
             assert bench.poll() is None and time.monotonic() < deadline, log_path.read_text()
             time.sleep(0.05)
-        channel = open_channel({"host": "127.0.0.1", "port": port}, 0)
-        names = TORCH_HOSTILE[:12]
+        channel = open_channel(section, 0)
         for seq, name in enumerate(names):
             forward = {"input_args": _payload(name, tmp_path / f"marker_{seq}"), "input_kwargs": {}, "output": []}
             channel.send(wire.encode({"kind": "call", "rank": 0, "step": 0, "seq": seq, "name": f"{name}.0",
@@ -391,6 +396,19 @@ def test_mindspore_run_ut_cli_on_a_crafted_dump_runs_nothing(tmp_path):
         assert rows[f"{name}.0"][1] == "SKIP" and "not in the list of Tensor APIs" in rows[f"{name}.0"][3]
     assert rows["Mint.exp.0"][1] == "pass"
     _one_warning_per_name(log, [name for name in MS_HOSTILE if name not in tensor_apis])
+
+
+def test_mindspore_multi_run_ut_cli_on_a_crafted_dump_runs_nothing(tmp_path):
+    names = [name for name in MS_HOSTILE if not name.startswith("Tensor.")][:8]
+    dump = _hostile_dump(tmp_path, names, "mindspore", "Mint.exp")
+    code, log = _cli("-f", "mindspore", "multi_run_ut", "-api_info", str(dump), "-o", str(tmp_path / "out"),
+                     "-n", "2")
+    assert code == 0, log
+    assert not _markers(tmp_path), log
+    rows = _result_rows(tmp_path / "out")
+    _check_refused_rows(rows, names)
+    assert rows["Mint.exp.0"][1] == "pass"
+    _one_warning_per_name(log, names)
 
 
 def test_mindspore_real_data_refuses_data_names_outside_the_tensor_folder(tmp_path, ms):
