@@ -17,7 +17,7 @@ row, op_generate as its `[ERROR]` line. run_ut, multi_run_ut, run_overflow_check
 run_ut's bench and online_dispatch all resolve here.
 """
 from collections.abc import Mapping
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, NoReturn, Optional, Tuple
 
 from msprobe.core.errors import ConfigError, UnsupportedError
 from msprobe.core.log import logger
@@ -71,7 +71,7 @@ class ApiAllowList:
         return self.lookup(prefix, api) is not None
 
 
-def _refuse(message: str, warn: bool):
+def _refuse(message: str, warn: bool) -> NoReturn:
     if warn:  # a run that goes on (run_ut's SKIP row) says it once on the terminal too
         logger.warning("msprobe: %s", message)
     raise ApiNameRefused(message)
