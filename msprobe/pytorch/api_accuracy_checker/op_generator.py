@@ -3,7 +3,8 @@
 config_op.json (docs 23): dump_json_path, api_name ('Functional.softmax.0'), extract_api_path,
 propagation ('forward' | 'backward'), data_mode ('random_data' | 'real_data'), random_seed, iter_times.
 With dump_json_path + api_name the API's entries are first extracted into extract_api_path; without
-them extract_api_path must already hold them.
+them extract_api_path must already hold them. The API must be one the dump wraps (the allow-list of
+msprobe.core.api_resolver): the script's call is written only for those.
 """
 import json
 import os
