@@ -216,7 +216,9 @@ def check_api_name(name, what="API name", direction=None) -> EntryName:
 
 
 def dotted_attribute(root, path):
-    """root.a.b for an API path 'a.b' ('linalg.vector_norm'), or None when a part is missing."""
+    """root.a.b for an API path 'a.b' ('linalg.vector_norm'), or None when a part is missing. Only for
+    paths of msprobe's own API lists: a name read from a dump or a message resolves through
+    msprobe.core.api_resolver, never by walking attributes."""
     obj = root
     for part in path.split("."):
         obj = getattr(obj, part, None)

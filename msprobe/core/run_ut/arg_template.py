@@ -4,14 +4,17 @@ Tensors become `TensorSlot`s numbered in argument order, other recorded values `
 then builds real arguments for any framework from per-slot tensors and a scalar converter. This lets
 one recorded call be rebuilt twice (tested framework and bench framework) from the same numpy data.
 """
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from msprobe.core.errors import UnsupportedError
 from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.run_ut.random_data import random_values
 
-__all__ = ["TensorSlot", "ValueSlot", "CallTemplate", "template_of", "fill", "slot_arrays", "plain_scalar"]
+__all__ = ["TensorSlot", "ValueSlot", "CallTemplate", "template_of", "fill", "slot_arrays", "plain_scalar",
+           "tensor_file_path"]
 
 
 
@@ -62,6 +65,17 @@ def fill(node, tensors, scalar):
     if isinstance(node, dict):
         return {key: fill(value, tensors, scalar) for key, value in node.items()}
     return node
+
+
+def tensor_file_path(tensor_dir, name):
+    """The file of a record's `data_name`: a plain file name inside `tensor_dir` (a crafted dump.json may
+    not reach '../secret' or '/etc/passwd'); UnsupportedError (that API's SKIP row) otherwise."""
+    if not isinstance(name, str) or os.path.basename(name) != name or name in ("", ".", "..") or "\0" in name:
+        raise UnsupportedError(f"data_name {str(name)[:80]!r} is not a file name inside {tensor_dir}")
+    path = os.path.join(tensor_dir, name)
+    if not os.path.isfile(path):
+        raise UnsupportedError(f"tensor file {name} is missing from {tensor_dir}")
+    return path
 
 
 def slot_arrays(records, rng, load):

@@ -1,6 +1,10 @@
-"""Which MindSpore APIs run_ut checks, their callables, and the PyTorch op used as the bench."""
+"""Which MindSpore APIs run_ut checks, their callables, and the PyTorch op used as the bench.
+
+Both callables come from allow-lists of the APIs the dumps wrap (msprobe.core.api_resolver), never from
+walking the name's dots."""
+from msprobe.core.api_resolver import ApiNameRefused, resolve, shown_name
 from msprobe.core.errors import UnsupportedError
-from msprobe.core.naming import dotted_attribute, is_random_api
+from msprobe.core.naming import is_random_api
 
 __all__ = ["SUPPORTED_TENSOR_APIS", "resolve_mindspore", "resolve_torch", "ms_dtype", "torch_dtype_of"]
 
@@ -11,41 +15,48 @@ SUPPORTED_TENSOR_APIS = frozenset((
     "repeat_interleave reshape round select sin size split sqrt square sub swapaxes to t tolist topk transpose "
     "trunc type unsqueeze view view_as fill_ floor_ clamp_ type_as zero_ __add__ __sub__ __mul__ __truediv__ "
     "__matmul__ __neg__ __pow__ __radd__ __rsub__ __rmul__").split())
-def resolve_mindspore(prefix, api):
-    """The MindSpore callable of Mint / MintFunctional / supported Tensor APIs."""
-    import mindspore as ms
-    from mindspore import mint
 
+
+def resolve_mindspore(prefix, api):
+    """The MindSpore callable of Mint / MintFunctional / supported Tensor APIs, only from the allow-list of
+    the APIs the dump wraps (msprobe.core.api_resolver); UnsupportedError otherwise."""
     if is_random_api(api):
         raise UnsupportedError("random or uninitialised output: two runs cannot be compared")
-    if prefix == "Mint":
-        function = dotted_attribute(mint, api)
-    elif prefix == "MintFunctional":
-        function = dotted_attribute(mint.nn.functional, api)
-    elif prefix == "Tensor":
-        if api not in SUPPORTED_TENSOR_APIS:
-            raise UnsupportedError(f"Tensor.{api} is not in the list of Tensor APIs run_ut supports")
-        function = getattr(ms.Tensor, api, None)
-    else:
-        raise UnsupportedError(f"'{prefix}' APIs are not checked: MindSpore run_ut covers mint, "
+    if prefix not in ("Mint", "MintFunctional", "Tensor"):
+        raise UnsupportedError(f"'{shown_name(prefix)}' APIs are not checked: MindSpore run_ut covers mint, "
                                "mint.nn.functional and the supported Tensor APIs")
-    if not callable(function):
-        raise UnsupportedError(f"{prefix}.{api} does not exist in mindspore {ms.__version__}")
-    return function
+    if prefix == "Tensor" and api not in SUPPORTED_TENSOR_APIS:
+        raise UnsupportedError(f"Tensor.{shown_name(api)} is not in the list of Tensor APIs run_ut supports")
+    from msprobe.mindspore.dump.api_registry import api_allow_list
+
+    return resolve(api_allow_list(), prefix, api)
+
+
+# the PyTorch names a MindSpore API may have: mint.special.log1p is torch.log1p, mint.X may live in torch.linalg
+def _torch_candidates(prefix, api):
+    if prefix == "MintFunctional":
+        return [("Functional", api)]
+    if prefix == "Tensor":
+        return [("Tensor", api)]
+    if prefix != "Mint":
+        return []
+    if api.startswith("special."):
+        return [("Torch", api), ("Torch", api[len("special."):])]
+    return [("Torch", api), ("Torch", f"linalg.{api}")]
 
 
 def resolve_torch(prefix, api):
-    """The equivalent PyTorch callable, or None when torch is missing or has no such API."""
+    """The equivalent PyTorch callable from PyTorch's allow-list, or None when torch is missing or has no
+    such API."""
     try:
-        import torch
+        from msprobe.pytorch.dump.api_names import api_allow_list as torch_allow_list
     except ImportError:
         return None
-    roots = {"Mint": (torch, torch.special, torch.linalg), "MintFunctional": (torch.nn.functional,),
-             "Tensor": (torch.Tensor,)}.get(prefix, ())
-    for root in roots:
-        function = dotted_attribute(root, api)
-        if callable(function):
-            return function
+    for torch_prefix, torch_api in _torch_candidates(prefix, api):
+        try:
+            return resolve(torch_allow_list(), torch_prefix, torch_api, warn=False)
+        except ApiNameRefused:
+            continue
     return None
 
 
@@ -55,8 +66,8 @@ def ms_dtype(name):
 
     short = str(name).rsplit(".", 1)[-1].lower()
     value = getattr(ms, "bool_" if short == "bool" else short, None)
-    if value is None:
-        raise UnsupportedError(f"unknown MindSpore dtype {name!r}")
+    if not isinstance(value, ms.common.dtype.Type):  # a name of anything else (mindspore.log) is refused
+        raise UnsupportedError(f"unknown MindSpore dtype {str(name)[:80]!r}")
     return value
 
 

@@ -6,14 +6,13 @@ float32 -> float64) when torch is installed and has the op; otherwise the MindSp
 upcast inputs. Both sides get the same input values. Verdict: pass when cosine > 0.99 and max abs
 error < 0.0001 (against the bench rounded to the tested dtype), integer/bool outputs must be equal.
 """
-import os
 
 import numpy as np
 
 from msprobe.core.errors import UnsupportedError
 from msprobe.core.precision import metrics
 from msprobe.core.precision.output_check import ERROR, PASS, judge_cosine_abs
-from msprobe.core.run_ut.arg_template import fill, plain_scalar, slot_arrays, template_of
+from msprobe.core.run_ut.arg_template import fill, plain_scalar, slot_arrays, template_of, tensor_file_path
 from msprobe.core.run_ut.executor import SideRun, executor_factory, save_error_arrays
 from msprobe.core.run_ut.executor import run_case as run_checked_case
 from msprobe.core.run_ut.random_data import kind_of_dtype, rng_for
@@ -23,6 +22,19 @@ from msprobe.mindspore.api_accuracy_checker.api_map import (ms_dtype, resolve_mi
 __all__ = ["make_executor", "run_case", "MindSporeOps"]
 
 _UPCAST = {"bfloat16": "float32", "float16": "float32", "float32": "float64"}
+
+
+def _load_array(tensor_dir, record):
+    """The array of a record's `data_name`: a plain file name inside tensor_dir, read without pickle."""
+    name = record["data_name"]
+    path = tensor_file_path(tensor_dir, name)
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise UnsupportedError(f"tensor file {name} cannot be read safely: {str(exc)[:200]}") from None
+    if not isinstance(array, np.ndarray):
+        raise UnsupportedError(f"tensor file {name} holds a {type(array).__name__}, not one array")
+    return array
 
 
 def _short(dtype):
@@ -68,7 +80,7 @@ class _Inputs:
         import mindspore as ms
 
         self.template = template_of(case.forward)
-        load = (lambda rec: np.load(os.path.join(tensor_dir, rec["data_name"]))) if tensor_dir else None
+        load = (lambda rec: _load_array(tensor_dir, rec)) if tensor_dir else None
         arrays = slot_arrays(self.template.tensors, rng_for(f"{case.name}.forward"), load)
         self.dtypes = [_short(rec.get("dtype", "float32")) for rec in self.template.tensors]
         self.tensors = [ms.Tensor(arr.astype(np.float32) if dt == "bfloat16" else arr, dtype=ms_dtype(dt))
@@ -93,7 +105,7 @@ def _grad_arrays(case, outputs, tensor_dir):
     """Output gradients (numpy) from the backward record, None where none is recorded."""
     records = list((case.backward or {}).get("input") or [])
     rng = rng_for(f"{case.name}.backward")
-    load = (lambda rec: np.load(os.path.join(tensor_dir, rec["data_name"]))) if tensor_dir else None
+    load = (lambda rec: _load_array(tensor_dir, rec)) if tensor_dir else None
     grads = []
     for position, out in enumerate(outputs):
         record = records[position] if position < len(records) else None

@@ -11,10 +11,11 @@ import functools
 import inspect
 import os
 
+from msprobe.core.api_resolver import ApiAllowList, in_framework
 from msprobe.core.log import logger
 from msprobe.core.paths import load_yaml
 
-__all__ = ["ApiPatcher", "api_targets", "PREFIXES"]
+__all__ = ["ApiPatcher", "api_targets", "api_allow_list", "PREFIXES"]
 
 _LIST_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrapped_apis.yaml")
 
@@ -43,7 +44,9 @@ def _public_functions(module):
         if name.startswith("_") or name in _MINT_SKIP:
             continue
         value = getattr(module, name, None)
-        if callable(value) and not inspect.isclass(value) and not inspect.ismodule(value):
+        # a re-export from outside MindSpore (a typing or numpy helper) is not a MindSpore API
+        if callable(value) and not inspect.isclass(value) and not inspect.ismodule(value) \
+                and in_framework(value, ("mindspore",)):
             names.append(name)
     return names
 
@@ -96,6 +99,18 @@ def api_targets():
     for name in names:
         add(distributed, name, PREFIXES["mint.distributed"], name)
     return targets
+
+
+@functools.lru_cache(maxsize=1)
+def api_allow_list():
+    """The APIs names may resolve to (run_ut, multi_run_ut): exactly the ones `api_targets` wraps, by dump
+    name ('Mint.special.log1p', 'Tensor.__mul__'). See msprobe.core.api_resolver."""
+    import mindspore
+
+    tables = {}
+    for owner, name, prefix, api in api_targets():
+        tables.setdefault(prefix, {}).setdefault(api, (owner, name))
+    return ApiAllowList("mindspore", tables, version=mindspore.__version__)
 
 
 def _make_wrapper(original, prefix, api, on_call):

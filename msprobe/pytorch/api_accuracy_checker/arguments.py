@@ -4,14 +4,12 @@ Tensors come from the dump (tensor task, `data_name` files) or are drawn from th
 (statistics task, seeded by the API name). The device copy keeps the recorded dtype; the bench copy
 holds the same values upcast (bfloat16/float16 -> float32, float32 -> float64) on the CPU.
 """
-import os
-
 import numpy as np
 import torch
 
 from msprobe.core.errors import UnsupportedError
 from msprobe.core.naming import is_tensor_descriptor
-from msprobe.core.run_ut.arg_template import plain_scalar
+from msprobe.core.run_ut.arg_template import plain_scalar, tensor_file_path
 from msprobe.core.run_ut.random_data import random_values, rng_for
 
 __all__ = ["BENCH_DTYPE", "torch_dtype", "CallArgs", "build_call_args", "build_grads",
@@ -28,15 +26,20 @@ def torch_dtype(name):
     return value
 
 
+def _torch_constant(name, kind):
+    """torch.channels_last / torch.strided from its recorded name; a name of anything else (torch.save,
+    torch.os) is refused, never passed to the API."""
+    value = getattr(torch, str(name).rsplit(".", 1)[-1], None)
+    if not isinstance(value, kind):
+        raise UnsupportedError(f"unknown {kind.__name__} {str(name)[:80]!r}")
+    return value
+
+
 def _load_tensor(record, tensor_dir):
     """The tensor of a `data_name` file: a plain file name inside tensor_dir, read with weights_only
     (a crafted file can name no function to call)."""
     name = record["data_name"]
-    if not isinstance(name, str) or os.path.basename(name) != name or name in ("", ".", "..") or "\0" in name:
-        raise UnsupportedError(f"data_name {str(name)[:80]!r} is not a file name inside {tensor_dir}")
-    path = os.path.join(tensor_dir, name)
-    if not os.path.isfile(path):
-        raise UnsupportedError(f"tensor file {name} is missing from {tensor_dir}")
+    path = tensor_file_path(tensor_dir, name)
     try:
         tensor = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises UnpicklingError, RuntimeError, EOFError, ...
@@ -71,9 +74,9 @@ def _scalar(node, device):
     if kind == "torch.device":
         return torch.device(device)
     if kind == "torch.memory_format":
-        return getattr(torch, node.get("format") or str(value).rsplit(".", 1)[-1])
+        return _torch_constant(node.get("format") or value, torch.memory_format)
     if kind == "torch.layout":
-        return getattr(torch, str(value).rsplit(".", 1)[-1])
+        return _torch_constant(value, torch.layout)
     raise UnsupportedError(f"argument of type {kind!r} cannot be rebuilt")
 
 

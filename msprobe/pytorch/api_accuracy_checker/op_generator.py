@@ -3,7 +3,8 @@
 config_op.json (docs 23): dump_json_path, api_name ('Functional.softmax.0'), extract_api_path,
 propagation ('forward' | 'backward'), data_mode ('random_data' | 'real_data'), random_seed, iter_times.
 With dump_json_path + api_name the API's entries are first extracted into extract_api_path; without
-them extract_api_path must already hold them.
+them extract_api_path must already hold them. The API must be one the dump wraps (the allow-list of
+msprobe.core.api_resolver): the script's call is written only for those.
 """
 import json
 import os
@@ -129,9 +130,21 @@ def _forward_entry(extracted, source):
     return entry, forward, backward
 
 
+def _check_callable(entry):
+    """Refuse (one line) a name the generated script could not call through the API allow-list: the code
+    `torch.{api}` is written only for an API the dump wraps (never `Torch.os.system`)."""
+    if entry.prefix not in CALL_TEMPLATES:
+        raise ConfigError(f"op_generate supports {sorted(CALL_TEMPLATES)} APIs, not '{entry.prefix}'.")
+    from msprobe.core.api_resolver import resolve
+    from msprobe.pytorch.dump.api_names import api_allow_list
+
+    resolve(api_allow_list(), entry.prefix, entry.api, warn=False)
+
+
 def generate_script(config, out_dir):
     """Write the reproduction script; returns its path."""
     if config["dump_json_path"] and config["api_name"]:
+        _check_callable(check_api_name(config["api_name"], what="config_op.json: api_name"))
         extracted = extract_api(config["dump_json_path"], config["api_name"], config["extract_api_path"])
     else:
         extracted = load_json(config["extract_api_path"], what="extract_api_path")
@@ -139,11 +152,10 @@ def generate_script(config, out_dir):
     api_name = entry.call_name
     if config["propagation"] == "backward" and backward is None:
         raise ConfigError(f"{api_name} has no backward entry in the dump; use propagation 'forward'.")
-    if entry.prefix not in CALL_TEMPLATES:
-        raise ConfigError(f"op_generate supports {sorted(CALL_TEMPLATES)} APIs, not '{entry.prefix}'.")
+    _check_callable(entry)
     tensor_dir = _tensor_dir(extracted, config["data_mode"])
     file_name = f"{api_name}.{config['propagation']}.py"
-    # names passed the grammar (identifiers, digits, dots); data goes in as Python literals of JSON text
+    # names passed the grammar and the allow-list; data goes in as Python literals of JSON text
     text = _SCRIPT.format(api_name=api_name, api_literal=repr(api_name), propagation=config["propagation"],
                           propagation_literal=repr(config["propagation"]), data_mode=config["data_mode"],
                           file_name=file_name, random_seed=int(config["random_seed"]),

@@ -1,4 +1,5 @@
-"""Name table for API-level dump: the function object -> "Functional.linear", "Tensor.add", ...
+"""Name table for API-level dump: the function object -> "Functional.linear", "Tensor.add", ...; and the
+allow-list that names from dumps and messages resolve through (`api_allow_list`, the same tables).
 
 Built from the live torch modules: every public function of torch.nn.functional, the public
 torch.* functions torch marks as overridable, the Tensor methods and operators of the reference's
@@ -8,14 +9,17 @@ lives in two namespaces (F.conv2d is torch.conv2d) the Functional name wins.
 """
 import functools
 import os
+from collections.abc import Mapping
 
 import torch
 
+from msprobe.core.api_resolver import ApiAllowList, in_framework
 from msprobe.core.errors import ParseError
 from msprobe.core.naming import dotted_attribute
 from msprobe.core.paths import load_yaml
 
-__all__ = ["api_table", "operator_names", "distributed_api_names", "load_api_lists", "SUPPORT_YAML"]
+__all__ = ["api_table", "api_allow_list", "operator_table", "operator_names", "distributed_api_names",
+           "load_api_lists", "SUPPORT_YAML"]
 
 SUPPORT_YAML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support_wrap_ops.yaml")
 
@@ -32,6 +36,9 @@ _NOT_APIS = {
     "are_deterministic_algorithms_enabled", "is_warn_always_enabled", "sym_int", "sym_float", "sym_max",
     "sym_min", "sym_not", "sym_ite", "sym_sum", "sym_fresh_size", "unravel_index", "get_num_threads",
     "set_num_threads", "device", "dtype", "finfo", "iinfo", "Size",
+    # torch.nn.functional's dispatch helpers and re-exports: plumbing, never a recorded API
+    "Optional", "handle_torch_function", "has_torch_function", "has_torch_function_unary",
+    "has_torch_function_variadic", "boolean_dispatch", "assert_int_or_pair",
 }
 
 
@@ -79,34 +86,106 @@ def _add(table, obj, name):
         pass
 
 
-@functools.lru_cache(maxsize=1)
-def api_table():
-    """{function object: "Prefix.api"} for every API the L1 dump records (the first name added wins)."""
+def _api_entries():
+    """(owner, attribute, "Prefix.api") of every API the L1 dump wraps, in the order the names win."""
     import torch.nn.functional as F
 
     lists = _reference_lists()
-    table = {}
-    functional = set(lists["functional"]) | {n for n in dir(F) if not n.startswith("_")}
-    for name in sorted(functional - _NOT_APIS):
-        _add(table, getattr(F, name, None), f"Functional.{name}")
+    # what dir() finds beyond the list must be torch's own (not typing.Optional re-exported by F)
+    found = {n for n in dir(F) if not n.startswith("_") and in_framework(getattr(F, n, None), ("torch",))}
+    for name in sorted((set(lists["functional"]) | found) - _NOT_APIS):
+        yield F, name, f"Functional.{name}"
     # nn.LSTM calls torch._VF.lstm, the same object as torch.lstm: 1.2.1 names it "VF.lstm"
     for name in lists.get("_VF", []):
-        _add(table, getattr(torch._VF, name, None), f"VF.{name}")
+        yield torch._VF, name, f"VF.{name}"
     torch_names = set(lists["torch"])
     overridable = torch.overrides.get_overridable_functions().get(torch, [])
     torch_names |= {fn.__name__ for fn in overridable if not fn.__name__.startswith("_")}
     for name in sorted(torch_names):
         if name.split(".")[-1] in _NOT_APIS or name.startswith("is_"):
             continue
-        _add(table, dotted_attribute(torch, name), f"Torch.{name}")
+        head, _, attribute = name.rpartition(".")
+        owner = dotted_attribute(torch, head) if head else torch  # 'linalg.vector_norm': names of our list
+        if owner is not None:
+            yield owner, attribute, f"Torch.{name}"
     # a method shared with an operator (Tensor.pow is Tensor.__pow__) keeps the method's name: the
     # operator form is told apart by its wrapper (see operator_names)
     for name in sorted(lists["tensor"], key=lambda n: n.startswith("__")) + _REFLECTED:
-        obj = getattr(torch.Tensor, name, None)
-        _add(table, obj, f"Tensor.{name}")
-        _add(table, getattr(torch._C.TensorBase, name, None) if obj is None else None, f"Tensor.{name}")
-    _add_npu(table, lists.get("torch_npu", []))
+        owner = torch.Tensor if getattr(torch.Tensor, name, None) is not None else torch._C.TensorBase
+        yield owner, name, f"Tensor.{name}"
+    yield from _npu_entries(lists.get("torch_npu", []))
+
+
+def _is_api(obj):
+    return obj is not None and callable(obj) and not isinstance(obj, type)
+
+
+@functools.lru_cache(maxsize=1)
+def api_table():
+    """{function object: "Prefix.api"} for every API the L1 dump records (the first name added wins)."""
+    table = {}
+    for owner, attribute, name in _api_entries():
+        _add(table, getattr(owner, attribute, None), name)
     return table
+
+
+@functools.lru_cache(maxsize=1)
+def api_allow_list():
+    """The APIs names may resolve to (run_ut, op_generate, online run_ut, run_overflow_check): every name
+    of the L1 dump's table (all names of an object, so 'Torch.conv2d' too) and the registered ATen
+    operators the L2 dump records ('Aten.addmm', 'Aten.addmm.default'). See msprobe.core.api_resolver."""
+    tables = {}
+    for owner, attribute, name in _api_entries():
+        if _is_api(getattr(owner, attribute, None)):
+            prefix, _, api = name.partition(".")
+            tables.setdefault(prefix, {}).setdefault(api, (owner, attribute))
+    tables["Aten"] = operator_table("aten")
+    return ApiAllowList("pytorch", tables, version=torch.__version__)
+
+
+@functools.lru_cache(maxsize=None)
+def operator_table(namespace=None):
+    """Mapping 'addmm' / 'addmm.default' / 'add.Tensor' -> (owner, attribute) of the registered operator of
+    `namespace`; with no namespace, every registered operator by 'namespace.packet.overload'
+    ('_c10d_functional.all_reduce.default')."""
+    return _OperatorTable(namespace)
+
+
+class _OperatorTable(Mapping):
+    """The dispatcher's registered operators, looked up only by their registered names (never by walking
+    torch.ops: its attributes include import_module and load_library)."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+        self._names = None
+
+    def _registered(self, refresh=False):
+        if self._names is None or refresh:  # libraries loaded later register more operators
+            names = {}
+            for qualified in torch._C._dispatch_get_all_op_names():
+                namespace, _, rest = qualified.partition("::")
+                if self.namespace is not None and namespace != self.namespace:
+                    continue
+                packet, _, overload = rest.partition(".")
+                head = "" if self.namespace is not None else f"{namespace}."
+                names[f"{head}{packet}"] = (namespace, packet, "")
+                names[f"{head}{packet}.{overload or 'default'}"] = (namespace, packet, overload or "default")
+            self._names = names
+        return self._names
+
+    def __getitem__(self, api):
+        parts = self._registered().get(api) or self._registered(refresh=True).get(api)
+        if parts is None:
+            raise KeyError(api)
+        namespace, packet_name, overload = parts
+        owner = getattr(torch.ops, namespace)  # a registered namespace and packet: torch.ops makes them
+        return (getattr(owner, packet_name), overload) if overload else (owner, packet_name)
+
+    def __iter__(self):
+        return iter(sorted(self._registered()))
+
+    def __len__(self):
+        return len(self._registered())
 
 
 def operator_names():
@@ -119,13 +198,13 @@ def operator_names():
     return [n for n in names if n not in _SELF_NAMING and hasattr(torch.Tensor, n)]
 
 
-def _add_npu(table, names):
+def _npu_entries(names):
     try:
         import torch_npu  # noqa: F401  (only present on Ascend machines)
     except ImportError:
         return
     for name in names:
-        _add(table, getattr(torch_npu, name, None), f"NPU.{name}")
+        yield torch_npu, name, f"NPU.{name}"
 
 
 def distributed_api_names():

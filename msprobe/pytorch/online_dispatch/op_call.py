@@ -41,11 +41,16 @@ class OpCall:
 
 @functools.lru_cache(maxsize=None)
 def resolve_op(qualified: str) -> torch._ops.OpOverload:
-    """'aten::add.Tensor' -> torch.ops.aten.add.Tensor ('aten::addmm' -> .default)."""
-    namespace, rest = qualified.split("::", 1)
+    """'aten::add.Tensor' -> torch.ops.aten.add.Tensor ('aten::addmm' -> .default), only for operators the
+    dispatcher has registered (msprobe.core.api_resolver): a received 'load_library::__self__...' is
+    refused, never walked."""
+    from msprobe.core.api_resolver import ApiAllowList, resolve
+    from msprobe.pytorch.dump.api_names import operator_table
+
+    namespace, _, rest = str(qualified).partition("::")
     packet_name, _, overload = rest.partition(".")
-    packet = getattr(getattr(torch.ops, namespace), packet_name)
-    return getattr(packet, overload or "default")
+    allow = ApiAllowList("pytorch operators", {"Operator": operator_table()})
+    return resolve(allow, "Operator", f"{namespace}.{packet_name}.{overload or 'default'}", warn=False)
 
 
 def tensor_to_numpy(tensor: torch.Tensor) -> np.ndarray:
