@@ -202,6 +202,7 @@ class TcpListener:
         self.server = socket.create_server((host or "127.0.0.1", port), reuse_port=False)
         self.port = self.server.getsockname()[1]
         self.closed = False
+        self.max_connections = max_connections
         self.slots = threading.BoundedSemaphore(max_connections)
         self.thread = threading.Thread(target=self._accept_loop, name="msprobe-online-accept", daemon=True)
         self.thread.start()
@@ -214,7 +215,7 @@ class TcpListener:
                 return
             if not self.slots.acquire(blocking=False):
                 logger.warning("online run_ut: refused a connection from %s:%s: %d connections are open already",
-                               peer[0], peer[1], MAX_CONNECTIONS)
+                               peer[0], peer[1], self.max_connections)
                 conn.close()
                 continue
             threading.Thread(target=self._serve_counted, args=(conn, peer), name="msprobe-online-conn",
@@ -315,10 +316,11 @@ class DirWatcher:
         frame declares."""
         path = os.path.join(self.folder, name)
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(descriptor)
+            raise TransportError("not a regular file")
         with os.fdopen(descriptor, "rb") as handle:
-            info = os.fstat(descriptor)
-            if not stat.S_ISREG(info.st_mode):
-                raise TransportError("not a regular file")
             frame = handle.read(wire.FRAME.size)
             if len(frame) == wire.FRAME.size:
                 _, _, header_len, payload_len = wire.FRAME.unpack(frame)
