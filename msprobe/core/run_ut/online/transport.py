@@ -227,22 +227,23 @@ class TcpListener:
         finally:
             self.slots.release()
 
-    def _hello(self, conn):
+    @staticmethod
+    def _hello(conn):
         """The rank of the hello that opens a connection (small, within CONNECT_TIMEOUT)."""
-        conn.settimeout(CONNECT_TIMEOUT)
-        if self.tls_context is not None:
-            conn = self.tls_context.wrap_socket(conn, server_side=True)
         hello = wire.read_message(conn.recv_into, wire.HANDSHAKE_LIMITS)
         rank = None if hello is None else hello.header.get("rank")
         if hello is None or hello.kind != "hello" or isinstance(rank, bool) or not isinstance(rank, int):
             raise TransportError("no hello message")
-        return conn, rank
+        return rank
 
     def _serve(self, conn, peer):
         where = f"{peer[0]}:{peer[1]}"
         rank, delivered = None, 0
         try:
-            conn, rank = self._hello(conn)
+            conn.settimeout(CONNECT_TIMEOUT)
+            if self.tls_context is not None:
+                conn = self.tls_context.wrap_socket(conn, server_side=True)
+            rank = self._hello(conn)
             reason = self.accepts(rank)
             conn.sendall(b"".join(bytes(b) for b in wire.encode({"kind": "ack", "accepted": not reason,
                                                                   "reason": reason})))
