@@ -29,6 +29,7 @@ MAX_PAYLOAD = 8 << 30  # one API call's tensors; a bigger call is dropped on the
 HANDSHAKE_LIMITS = (4096, 0)  # (header, payload) bytes of a hello or an ack: a few small JSON fields
 MAX_DIMS = 64
 _FIRST_CHUNK = 1 << 20  # a buffer starts at 1 MiB at most and doubles as bytes arrive
+_ZEROS = memoryview(bytes(16 << 20))  # calloc'd: pages are only mapped to the zero page when read
 
 
 def printable(text, limit=120) -> str:
@@ -107,6 +108,14 @@ def decode(header_bytes: bytes, payload: bytearray) -> Message:
     return Message(header, blobs, len(header_bytes) + len(payload))
 
 
+def _grow(buffer: bytearray, count: int) -> None:
+    """Append `count` zero bytes (from one shared zero block: no temporary allocation per step)."""
+    while count > 0:
+        step = min(count, len(_ZEROS))
+        buffer += _ZEROS[:step]
+        count -= step
+
+
 def _read_exactly(read_into, size: int) -> Optional[bytearray]:
     """`size` bytes through `read_into(memoryview) -> count` (0 at end of stream); None at a clean end.
     The buffer grows with the bytes received, so a declared size costs nothing until it is sent."""
@@ -114,7 +123,7 @@ def _read_exactly(read_into, size: int) -> Optional[bytearray]:
     got = 0
     while got < size:
         if got == len(buffer):
-            buffer.extend(bytes(min(size, 2 * len(buffer)) - len(buffer)))
+            _grow(buffer, min(size, 2 * len(buffer)) - len(buffer))
         with memoryview(buffer) as view:
             count = read_into(view[got:])
         if not count:
