@@ -393,3 +393,19 @@ def test_a_hostile_shared_folder_cannot_stop_the_bench(tmp_path):
     text = bench.text()
     assert "Traceback" not in text and "rank0_000000000900.msg: TransportError: not a regular file" in text
     assert sorted(os.listdir(shared)) == ["rank0_000000000900.msg"]  # the folder stays; everything else read
+
+
+def test_a_tensor_sent_without_data_is_not_generated_at_a_huge_recorded_shape(tmp_path):
+    from msprobe.core.run_ut.online.bench import OnlineBench
+    from msprobe.pytorch.online_run_ut.bench_ops import make_online_runner
+
+    header, payload = relu_call(0)
+    huge = dict(header["forward"]["input_args"][0], shape=[1 << 14, 1 << 13])  # 128 Mi elements, 64 header bytes
+    del huge["data_name"]
+    header["forward"]["input_args"] = [huge]
+    message = wire.read_message(_stream(frame(header, payload)))
+    bench = OnlineBench(str(tmp_path / "out"), make_online_runner({"device_id": 0, "threads": 1}))
+    _, peak = _peak_while(lambda: (bench.handle(0, message), bench.handle(0, None)))
+    assert peak < 64 * MiB, peak  # the float64 draw alone would be 1 GiB
+    rows = _result_rows(tmp_path / "out", 0)
+    assert rows[1][0] == "Functional.relu.0" and rows[1][1] == "SKIP" and "not generated online" in rows[1][-1], rows
