@@ -354,6 +354,8 @@ def test_bad_peers_cost_one_line_each_and_every_rank_keeps_its_results(bench_of,
                       frame({"kind": "step_end", "step": "x"}), frame({"kind": "backward", "seq": [1], "name": 3}),
                       frame(good, payload), frame({"kind": "end", "rank": 1})])
     _wait_for(lambda: "rank 1 done" in bench.text(), 60)
+    time.sleep(0.5)
+    assert "already ended" not in bench.text()  # its own connection closing after "end" is no late peer
     late, late_payload = relu_call(3)
     session(port, 1, [frame(late, late_payload), frame({"kind": "end", "rank": 1})])  # after its end
     time.sleep(1.0)

@@ -99,7 +99,7 @@ class OnlineBench:
         kind = None if message is None else message.kind
         header = {} if message is None else message.header
         if state.writer is None:  # the rank ended and its files are written: a late peer changes nothing
-            if not state.late_warned:
+            if message is not None and not state.late_warned:  # (None: its connection closing after "end")
                 state.late_warned = True
                 logger.warning("online run_ut: rank %d already ended; ignoring what arrives for it now", rank)
             return
