@@ -17,7 +17,7 @@ import zipfile
 
 import numpy as np
 
-__all__ = ["read_pt", "UnreadableTensorFile"]
+__all__ = ["read_pt", "UnreadableTensorFile", "RefusedTensorLayout", "check_torch_layout"]
 
 _STORAGE_DTYPES = {
     "FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
@@ -29,6 +29,22 @@ _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 
 class UnreadableTensorFile(Exception):
     """The file is not a plain tensor this reader understands."""
+
+
+class RefusedTensorLayout(UnreadableTensorFile):
+    """The file's layout is refused on purpose (negative or amplifying strides): no other reader may try it."""
+
+
+def check_torch_layout(tensor):
+    """The same refusal for a tensor torch.load built (the fallback reader): no more elements than its
+    storage holds, no negative stride or offset."""
+    numbers = (tensor.storage_offset(), *tensor.stride())
+    stored = tensor.untyped_storage().nbytes() // max(1, tensor.element_size())
+    if any(n < 0 for n in numbers):
+        raise RefusedTensorLayout("negative stride or storage offset (refused)")
+    if tensor.numel() > stored:
+        raise RefusedTensorLayout(f"its layout repeats storage elements ({tensor.numel()} elements from {stored} "
+                                  "stored, e.g. zero strides): refused")
 
 
 class _TensorRecipe:
@@ -80,12 +96,31 @@ def _recipe(stream):
     return recipe
 
 
+def _check_layout(recipe, stored):
+    """Refuse layouts that read outside the storage or multiply it: negative offsets or strides (they would
+    read memory before the storage) and more elements than `stored` (zero strides: a few bytes would
+    become gigabytes in every copy a reader makes). torch.save of an expanded tensor is the one honest
+    source of such a file; msprobe's dumps save contiguous copies."""
+    numbers = (recipe.offset, *recipe.size, *recipe.stride)
+    if any(not isinstance(n, int) or isinstance(n, bool) for n in numbers) or len(recipe.size) != len(recipe.stride):
+        raise RefusedTensorLayout("its shape, stride or offset is not a list of integers")
+    if any(n < 0 for n in numbers):
+        raise RefusedTensorLayout("negative shape, stride or storage offset (refused)")
+    elements = 1
+    for size in recipe.size:
+        elements *= size
+    if elements > stored:
+        raise RefusedTensorLayout(f"its layout repeats storage elements ({elements} elements from {stored} "
+                                  "stored, e.g. zero strides): refused")
+
+
 def _view(recipe, storage_bytes_to_array):
     dtype, key, numel = recipe.storage
     flat = storage_bytes_to_array(key, np.uint16 if dtype == "bfloat16" else dtype, numel)
     if dtype == "bfloat16":  # bf16 is the top half of a float32
         flat = (flat.astype(np.uint32) << 16).view(np.float32)
     itemsize = flat.dtype.itemsize
+    _check_layout(recipe, flat.size)
     needed = recipe.offset + 1 + sum((n - 1) * s for n, s in zip(recipe.size, recipe.stride)) \
         if all(recipe.size) else recipe.offset
     if needed > flat.size:
@@ -128,6 +163,8 @@ def _read_legacy(path):
     offsets = {}
     for key in keys:  # storages follow in key order: int64 count, then the bytes
         count = int(np.frombuffer(mapped, dtype="<i8", count=1, offset=position)[0])
+        if count < 0:
+            raise UnreadableTensorFile("negative storage size")
         offsets[str(key)] = (position + 8, count)
         dtype = recipe.storage[0]
         itemsize = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize

@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from msprobe.core.compare.metrics import TensorMetrics, not_compared, tensor_metrics
-from msprobe.core.compare.pt_reader import UnreadableTensorFile, read_pt
+from msprobe.core.compare.pt_reader import RefusedTensorLayout, UnreadableTensorFile, check_torch_layout, read_pt
 from msprobe.core.compare.reasons import Reason
 from msprobe.core.log import logger
 
@@ -44,6 +44,7 @@ def _load_pt(path, why_not_plain):
         raise UnreadableTensorFile(why_not_plain) from None
     if not isinstance(tensor, torch.Tensor):
         raise UnreadableTensorFile(f"it holds a {type(tensor).__name__}, not a tensor")
+    check_torch_layout(tensor)
     tensor = tensor.detach()
     if tensor.dtype in (torch.bfloat16, torch.float16):
         tensor = tensor.float()
@@ -61,6 +62,8 @@ def load_tensor(path):
         try:  # plain tensors need no torch import (seconds per worker) and are memory-mapped
             array = read_pt(path)
             return array.astype(np.float32) if array.dtype == np.float16 else array
+        except RefusedTensorLayout:
+            raise
         except UnreadableTensorFile as exc:
             return _load_pt(path, str(exc))
     try:

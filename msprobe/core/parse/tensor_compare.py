@@ -5,11 +5,13 @@ golden side). Tensors of different shapes are flattened and the shorter one is p
 the comparison still shows where they start to differ.
 """
 import os
+import tempfile
 from dataclasses import dataclass
 from typing import List, Tuple
 
 import numpy as np
 
+from msprobe.core.errors import ParseError
 from msprobe.core.parse.tensor_file import TensorFile, describe
 from msprobe.core.parse.text_table import render_panel, render_table
 from msprobe.core.precision.metrics import cosine_similarity
@@ -59,18 +61,47 @@ def compare_tensors(left: TensorFile, right: TensorFile, rows: int = 20, atol: f
         atol=atol, rtol=rtol, shapes_differ=left.array.shape != right.array.shape)
 
 
+def _footer(count: int) -> str:
+    return f"# end: {count} values"
+
+
+def _is_complete(target: str, count: int) -> bool:
+    """Whether `target` is a whole earlier output: it ends with the footer naming `count` values (a file cut
+    short, by a killed process say, does not)."""
+    with open(target, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, handle.tell() - 256))
+        tail = handle.read().decode("utf-8", "replace").rstrip("\n").rsplit("\n", 1)[-1]
+    return tail == _footer(count)
+
+
 def save_as_text(tensor: TensorFile) -> str:
-    """Write `{file}.txt` beside the tensor file (values flattened, one per line); an existing one is kept."""
+    """Write `{file}.txt` beside the tensor file (values flattened, one per line, then an end line); a complete
+    one from an earlier run is kept, a partial one rewritten. Written under a temporary name and renamed, so
+    no reader sees half a file; a symbolic link in its place is refused."""
     target = tensor.path + ".txt"
-    if os.path.exists(target):
-        return target
-    header = f"{describe(tensor)}\nsource: {tensor.path}"
     values = tensor.array.reshape(-1)
+    if os.path.islink(target):
+        raise ParseError(f"'{target}' is a symbolic link; msprobe neither follows nor replaces it: remove it.")
+    if os.path.exists(target):
+        if not os.path.isfile(target):
+            raise ParseError(f"'{target}' exists and is not a file.")
+        if _is_complete(target, values.size):
+            return target
+    header = f"{describe(tensor)}\nsource: {tensor.path}"
     if values.dtype.kind == "f" and values.dtype.itemsize < 4:
         values = values.astype(np.float32)
-    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
-    with os.fdopen(descriptor, "w") as handle:
-        np.savetxt(handle, values, fmt="%.9g" if values.dtype.kind == "f" else "%d", header=header)
+    descriptor, temporary = tempfile.mkstemp(prefix=".tmp_", suffix=".txt", dir=os.path.dirname(target) or ".")
+    try:
+        os.fchmod(descriptor, 0o640)
+        with os.fdopen(descriptor, "w") as handle:
+            np.savetxt(handle, values, fmt="%.9g" if values.dtype.kind == "f" else "%d", header=header,
+                       footer=_footer(values.size)[2:], comments="# ")
+        os.replace(temporary, target)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.remove(temporary)
+        raise
     return target
 
 

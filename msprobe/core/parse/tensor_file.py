@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from msprobe.core.compare.pt_reader import UnreadableTensorFile, read_pt
+from msprobe.core.compare.pt_reader import RefusedTensorLayout, UnreadableTensorFile, check_torch_layout, read_pt
 from msprobe.core.errors import ParseError
 from msprobe.core.paths import check_path
 
@@ -45,6 +45,10 @@ def _read_pt_with_torch(path: str) -> TensorFile:
         raise ParseError(f"'{path}' cannot be read as a tensor file: {reason}") from None
     if not isinstance(tensor, torch.Tensor):
         raise ParseError(f"'{path}' holds a {type(tensor).__name__}, not a tensor.")
+    try:
+        check_torch_layout(tensor)
+    except RefusedTensorLayout as exc:
+        raise ParseError(f"'{path}' cannot be read as a tensor file: {exc}") from None
     dtype = str(tensor.dtype).rsplit(".", 1)[-1]
     tensor = tensor.detach()
     if tensor.dtype == torch.bfloat16:
@@ -68,6 +72,8 @@ def read_tensor_file(path: str) -> TensorFile:
         return TensorFile(full, array, str(array.dtype))
     try:
         array = np.asarray(read_pt(full))
+    except RefusedTensorLayout as exc:
+        raise ParseError(f"'{path}' cannot be read as a tensor file: {exc}") from None
     except UnreadableTensorFile:
         return _read_pt_with_torch(full)
     return TensorFile(full, array, "bfloat16" if _pt_is_bfloat16(full) else str(array.dtype))

@@ -7,6 +7,7 @@ holds the same values upcast (bfloat16/float16 -> float32, float32 -> float64) o
 import numpy as np
 import torch
 
+from msprobe.core.compare.pt_reader import RefusedTensorLayout, check_torch_layout
 from msprobe.core.errors import UnsupportedError
 from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.run_ut.arg_template import plain_scalar, tensor_file_path
@@ -47,6 +48,10 @@ def _load_tensor(record, tensor_dir):
         raise UnsupportedError(f"tensor file {name} cannot be read safely: {first_line[:200]}") from None
     if not isinstance(tensor, torch.Tensor):
         raise UnsupportedError(f"tensor file {name} holds a {type(tensor).__name__}, not a tensor")
+    try:
+        check_torch_layout(tensor)  # zero strides would make every copy of a few bytes gigabytes
+    except RefusedTensorLayout as exc:
+        raise UnsupportedError(f"tensor file {name}: {exc}") from None
     return tensor
 
 

@@ -20,7 +20,20 @@ from msprobe.pytorch.api_accuracy_checker.arguments import CallArgs, bench_copy,
 from msprobe.pytorch.api_accuracy_checker.executor import TorchOps, _compare, device_for
 from msprobe.pytorch.online_run_ut.packing import unpack_tensor
 
-__all__ = ["OnlineTorchOps", "make_online_runner"]
+__all__ = ["OnlineTorchOps", "make_online_runner", "MAX_GENERATED_ONLINE"]
+
+MAX_GENERATED_ONLINE = 1 << 24  # elements drawn for a tensor that did not come with its call
+
+
+def _check_generated_size(case, record):
+    """A tensor that did not travel is drawn from its recorded shape: a peer's few header bytes must not
+    ask for gigabytes (offline run_ut, reading your own dump, allows 2^30 elements)."""
+    shape, elements = record.get("shape"), 1
+    for size in shape if isinstance(shape, list) else []:
+        elements *= size if isinstance(size, int) and size > 0 else 1
+        if elements > MAX_GENERATED_ONLINE:
+            raise UnsupportedError(f"a tensor of {case.name} without data arrived with shape {str(shape)[:60]}: "
+                                   f"more than {MAX_GENERATED_ONLINE} elements are not generated online")
 
 
 def _received(case, record, rng, device):
@@ -28,6 +41,7 @@ def _received(case, record, rng, device):
     else, like offline run_ut, values drawn from the recorded statistics."""
     name = record.get("data_name")
     if not name:
+        _check_generated_size(case, record)
         return arguments._make_tensor(record, rng, None, device)
     if name not in case.blobs:
         raise UnsupportedError(f"tensor {str(name)[:80]} did not arrive with the call")

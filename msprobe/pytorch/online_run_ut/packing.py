@@ -29,10 +29,17 @@ def unpack_tensor(meta: dict, view: memoryview) -> torch.Tensor:
     dtype = torch_dtype(meta["dtype"])
     item = torch.empty(0, dtype=dtype).element_size()
     shape, stride, offset = meta["shape"], meta["stride"], meta["offset"]
+    if any(n < 0 for n in (offset, *shape, *stride)):
+        raise ValueError(f"blob {meta['name']!r}: negative shape, stride or offset")
     if all(shape):
         extent = offset + sum((size - 1) * step for size, step in zip(shape, stride)) + 1
         if extent * item > len(view):
             raise ValueError(f"blob {meta['name']!r}: layout needs {extent * item} bytes, {len(view)} received")
+    elements = 1
+    for size in shape:
+        elements *= size
+    if elements * item > len(view):  # zero or overlapping strides would turn a few bytes into gigabytes
+        raise ValueError(f"blob {meta['name']!r}: {elements} elements of {item} bytes from {len(view)} bytes received")
     raw = torch.frombuffer(view, dtype=torch.uint8) if len(view) else torch.empty(0, dtype=torch.uint8)
     return torch.empty(0, dtype=dtype).set_(raw.untyped_storage(), offset, shape, stride)
 

@@ -15,10 +15,11 @@ import importlib
 
 from msprobe.core.dump.tasks import Task, register_task
 from msprobe.core.errors import ConfigError
+from msprobe.core.log import logger
 from msprobe.core.run_ut.online import wire
 from msprobe.core.run_ut.online.sender import CallSender
 from msprobe.core.run_ut.online.tls import client_context, tls_files
-from msprobe.core.run_ut.online.transport import open_channel
+from msprobe.core.run_ut.online.transport import TransportError, check_plain_tcp, open_channel
 
 __all__ = ["OnlineRunUt", "PACKERS"]
 
@@ -35,6 +36,7 @@ class OnlineRunUt(Task):
       nfs_path                 shared directory (then host/port/tls_path are ignored)
       host, port               the bench side's address (TCP)
       tls_path                 folder with client.key, client.crt and ca.crt: TLS; "" : plain TCP
+      allow_plain_tcp          true: plain TCP to a host other than loopback is meant (refused otherwise)
       online_run_ut_recompute  true: the model recomputes activations; backward entries are not sent
       scope, list, data_mode   which calls are sent, as for dumping
     Top-level rank / step select ranks and steps as for dumping (no process group: rank 0).
@@ -55,6 +57,16 @@ class OnlineRunUt(Task):
         self.packer = importlib.import_module(PACKERS[framework])
         files = None if section.get("nfs_path") else tls_files(section.get("tls_path", ""), "client")
         self.tls_context = client_context(files) if files else None
+        if section.get("nfs_path"):
+            mode = f"shared folder {section['nfs_path']}"
+        else:
+            try:
+                mode = check_plain_tcp(section["host"], files is not None, section.get("allow_plain_tcp", False),
+                                       "online_run_ut")
+            except TransportError as exc:
+                raise ConfigError(str(exc)) from None
+            mode = f"{section['host']}:{section['port']} ({mode})"
+        logger.info("msprobe online run_ut: sending the calls to %s", mode)
         self.send_backward = not section.get("online_run_ut_recompute", False)
         self.sender = None
         self.seq = 0

@@ -25,6 +25,7 @@ from msprobe.core.naming import parse_name
 from msprobe.core.paths import atomic_write_text, make_dir
 from msprobe.core.precision.api_precision_compare import compare_details_csvs
 from msprobe.core.run_ut.api_info import ApiCase, filter_by_lists
+from msprobe.core.run_ut.online.wire import printable
 from msprobe.core.run_ut.report import PYTORCH_LAYOUT, ResultWriter
 from msprobe.core.run_ut.runner import skip_outcome
 
@@ -39,6 +40,10 @@ class OnlineCase(ApiCase):
     blobs: dict = field(default_factory=dict)
     step: int = 0
     complete: bool = False
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _csv_line(cells):
@@ -69,6 +74,7 @@ class _Rank:
         self.position = 0
         self.outcomes = {}    # seq -> (outcome, device outcome)
         self.finished = False
+        self.late_warned = False
 
 
 class OnlineBench:
@@ -92,18 +98,26 @@ class OnlineBench:
         state = self._rank(rank)
         kind = None if message is None else message.kind
         header = {} if message is None else message.header
+        if state.writer is None:  # the rank ended and its files are written: a late peer changes nothing
+            if message is not None and not state.late_warned:  # (None: its connection closing after "end")
+                state.late_warned = True
+                logger.warning("online run_ut: rank %d already ended; ignoring what arrives for it now", rank)
+            return
         if kind == "call":
             self._add_call(state, header, message.blobs)
         elif kind == "backward":
-            case = state.cases.get(header.get("seq"))
-            if case is not None and case.name == header.get("name") and not case.complete:
-                case.backward = header.get("backward") or {}
+            seq, backward = header.get("seq"), header.get("backward") or {}
+            case = state.cases.get(seq) if _is_int(seq) else None
+            if case is not None and case.name == header.get("name") and not case.complete \
+                    and isinstance(backward, dict):
+                case.backward = backward
                 case.blobs.update(message.blobs)
                 case.complete = True
         elif kind == "step_end":
-            for case in state.cases.values():
-                if isinstance(header.get("step"), int) and case.step <= header["step"]:
-                    case.complete = True
+            if _is_int(header.get("step")):
+                for case in state.cases.values():
+                    if case.step <= header["step"]:
+                        case.complete = True
         elif kind in (None, "end"):
             for case in state.cases.values():
                 case.complete = True
@@ -115,12 +129,13 @@ class OnlineBench:
     def _add_call(self, state, header, blobs):
         seq, name = header.get("seq"), header.get("name")
         parsed = parse_name(f"{name}.forward") if isinstance(name, str) else None
-        forward = header.get("forward")
-        if not isinstance(seq, int) or seq in state.cases or parsed is None or not isinstance(forward, dict):
-            logger.warning("online run_ut: ignored a malformed call message (%s)", str(name)[:80])
+        forward, step = header.get("forward"), header.get("step", 0)
+        if (not _is_int(seq) or seq in state.cases or parsed is None or not isinstance(forward, dict)
+                or not _is_int(step)):
+            logger.warning("online run_ut: ignored a malformed call message (%s)", printable(name, 80))
             return
         case = OnlineCase(name=parsed.call_name, prefix=parsed.prefix, api=parsed.api, forward=forward,
-                          index=seq, blobs=dict(blobs), step=header.get("step", 0),
+                          index=seq, blobs=dict(blobs), step=step,
                           complete=not header.get("expects_backward", True))
         state.cases[seq] = case
         state.order.append(seq)

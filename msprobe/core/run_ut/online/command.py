@@ -12,7 +12,8 @@ from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
 from msprobe.core.run_ut.online.bench import OnlineBench
 from msprobe.core.run_ut.online.tls import server_context, tls_files
-from msprobe.core.run_ut.online.transport import DirWatcher, TcpListener
+from msprobe.core.run_ut.online.wire import printable
+from msprobe.core.run_ut.online.transport import DirWatcher, TcpListener, TransportError, check_plain_tcp
 from msprobe.core.run_ut.runner import load_factory
 
 __all__ = ["online_section", "make_api_info_optional", "run_online_bench"]
@@ -45,10 +46,23 @@ def _source(section, deliver, accepts):
     files = tls_files(section.get("tls_path", ""), "server")
     context = server_context(files) if files else None
     try:
+        mode = check_plain_tcp(host, context is not None, section.get("allow_plain_tcp", False), "run_ut.is_online")
+    except TransportError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
         listener = TcpListener(host, port, deliver, accepts, context)
     except OSError as exc:
         raise ConfigError(f"run_ut.is_online: cannot listen on {host}:{port}: {exc.strerror or exc}.") from None
-    return listener, f"{host}:{port} ({'TLS' if context else 'plain TCP'})"
+    return listener, f"{host}:{port} ({mode})"
+
+
+def _handle(bench, rank, message):
+    """bench.handle; a message that still breaks it costs its peer one warning line, not the bench."""
+    try:
+        bench.handle(rank, message)
+    except Exception as exc:  # noqa: BLE001 - one bad peer must not lose every rank's results
+        logger.warning("online run_ut: dropped a message of rank %s that cannot be handled: %s: %s", rank,
+                       type(exc).__name__, printable(exc, 200))
 
 
 def _stop_on_sigterm():
@@ -86,7 +100,7 @@ def run_online_bench(args, section, runner_path):
                 continue
             started = time.perf_counter()
             first = first or started
-            bench.handle(rank, message)
+            _handle(bench, rank, message)
             busy += time.perf_counter() - started
     except KeyboardInterrupt:
         logger.warning("online run_ut: stopped; writing the calls received so far")

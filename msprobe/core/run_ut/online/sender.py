@@ -17,6 +17,8 @@ from msprobe.core.log import logger
 
 __all__ = ["CallSender", "queue_limit_bytes"]
 
+_JOIN_S = 5.0  # after the drain: how long the sender thread may take to notice the end
+
 
 def queue_limit_bytes(default_mb=512):
     """Bytes the device side may hold for sending (MSPROBE_ONLINE_QUEUE_MB, default 512)."""
@@ -153,7 +155,9 @@ class CallSender:
     # -- exit -------------------------------------------------------------------------------------
     def close(self, end_buffers=None):
         """Send what is queued (waiting at most `drain_s` without progress), then the end message, then
-        report the counts. Returns (sent calls, calls not sent)."""
+        report the counts. Returns (sent calls, calls not sent). A bench that stopped reading costs `drain_s`
+        and a few seconds, not more: a send stuck past the drain is aborted, and the end message goes out only
+        when no message is half-sent (it would land inside that message's bytes)."""
         with self.cond:
             last, left = time.monotonic(), len(self.queue)
             while (self.queue or self.busy) and time.monotonic() - last < self.drain_s:
@@ -164,10 +168,16 @@ class CallSender:
                 _, nbytes, is_call = self.queue.popleft()
                 self.queued_bytes -= nbytes
                 self._count_drop(is_call)
+            stuck = self.busy
             self.closing = True
             self.cond.notify_all()
-        self.thread.join(timeout=self.drain_s)
-        if self.channel is not None:
+        channel = self.channel
+        if stuck and channel is not None and hasattr(channel, "abort"):
+            channel.abort()  # the bench stopped reading: the stuck send raises instead of holding exit
+        self.thread.join(timeout=_JOIN_S)
+        if self.thread.is_alive() or stuck:
+            self._lost("the bench side stopped reading; the message in progress and the end were not sent")
+        elif self.channel is not None:
             try:
                 if end_buffers is not None:
                     self.channel.send(end_buffers)

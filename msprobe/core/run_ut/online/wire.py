@@ -6,8 +6,11 @@
     payload the blobs' bytes one after another (each a tensor's whole storage, `offset`/`stride` in elements)
 
 Nothing in a message is ever executed: the header is JSON, the tensors are raw bytes that the framework
-reinterprets with the dtype named in the header (a dtype name is looked up, never evaluated). Sizes are
-checked before anything is allocated, so a bad peer gets an error, not a huge allocation.
+reinterprets with the dtype named in the header (a dtype name is looked up, never evaluated). Memory follows
+the bytes that actually arrive, never the lengths a frame declares: a message is read into a buffer that grows
+as its bytes come (a 17-byte frame declaring 8 GiB costs kilobytes), the caller caps the lengths (`limits`:
+small before a hello, MAX_HEADER / MAX_PAYLOAD after), and a blob's element count may not exceed its bytes
+(a shape of [8192, 8192] with zero strides over 4 bytes is refused).
 """
 import json
 import struct
@@ -16,13 +19,23 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from msprobe.core.errors import ParseError
 
 __all__ = ["MAGIC", "VERSION", "Message", "encode", "read_message", "FRAME", "MAX_HEADER", "MAX_PAYLOAD",
-           "blob_table"]
+           "blob_table", "HANDSHAKE_LIMITS", "MAX_DIMS", "printable"]
 
 MAGIC = b"MSRU"
 VERSION = 1
 FRAME = struct.Struct(">4sBIQ")
 MAX_HEADER = 64 << 20
 MAX_PAYLOAD = 8 << 30  # one API call's tensors; a bigger call is dropped on the device side
+HANDSHAKE_LIMITS = (4096, 0)  # (header, payload) bytes of a hello or an ack: a few small JSON fields
+MAX_DIMS = 64
+_FIRST_CHUNK = 1 << 20  # a buffer starts at 1 MiB at most and doubles as bytes arrive
+_ZEROS = memoryview(bytes(16 << 20))  # calloc'd: pages are only mapped to the zero page when read
+
+
+def printable(text, limit=120) -> str:
+    """`text` made safe for one log line: control characters escaped, cut to `limit` characters."""
+    text = str(text)[:limit]
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 class Message:
@@ -61,6 +74,14 @@ def _check_blob(meta: Any, end: int) -> int:
         raise ParseError(f"online run_ut: blob {meta['name'][:80]!r} has a bad shape/stride/offset/nbytes")
     if meta["nbytes"] > end:
         raise ParseError(f"online run_ut: blob {meta['name'][:80]!r} runs past the end of its message")
+    if len(meta["shape"]) > MAX_DIMS:
+        raise ParseError(f"online run_ut: blob {meta['name'][:80]!r} has more than {MAX_DIMS} dimensions")
+    elements = 1
+    for size in meta["shape"]:
+        elements *= size
+        if elements > meta["nbytes"]:  # every element takes a byte at least: zero strides would amplify
+            raise ParseError(f"online run_ut: blob {meta['name'][:80]!r} declares more elements than its "
+                             f"{meta['nbytes']} bytes hold")
     return meta["nbytes"]
 
 
@@ -70,8 +91,12 @@ def decode(header_bytes: bytes, payload: bytearray) -> Message:
         header = json.loads(header_bytes.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ParseError(f"online run_ut: a message header is not JSON ({exc})") from None
+    except RecursionError:
+        raise ParseError("online run_ut: a message header is nested too deeply") from None
     if not isinstance(header, dict):
         raise ParseError("online run_ut: a message header is not a JSON object")
+    if not isinstance(header.get("blobs") or [], list):
+        raise ParseError("online run_ut: a message's blob table is not a list")
     view = memoryview(payload)
     blobs, position = {}, 0
     for meta in header.get("blobs") or []:
@@ -83,12 +108,24 @@ def decode(header_bytes: bytes, payload: bytearray) -> Message:
     return Message(header, blobs, len(header_bytes) + len(payload))
 
 
+def _grow(buffer: bytearray, count: int) -> None:
+    """Append `count` zero bytes (from one shared zero block: no temporary allocation per step)."""
+    while count > 0:
+        step = min(count, len(_ZEROS))
+        buffer += _ZEROS[:step]
+        count -= step
+
+
 def _read_exactly(read_into, size: int) -> Optional[bytearray]:
-    """`size` bytes through `read_into(memoryview) -> count` (0 at end of stream); None at a clean end."""
-    buffer = bytearray(size)
-    view, got = memoryview(buffer), 0
+    """`size` bytes through `read_into(memoryview) -> count` (0 at end of stream); None at a clean end.
+    The buffer grows with the bytes received, so a declared size costs nothing until it is sent."""
+    buffer = bytearray(min(size, _FIRST_CHUNK))
+    got = 0
     while got < size:
-        count = read_into(view[got:])
+        if got == len(buffer):
+            _grow(buffer, min(size, 2 * len(buffer)) - len(buffer))
+        with memoryview(buffer) as view:
+            count = read_into(view[got:])
         if not count:
             if got == 0:
                 return None
@@ -97,9 +134,9 @@ def _read_exactly(read_into, size: int) -> Optional[bytearray]:
     return buffer
 
 
-def read_message(read_into) -> Optional[Message]:
+def read_message(read_into, limits: Tuple[int, int] = (MAX_HEADER, MAX_PAYLOAD)) -> Optional[Message]:
     """The next message of a stream (None at its end): `read_into(memoryview) -> bytes read` (socket.recv_into,
-    file.readinto)."""
+    file.readinto). `limits`: the largest (header, payload) accepted, e.g. HANDSHAKE_LIMITS before a hello."""
     frame = _read_exactly(read_into, FRAME.size)
     if frame is None:
         return None
@@ -109,8 +146,9 @@ def read_message(read_into) -> Optional[Message]:
     if version != VERSION:
         raise ParseError(f"online run_ut: protocol version {version}, this msprobe speaks {VERSION}: "
                          "install the same msprobe on both sides")
-    if header_len > MAX_HEADER or payload_len > MAX_PAYLOAD:
-        raise ParseError(f"online run_ut: a message of {header_len} + {payload_len} bytes exceeds the limits")
+    if header_len > limits[0] or payload_len > limits[1]:
+        raise ParseError(f"online run_ut: a message of {header_len} + {payload_len} bytes exceeds the limits "
+                         f"({limits[0]} + {limits[1]})")
     header = _read_exactly(read_into, header_len) if header_len else bytearray()
     payload = _read_exactly(read_into, payload_len) if payload_len else bytearray()
     if header is None or payload is None:
