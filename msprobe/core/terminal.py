@@ -2,7 +2,7 @@
 import sys
 from typing import Iterable, Optional, Sequence, TextIO
 
-__all__ = ["print_table", "table_text"]
+__all__ = ["print_table", "table_text", "panel_text"]
 
 
 def _console(stream: TextIO, width: Optional[int] = None):
@@ -36,11 +36,30 @@ def print_table(title: str, headers: Sequence[str], rows: Iterable[Sequence[obje
     console.print(_table(title, headers, rows, terminal, styles))
 
 
-def table_text(title: str, headers: Sequence[str], rows: Iterable[Sequence[object]], width: int = 200) -> str:
-    """The table as plain ASCII text (for logs and files)."""
+def _render(renderable_of, styled: bool, width: int) -> str:
     import io
 
+    from rich.console import Console
+
     buffer = io.StringIO()
-    console, _ = _console(buffer, width)
-    console.print(_table(title, headers, rows, False))
-    return buffer.getvalue()
+    console = Console(file=buffer, force_terminal=styled, no_color=not styled, highlight=False, soft_wrap=False,
+                      width=width)
+    console.print(renderable_of(styled))
+    return buffer.getvalue().rstrip("\n")
+
+
+def table_text(title: str, headers: Sequence[str], rows: Iterable[Sequence[object]], width: int = 200,
+               styled: bool = False) -> str:
+    """The table as text: plain ASCII (logs, files, pipes), or with terminal styles when `styled`."""
+    rows = list(rows)
+    return _render(lambda fancy: _table(title, headers, rows, fancy), styled, width)
+
+
+def panel_text(lines: Sequence[str], width: int = 200, styled: bool = False) -> str:
+    """Lines in a box, as text (see table_text)."""
+    from rich import box
+    from rich.panel import Panel
+    from rich.text import Text
+
+    body = Text("\n".join(lines))
+    return _render(lambda fancy: Panel(body, box=box.ROUNDED if fancy else box.ASCII, expand=False), styled, width)

@@ -20,7 +20,7 @@ from msprobe.core.parse.batch_compare import batch_compare, tensor_files
 from msprobe.core.parse.dump_lookup import lookup_api, render_lookup
 from msprobe.core.parse.tensor_compare import compare_tensors, render_comparison, save_as_text
 from msprobe.core.parse.tensor_file import describe, read_tensor_file
-from msprobe.core.parse.text_table import render_table
+from msprobe.core.terminal import table_text
 from msprobe.core.paths import check_path
 
 __all__ = ["ParseShell", "run_shell"]
@@ -110,7 +110,7 @@ def _command(name):
     return decorate
 
 
-def _preview(array: np.ndarray) -> str:
+def _preview(array: np.ndarray, styled: bool = False) -> str:
     if array.ndim == 0:
         return f"value: {array.item()}"
     width = array.shape[-1] if array.ndim >= 2 else PREVIEW_COLUMNS
@@ -120,7 +120,7 @@ def _preview(array: np.ndarray) -> str:
     headers = ["row"] + [str(i) for i in range(shown.shape[1])]
     body = [[r] + [f"{v:.6g}" if np.issubdtype(type(v), np.floating) else str(v) for v in row]
             for r, row in enumerate(shown.tolist())]
-    return render_table(f"first {len(body)} x {shown.shape[1]} values", headers, body)
+    return table_text(f"first {len(body)} x {shown.shape[1]} values", headers, body, styled=styled)
 
 
 class ParseShell(cmd.Cmd):
@@ -133,6 +133,11 @@ class ParseShell(cmd.Cmd):
         super().__init__(stdin=stdin, stdout=stdout)
         self.parsers = _build_parsers()
 
+    @property
+    def _styled(self) -> bool:
+        """Terminal styles only when the session talks to a terminal; plain ASCII to a pipe or file."""
+        return bool(getattr(self.stdout, "isatty", lambda: False)())
+
     def _say(self, text: str) -> None:
         self.stdout.write(text + "\n")
         self.stdout.flush()
@@ -142,7 +147,8 @@ class ParseShell(cmd.Cmd):
     def do_pt(self, args):
         tensor = read_tensor_file(args.name)
         text = save_as_text(tensor)
-        self._say("\n".join([_preview(tensor.array), describe(tensor), f"Path: {tensor.path}", f"TextFile: {text}"]))
+        self._say("\n".join([_preview(tensor.array, self._styled), describe(tensor), f"Path: {tensor.path}",
+                             f"TextFile: {text}"]))
 
     @_command("cn")
     def do_cn(self, args):
@@ -151,7 +157,7 @@ class ParseShell(cmd.Cmd):
         left, right = read_tensor_file(args.my_data), read_tensor_file(args.golden)
         result = compare_tensors(left, right, args.print_num, args.atol, args.rtol)
         text_files = {"Left": save_as_text(left), "Right": save_as_text(right)} if args.save else None
-        self._say(render_comparison(result, text_files))
+        self._say(render_comparison(result, text_files, self._styled))
 
     @_command("pk")
     def do_pk(self, args):
@@ -229,7 +235,7 @@ class ParseShell(cmd.Cmd):
         else:
             rows = [(n, p.description) for n, p in self.parsers.items()]
             rows += [("run", "Run a program (no shell), e.g. run ls -l."), ("exit", "Leave (also quit, Ctrl+D).")]
-            self._say(render_table("commands", ("command", "what it does"), rows))
+            self._say(table_text("commands", ("command", "what it does"), rows, styled=self._styled))
         return False
 
 

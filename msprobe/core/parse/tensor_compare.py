@@ -13,7 +13,7 @@ import numpy as np
 
 from msprobe.core.errors import ParseError
 from msprobe.core.parse.tensor_file import TensorFile, describe
-from msprobe.core.parse.text_table import render_panel, render_table
+from msprobe.core.terminal import panel_text, table_text
 from msprobe.core.precision.metrics import cosine_similarity
 
 __all__ = ["TensorComparison", "compare_tensors", "render_comparison", "save_as_text"]
@@ -105,7 +105,7 @@ def save_as_text(tensor: TensorFile) -> str:
     return target
 
 
-def render_comparison(result: TensorComparison, text_files=None) -> str:
+def render_comparison(result: TensorComparison, text_files=None, styled: bool = False) -> str:
     headers = ("Index", "Left", "Right", "Diff")
     fmt = [(i, f"{a:.9g}", f"{b:.9g}", f"{d:.9g}") for i, a, b, d in result.error_rows]
     top = [(i, f"{a:.9g}", f"{b:.9g}", f"{d:.9g}") for i, a, b, d in result.top_rows]
@@ -119,5 +119,5 @@ def render_comparison(result: TensorComparison, text_files=None) -> str:
         lines.append("Shapes differ: both were flattened and the shorter one padded with zeros.")
     lines += [f"NumCnt:   {result.count}", f"AllClose: {result.all_close}", f"CosSim:   {result.cosine:.8g}",
               f"ErrorPer: {result.error_ratio:.8g}  (rl= {result.rtol}, al= {result.atol})"]
-    return "\n".join([render_table("Error Item Table", headers, fmt), render_table("Top Item Table", headers, top),
-                      render_panel(lines)])
+    return "\n".join([table_text("Error Item Table", headers, fmt, styled=styled),
+                       table_text("Top Item Table", headers, top, styled=styled), panel_text(lines, styled=styled)])

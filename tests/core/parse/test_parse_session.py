@@ -185,3 +185,19 @@ def test_pseudo_terminal_ctrl_c_leaves_cleanly():
         assert _exit_status(pid, fd) == 0
     finally:
         os.close(fd)
+
+
+def test_tables_are_styled_on_a_terminal_and_plain_ascii_to_a_pipe():
+    import io
+
+    from msprobe.core.parse.shell import ParseShell
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, styled in ((io.StringIO(), False), (Terminal(), True)):
+        ParseShell(stdin=io.StringIO(), stdout=stream).onecmd("help")
+        text = stream.getvalue()
+        assert ("\x1b[" in text) is styled
+        assert ("+---" in text) is not styled and "pt" in text and "what it does" in text
