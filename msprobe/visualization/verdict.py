@@ -115,9 +115,9 @@ def verdict_of_document(document: dict, suspect: Optional[str] = None) -> GraphV
     else:
         lows = sorted(v["value"][0] for v in document["Colors"].values() if v.get("value"))
         badness, top, beyond = leaves, lows[-1], lows[1]
-    order = list(nodes)
-    first = next((k for k in order if k in badness and badness[k] >= top), None)
-    worst = max(badness, key=lambda k: (badness[k], -order.index(k)), default=None)
+    position = {k: i for i, k in enumerate(nodes)}
+    first = next((k for k in nodes if k in badness and badness[k] >= top), None)
+    worst = max(badness, key=lambda k: (badness[k], -position[k]), default=None)
     if worst is not None and badness[worst] <= (beyond if task != "md5" else 0):
         worst = None
     return GraphVerdict(worst, first, suspect, index)
