@@ -8,8 +8,9 @@ same rows `msprobe compare` judges) and the advisor's suspect (`advisor.find_sus
     AMPLIFIED    an output is beyond tolerance, but by at most AMPLIFICATION times
                  what the call's inputs carried (rounding amplified by the operation)
     CONSEQUENCE  an output is beyond tolerance and so is an input (an earlier difference)
-    OWN          an output is beyond tolerance while the inputs agree (a later cause; after a
-                 forward suspect, backward and optimizer calls count as consequences)
+    OWN          an output is beyond tolerance while the inputs agree (a module enclosing the
+                 suspect, or a later cause; after a forward suspect, backward and optimizer calls
+                 count as consequences)
     SUSPECT      the node holding the advisor's suspect row                            darkest
 
 Only the suspect's node reaches the darkest bin, so the graph's worst node and its "first" badge are
@@ -33,7 +34,8 @@ LEVEL_TEXT = (
     "explains (the darker, the closer to the allowance)",
     "beyond the dtype tolerance, but only amplifying the rounding its inputs carried (within 4x)",
     "beyond the dtype tolerance because an input already differs (a consequence of an earlier difference)",
-    "beyond the dtype tolerance while its inputs agree: a difference of its own, after the first suspect",
+    "beyond the dtype tolerance while its inputs agree: a module that holds the first suspect, or a difference "
+    "of its own after it",
     "the first suspect: the advisor's pick, where the difference starts (the same as compare's advisor)",
 )
 
