@@ -98,11 +98,13 @@ class GraphVerdict:
     """What a compare graph says: `worst_node` (the node with the highest precision index when it is
     beyond the dtype tolerance, else None), `first_node` (the node the viewer marks "first": the first
     node in execution order in the darkest colour bin, else None), `suspect` (the advisor's suspect row
-    name, or None) and `index` ({node id: precision index})."""
+    name, or None), `suspect_node` (the graph node holding that row, or None) and `index` ({node id:
+    precision index}). Graph and advisor agree when worst_node == first_node == suspect_node."""
     worst_node: Optional[str]
     first_node: Optional[str]
     suspect: Optional[str]
     index: Dict[str, float] = field(default_factory=dict)
+    suspect_node: Optional[str] = None
 
 
 def verdict_of_document(document: dict, suspect: Optional[str] = None) -> GraphVerdict:
@@ -122,7 +124,10 @@ def verdict_of_document(document: dict, suspect: Optional[str] = None) -> GraphV
     worst = max(badness, key=lambda k: (badness[k], -position[k]), default=None)
     if worst is not None and badness[worst] <= (beyond if task != "md5" else 0):
         worst = None
-    return GraphVerdict(worst, first, suspect, index)
+    holder = next((k for k, v in nodes.items() if suspect is not None and (suspect in v.get("input_data", {})
+                                                                          or suspect in v.get("output_data", {}))),
+                  None)
+    return GraphVerdict(worst, first, suspect, index, holder)
 
 
 def graph_verdict(npu_dir: str, bench_dir: str, fuzzy_match: bool = False,
@@ -132,7 +137,7 @@ def graph_verdict(npu_dir: str, bench_dir: str, fuzzy_match: bool = False,
 
         from msprobe.visualization import graph_verdict
         verdict = graph_verdict("npu/step0/rank", "gpu/step0/rank")
-        verdict.worst_node, verdict.first_node, verdict.suspect
+        verdict.worst_node, verdict.first_node, verdict.suspect, verdict.suspect_node
     """
     from msprobe.visualization.precision import TASK_OF_MODE, colors_for, tooltips_for
     from msprobe.visualization.service import GraphOptions, compare_graphs

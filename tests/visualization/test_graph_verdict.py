@@ -53,6 +53,7 @@ def test_clean_bf16_llama_graph_has_no_dark_node_and_no_badge(tmp_path, llama_du
     assert _first_badges(tmp_path, html) == []
     verdict = graph_verdict(npu, bench)
     assert verdict.worst_node is None and verdict.first_node is None and verdict.suspect is None
+    assert verdict.suspect_node is None
 
 
 def test_faulty_rmsnorm_is_the_worst_node_the_badge_and_the_suspect(tmp_path, llama_dumps):
@@ -73,4 +74,5 @@ def test_faulty_rmsnorm_is_the_worst_node_the_badge_and_the_suspect(tmp_path, ll
     html = sorted((tmp_path / "out").glob("*.html"))[0]
     assert _first_badges(tmp_path, html) == [suspect_node]
     verdict = graph_verdict(npu, bench)
-    assert verdict.worst_node == verdict.first_node == suspect_node and verdict.suspect == suspect
+    assert verdict.worst_node == verdict.first_node == verdict.suspect_node == suspect_node
+    assert verdict.suspect == suspect
