@@ -3,15 +3,21 @@ compared node by node with a bench run, written as `.vis` for tb-graph-ascend an
 
     from msprobe.visualization import GraphOptions, run_graph
     run_graph("input.json", "./out", GraphOptions(html=True))
+    graph_verdict("npu/step0/rank", "gpu/step0/rank").first_node   # the node the graph marks first
 
 Modules: layout (which dump dirs), graph_model (tree), stacks, matching, compare_bridge (the only caller of
-msprobe.core.compare), precision (index, colours), overflow, distributed, vis_writer, html_viewer, service.
+msprobe.core.compare), verdict (node levels from compare's judgement and advisor), precision (index,
+colours), overflow, distributed, vis_writer, html_viewer, service.
 """
 
-__all__ = ["GraphOptions", "run_graph"]
+__all__ = ["GraphOptions", "run_graph", "graph_verdict", "GraphVerdict"]
 
 
 def __getattr__(name):
+    if name in ("graph_verdict", "GraphVerdict"):
+        from msprobe.visualization import verdict
+
+        return getattr(verdict, name)
     if name in __all__:
         from msprobe.visualization import service
 

@@ -19,7 +19,7 @@ from msprobe.core.errors import CompareError
 
 __all__ = ["DumpTable", "load_table", "table_mode", "check_same_mode", "RowPair", "pair_metrics",
            "ms_to_pt_mapper", "rows_by_entry", "MODE_TENSOR", "MODE_STATISTICS", "MODE_MD5", "STAT_DIFF_KEYS",
-           "STAT_RELATIVE_KEYS", "TENSOR_KEYS"]
+           "STAT_RELATIVE_KEYS", "TENSOR_KEYS", "judge_pairs"]
 
 STAT_DIFF_KEYS = ("Max diff", "Min diff", "Mean diff", "L2norm diff")
 STAT_RELATIVE_KEYS = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
@@ -110,22 +110,71 @@ def _md5(npu: DumpTable, bench: DumpTable, pairs: Sequence[RowPair]) -> List[dic
     return [{"Result": "pass" if md5_n[p.npu_row] == md5_b[p.bench_row] else "Different"} for p in pairs]
 
 
+def _tensors_from_records(records, pairs: Sequence[RowPair]) -> List[dict]:
+    """Tensor-mode cells of the pairs from records that already read the tensor files."""
+    kinds_n, kinds_b = records.npu.columns["kind"], records.bench.columns["kind"]
+    names_n = records.npu.columns["data_name"]
+    fields = ("cosine", "max_abs", "max_rel", "one_thousandth", "five_thousandths")
+    out = []
+    for pair in pairs:
+        i, j = pair.npu_row, pair.bench_row
+        if kinds_n[i] != "tensor" or kinds_b[j] != "tensor" or names_n[i] == "-1":
+            out.append({key: "unsupported" for key in TENSOR_KEYS})
+        else:
+            out.append({key: _number(records.metrics[name][i]) for key, name in zip(TENSOR_KEYS, fields)})
+    return out
+
+
 def pair_metrics(mode: str, npu: DumpTable, bench: DumpTable, pairs: Sequence[RowPair],
-                 processes: Optional[int] = None) -> List[dict]:
+                 processes: Optional[int] = None, records=None) -> List[dict]:
     """Metric cells per row pair, keyed as the `.vis` format names them.
 
     statistics: the four diffs (floats or 'N/A') and four relative errors ('12.5%' or 'N/A'), plus
     `_relative` (the finite relative errors as fractions, for the precision index);
     tensor: Cosine, MaxAbsErr, MaxRelativeErr, One/Five Thousandth(s) Err Ratio (floats or markers);
     md5: Result ('pass' / 'Different').
+    `records` (from judge_pairs over the same pairs) saves reading the tensor files a second time.
     """
     if not pairs:
         return []
     if mode == MODE_STATISTICS:
         return _statistics(npu, bench, pairs)
     if mode == MODE_TENSOR:
+        if records is not None:
+            return _tensors_from_records(records, pairs)
         return _tensors(npu, bench, pairs, processes)
     return _md5(npu, bench, pairs)
+
+
+def judge_pairs(mode: str, npu: DumpTable, bench: DumpTable, pairs: Sequence[RowPair],
+                processes: Optional[int] = None, fuzzy: bool = False):
+    """Compare's CompareRecords (dtype-aware judgement per row, and the advisor's suspect in
+    `records.suspect`) with the rows of matched nodes paired as the graph paired them.
+
+    Rows no matched node holds (parameter gradients, rows of nodes the graph could not match) are
+    paired as compare pairs them, so the judgement and the suspect are those of `msprobe compare`
+    on the same two dumps. One record row per NPU row: record row i is NPU table row i.
+    """
+    from msprobe.core.compare.advisor import find_suspect
+    from msprobe.core.compare.match import match_rows
+    from msprobe.core.compare.records import build_records
+    from msprobe.core.compare.runner import CompareOptions
+
+    paired = np.full(len(npu), -1, dtype=np.int64)
+    for pair in pairs:
+        paired[pair.npu_row] = pair.bench_row
+    covered = paired >= 0
+    used = set(paired[covered].tolist())
+    by_name, _ = match_rows(npu, bench, fuzzy)
+    for i in np.flatnonzero(~covered & (by_name >= 0)).tolist():
+        j = int(by_name[i])
+        if j not in used:
+            paired[i] = j
+            used.add(j)
+    options = CompareOptions(progress=False, processes=processes, fuzzy_match=fuzzy)
+    records = build_records(mode, npu, bench, paired, np.zeros(0, dtype=np.int64), options)
+    records.suspect = find_suspect(records)
+    return records
 
 
 def ms_to_pt_mapper() -> Callable[[str], str]:

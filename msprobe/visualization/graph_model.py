@@ -64,6 +64,8 @@ class Graph:
         self.table = table
         self.framework = framework
         self.micro_steps = 1
+        self.matched_count = 0  # compare mode: nodes matched with the other graph
+        self.records = None  # compare mode, NPU side: compare's records behind the precision index
 
     def preorder(self) -> List[Node]:
         out, todo = [], [self.root]

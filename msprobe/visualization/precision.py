@@ -1,9 +1,10 @@
-"""Precision index, colours, legend and tooltips of a compare graph, per dump mode (as 1.2.1 defines them).
+"""Precision index, colours, legend and tooltips of a compare graph, per dump mode.
 
-* statistics (`task: summary`): max over the node's outputs of the Max/Min/Mean/Norm relative errors,
-  capped at 1 (0 good, 1 bad).
-* tensor (`task: all`): the drop of the One Thousandth Err Ratio from inputs to outputs,
-  clamp(min over inputs - min over outputs, 0, 1); scalars do not count (0 good, 1 bad).
+* statistics (`task: summary`) and tensor (`task: all`): the node's verdict from compare's dtype-aware
+  judgement and advisor (`verdict`): 5 levels, from "within the dtype tolerance" to "the advisor's
+  suspect", each drawn inside its colour bin (1.2.1's bins and colours); only the suspect's node is in
+  the darkest bin, so the graph and compare name the same place. The metric cells (diffs, relative
+  errors, Cosine, ...) stay 1.2.1's.
 * md5: 1 when every input and output md5 equals the bench one, else 0 (1 good), plus `Result`.
 
 An API collection takes the worst of its children; unmatched nodes get no index (grey).
@@ -12,6 +13,7 @@ from typing import List, Optional
 
 from msprobe.visualization import compare_bridge as bridge
 from msprobe.visualization.graph_model import API_COLLECTION, Graph, Node
+from msprobe.visualization.verdict import LEVEL_TEXT, level_index, node_levels
 
 __all__ = ["TASK_OF_MODE", "compute_precision", "colors_for", "tooltips_for", "UNMATCHED_COLOR", "COLOR_BINS"]
 
@@ -21,11 +23,6 @@ _SHADES = ("#FFFCF3", "#FFEDBE", "#FFDC7F", "#FFC62E", "#FF704D")
 COLOR_BINS = {
     "summary": [[0, 0.2], [0.2, 0.4], [0.4, 0.6], [0.6, 0.8], [0.8, 1]],
     "all": [[0, 0.05], [0.05, 0.1], [0.1, 0.15], [0.15, 0.2], [0.2, 1]],
-}
-_DESCRIPTIONS = {
-    "summary": "relative error of the outputs' statistics (Max, Min, Mean, Norm) against the bench; "
-               "the darker, the larger",
-    "all": "drop of the One Thousandth Err Ratio from inputs to outputs; the darker, the larger",
 }
 _TOOLTIPS = {
     "summary": {"Max diff": "NPU max - bench max", "Min diff": "NPU min - bench min",
@@ -46,8 +43,8 @@ def colors_for(task: str) -> dict:
         colors = {_SHADES[0]: {"value": [1, 1], "description": "every input and output md5 equals the bench"},
                   _SHADES[-1]: {"value": [0, 0], "description": "some input or output md5 differs from the bench"}}
     else:
-        colors = {shade: {"value": list(bounds), "description": _DESCRIPTIONS[task]}
-                  for shade, bounds in zip(_SHADES, COLOR_BINS[task])}
+        colors = {shade: {"value": list(bounds), "description": text}
+                  for shade, bounds, text in zip(_SHADES, COLOR_BINS[task], LEVEL_TEXT)}
     colors[UNMATCHED_COLOR] = {"value": [], "description": "no matching bench node"}
     return colors
 
@@ -60,30 +57,10 @@ def _row_pairs(node: Node, rows: List[int], other_rows: List[int]) -> List[bridg
     return [bridge.RowPair(a, b) for a, b in zip(rows, other_rows)]
 
 
-def _summary_index(metrics: List[dict]) -> Optional[float]:
-    worst = None
-    for cells in metrics:
-        for value in cells.get("_relative", ()):
-            worst = value if worst is None else max(worst, value)
-    return None if worst is None else min(1.0, float(worst))
-
-
-def _ratio(cells: dict) -> Optional[float]:
-    value = cells.get("One Thousandth Err Ratio")
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-def _tensor_index(inputs: List[dict], outputs: List[dict]) -> Optional[float]:
-    out_ratios = [r for r in map(_ratio, outputs) if r is not None]
-    if not out_ratios:
-        return 0.0 if outputs or inputs else None
-    in_ratios = [r for r in map(_ratio, inputs) if r is not None]
-    drop = (min(in_ratios) if in_ratios else 1.0) - min(out_ratios)
-    return max(0.0, min(1.0, drop))
-
-
-def compute_precision(mode: str, npu: Graph, bench: Graph, processes: Optional[int] = None) -> None:
-    """Fill node.metrics and node.data['precision_index'] (and md5 'Result') on the NPU graph."""
+def compute_precision(mode: str, npu: Graph, bench: Graph, processes: Optional[int] = None,
+                      fuzzy: bool = False) -> None:
+    """Fill node.metrics and node.data['precision_index'] (and md5 'Result') on the NPU graph; in
+    statistics and tensor mode npu.records holds compare's records (judgement, suspect) behind them."""
     nodes = [n for n in npu.preorder() if n.matched is not None and n.node_type != API_COLLECTION
              and n is not npu.root]
     spans, pairs = [], []
@@ -91,27 +68,29 @@ def compute_precision(mode: str, npu: Graph, bench: Graph, processes: Optional[i
         other = node.matched
         inputs = _row_pairs(node, node.input_rows, other.input_rows)
         outputs = _row_pairs(node, node.output_rows, other.output_rows)
-        spans.append((len(pairs), len(inputs), len(outputs)))
+        spans.append((len(pairs), len(inputs) + len(outputs)))
         pairs.extend(inputs)
         pairs.extend(outputs)
-    metrics = bridge.pair_metrics(mode, npu.table, bench.table, pairs, processes) if pairs else []
-    for node, (start, n_in, n_out) in zip(nodes, spans):
-        node_metrics = metrics[start:start + n_in + n_out]
-        for pair, cells in zip(pairs[start:start + n_in + n_out], node_metrics):
+    records = None
+    if mode != bridge.MODE_MD5 and len(npu.table) and len(bench.table):
+        records = bridge.judge_pairs(mode, npu.table, bench.table, pairs, processes, fuzzy)
+    npu.records = records
+    metrics = bridge.pair_metrics(mode, npu.table, bench.table, pairs, processes, records) if pairs else []
+    for node, (start, count) in zip(nodes, spans):
+        for pair, cells in zip(pairs[start:start + count], metrics[start:start + count]):
             node.metrics[pair.npu_row] = cells
-        inputs, outputs = node_metrics[:n_in], node_metrics[n_in:]
-        if mode == bridge.MODE_STATISTICS:
-            index = _summary_index(outputs)
-            node.data["precision_index"] = 0.0 if index is None else index
-        elif mode == bridge.MODE_TENSOR:
-            index = _tensor_index(inputs, outputs)
-            node.data["precision_index"] = 0.0 if index is None else index
-        else:
-            same = all(cells["Result"] == "pass" for cells in node_metrics)
+        if mode == bridge.MODE_MD5:
+            same = all(cells["Result"] == "pass" for cells in metrics[start:start + count])
             same = same and len(node.input_rows) == len(node.matched.input_rows) \
                 and len(node.output_rows) == len(node.matched.output_rows)
             node.data["precision_index"] = 1 if same else 0
             node.data["Result"] = "pass" if same else "Different"
+    if mode != bridge.MODE_MD5:
+        levels = node_levels(records, nodes) if records is not None else {}
+        bins = COLOR_BINS[TASK_OF_MODE[mode]]
+        for node in nodes:
+            level, closeness = levels.get(node.id, (0, 0.0))
+            node.data["precision_index"] = level_index(level, closeness, bins)
     _collections(npu, mode)
 
 

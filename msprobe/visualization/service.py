@@ -25,7 +25,7 @@ from msprobe.visualization.precision import TASK_OF_MODE, colors_for, compute_pr
 from msprobe.visualization.stacks import read_stacks
 from msprobe.visualization.vis_writer import build_document, compare_document, write_vis
 
-__all__ = ["GraphOptions", "run_graph", "load_graph"]
+__all__ = ["GraphOptions", "run_graph", "load_graph", "compare_graphs"]
 
 
 @dataclass
@@ -87,22 +87,43 @@ def _write(document: dict, output_dir: str, name: str, options: GraphOptions) ->
     return written
 
 
-def _compare_one(npu_job: GraphJob, bench_job: GraphJob, options: GraphOptions, layer_map, print_log: bool):
-    npu, bench = load_graph(npu_job.directory, options), load_graph(bench_job.directory, options)
+def compare_graphs(npu_dir: str, bench_dir: str, options: GraphOptions, layer_map=None):
+    """(npu graph, bench graph, mode) of two dump directories, matched and scored; nothing is written."""
+    npu, bench = load_graph(npu_dir, options), load_graph(bench_dir, options)
     mode = bridge.check_same_mode(npu.table, bench.table)
     cross = npu.framework == "mindspore" and bench.framework == "pytorch"
     if cross and layer_map is None:
         layer_map = LayerMap({})  # Cell vs Module: match by module path, class names differ
     api_mapper = bridge.ms_to_pt_mapper() if cross else None
-    matched = match_graphs(npu, bench, options.fuzzy_match, layer_map, api_mapper)
-    compute_precision(mode, npu, bench, options.processes)
+    npu.matched_count = match_graphs(npu, bench, options.fuzzy_match, layer_map, api_mapper)
+    compute_precision(mode, npu, bench, options.processes, options.fuzzy_match)
+    return npu, bench, mode
+
+
+def _compare_one(npu_job: GraphJob, bench_job: GraphJob, options: GraphOptions, layer_map, print_log: bool):
+    npu, bench, mode = compare_graphs(npu_job.directory, bench_job.directory, options, layer_map)
     if options.overflow_check:
         mark_overflow(npu)
         mark_overflow(bench)
     if print_log:
         logger.info("graph compare %s: %d NPU nodes, %d matched, %d bench nodes (%s mode)",
-                    npu_job.directory, len(npu.nodes), matched, len(bench.nodes), mode)
+                    npu_job.directory, len(npu.nodes), npu.matched_count, len(bench.nodes), mode)
+        _log_suspect(npu)
     return npu, bench, mode
+
+
+def _log_suspect(npu: Graph) -> None:
+    """One line: the node the graph marks darkest, which is compare's advisor's suspect."""
+    records = npu.records
+    if records is None:
+        return
+    if records.suspect is None:
+        logger.info("graph verdict: no node differs beyond the dtype tolerance with inputs that agree (no suspect).")
+        return
+    node = next((n for n in npu.nodes.values() if records.suspect.row in n.input_rows
+                 or records.suspect.row in n.output_rows), None)
+    logger.info("graph verdict: first suspect node %s (%s)", node.id if node else records.suspect.entry,
+                records.suspect.summary)
 
 
 def _by_step(jobs: List[GraphJob]) -> Dict[Optional[int], List[int]]:

@@ -34,6 +34,19 @@ def test_two_processes_write_rank_directories_and_compare_per_rank(tmp_path):
     assert main(["-f", "mindspore", "compare", "-i", str(compare_json), "-o", str(tmp_path / "out")]) == 0
     reports = sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "out" / "compare_result_*.xlsx")))
     assert len(reports) == 2 and "rank0" in reports[0] and "rank1" in reports[1]
+    # msprobe -f mindspore merge_result (1.2.1 has it): the chosen API's metric, one column per rank
+    import openpyxl
+    merge_config = tmp_path / "merge.yaml"
+    merge_config.write_text("api:\n- Mint.mul\ncompare_index:\n- Max diff\n")
+    assert main(["-f", "mindspore", "merge_result", "-i", str(tmp_path / "out"), "-o", str(tmp_path / "merged"),
+                 "-config", str(merge_config)]) == 0
+    [merged] = glob.glob(str(tmp_path / "merged" / "multi_ranks_compare_merge_*.xlsx"))
+    rows = [[c.value for c in row] for row in openpyxl.load_workbook(merged)["Max diff"].iter_rows()]
+    assert rows[0] == ["NPU Name", "rank0", "rank1"]
+    assert {r[0] for r in rows[1:]} >= {"Mint.mul.0.forward.input.0", "Mint.mul.0.forward.output.0"}
+    assert all(r[0].startswith("Mint.mul.") for r in rows[1:])
+    tensors = [r for r in rows[1:] if r[0].endswith((".input.0", ".output.0"))]
+    assert all(r[1:] == [0.0, 0.0] for r in tensors)  # each rank compared with itself
 
 
 def _free_port():

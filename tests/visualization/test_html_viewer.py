@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from vis_helpers import rank_dir, run_graph_cli
+from vis_helpers import advisor_suspect, load_vis, node_of_row, rank_dir, run_graph_cli
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 
@@ -31,13 +31,19 @@ def compare_html(tmp_path_factory, pt_dumps):
     return html[0]
 
 
+def _suspect_node(compare_html, pt_dumps):
+    vis = load_vis(str(compare_html)[:-len(".html")] + ".vis")
+    return node_of_row(vis, advisor_suspect(rank_dir(pt_dumps[("statistics", "bad")]),
+                                            rank_dir(pt_dumps[("statistics", "good")])))
+
+
 def test_html_is_self_contained(compare_html):
     text = compare_html.read_text()
     assert "default-src 'none'" in text
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", text)
 
 
-def test_worst_node_ranked_first_and_search_finds_nodes(tmp_path, compare_html):
+def test_worst_node_ranked_first_and_search_finds_nodes(tmp_path, compare_html, pt_dumps):
     dom = chromium(tmp_path, compare_html.as_uri() + "#search=blocks%5C.2%5C.0%5C.Linear", "--dump-dom")
     assert 'data-ready="1"' in dom
     ranked = re.findall(r'<li class="rank-item( first-bad)?" data-node="([^"]+)"[^>]*><span class="score">([^<]+)<', dom)
@@ -46,7 +52,7 @@ def test_worst_node_ranked_first_and_search_finds_nodes(tmp_path, compare_html):
     assert scores[0] == max(scores) == 1 and scores == sorted(scores, reverse=True)
     assert ranked[0][1].startswith("Module.blocks.2")  # the faulty block leads the list
     first_bad = [name for marked, name, _ in ranked if marked]
-    assert first_bad == ["Functional.linear.3.forward"]  # first divergent leaf in execution order
+    assert first_bad == [_suspect_node(compare_html, pt_dumps)]  # the "first" badge: compare's advisor's suspect
     hits = re.findall(r'class="search-hit" data-node="([^"]+)" data-side="(NPU|Bench)"', dom)
     assert ("Module.blocks.2.0.Linear.forward.0", "NPU") in hits and ("Module.blocks.2.0.Linear.forward.0", "Bench") in hits
     assert all("blocks.2.0.Linear" in name for name, _ in hits)

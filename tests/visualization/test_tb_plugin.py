@@ -4,7 +4,7 @@ import os
 import shutil
 
 from tb_client import TensorBoard
-from vis_helpers import load_vis, rank_dir, run_graph_cli
+from vis_helpers import advisor_suspect, load_vis, node_of_row, rank_dir, run_graph_cli
 
 
 def test_plugin_serves_build_and_compare_graphs(tmp_path, pt_dumps):
@@ -49,6 +49,13 @@ def test_plugin_serves_build_and_compare_graphs(tmp_path, pt_dumps):
             assert output["MaxRelativeErr"] == vis["NPU"]["node"][fault]["output_data"][fault + ".output.0"][
                 "MaxRelativeErr"]
             assert info["data"]["bench"]["id"] == fault
+            # the plugin screens API nodes: the darkest bin holds the advisor's suspect alone (when it is
+            # an API); its consequences downstream are in the middle bin, calls before it in the lightest
+            suspect = node_of_row(vis, advisor_suspect(bad, good))
             worst = board.post("screen", {"metaData": meta_data, "type": "precision", "values": [[0.8, 1.01]]})
-            assert "Functional.linear.3.forward" in worst["data"]
-            assert "Functional.linear.1.forward" not in worst["data"]
+            assert worst["data"] == ([suspect] if vis["NPU"]["node"][suspect]["node_type"] == 1 else [])
+            middle = board.post("screen", {"metaData": meta_data, "type": "precision", "values": [[0.4, 0.6]]})
+            assert "Functional.linear.4.forward" in middle["data"]
+            lightest = board.post("screen", {"metaData": meta_data, "type": "precision", "values": [[0, 0.2]]})
+            assert "Functional.linear.1.forward" in lightest["data"]
+            assert "Functional.linear.1.forward" not in middle["data"]

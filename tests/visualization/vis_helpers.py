@@ -82,3 +82,28 @@ def run_graph_cli(tmp_path, npu, bench=None, *flags, framework="pytorch", name="
 def load_vis(path):
     with open(path) as handle:
         return json.load(handle)
+
+
+def advisor_suspect(npu_dir, bench_dir):
+    """The row `msprobe compare`'s advisor names for two dump directories (None: no suspect), computed
+    by the compare flow alone (no graph code)."""
+    from msprobe.core.compare import CompareOptions, compare_tables
+    from msprobe.core.compare.load import load_dump
+
+    records = compare_tables(load_dump(os.path.join(npu_dir, "dump.json")),
+                             load_dump(os.path.join(bench_dir, "dump.json")), CompareOptions(progress=False))
+    return records.suspect.name if records.suspect is not None else None
+
+
+def node_of_row(vis, row_name):
+    """The NPU node of a compare `.vis` whose input or output data hold the row `row_name`."""
+    found = [node_id for node_id, node in vis["NPU"]["node"].items()
+             if row_name in node["input_data"] or row_name in node["output_data"]]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def precision_indices(vis, collections=False):
+    """{node id: precision index} of the matched NPU nodes (API collections only if asked)."""
+    return {k: v["data"]["precision_index"] for k, v in vis["NPU"]["node"].items()
+            if "precision_index" in v["data"] and (collections or v["node_type"] != 9)}

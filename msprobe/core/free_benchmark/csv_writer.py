@@ -1,7 +1,8 @@
 """{dump_path}/free_benchmark.csv: the calls whose perturbed re-run disagreed, appended step by step.
 
 Header (msprobe 1.2.1's, exactly): rank,pert_mode,stage,step,api_name,max_rel,dtype,shape,output_index.
-Rows are kept in memory during a step and appended at the step's end (and at exit). Every rank of a
+Rows are kept in memory during a step and appended at the step's end (and at exit); a check run that
+finds nothing still leaves the file, with its header only. Every rank of a
 job appends to the same file under an exclusive lock, so rows and the single header never interleave.
 The file is opened without following a link and refused when another name shares it (hard link).
 """
@@ -12,7 +13,6 @@ from dataclasses import astuple, dataclass
 from typing import List, Optional, Union
 
 from msprobe.core.errors import PathError
-from msprobe.core.log import logger
 from msprobe.core.paths import FILE_MODE, ensure_dir
 
 try:
@@ -51,9 +51,10 @@ class ResultCsv:
     def add(self, row: FreeBenchmarkRow) -> None:
         self.pending.append(row)
 
-    def flush(self) -> None:
-        """Append the pending rows (header first when the file is new)."""
-        if not self.pending:
+    def flush(self, header_only: bool = False) -> None:
+        """Append the pending rows (header first when the file is new). With `header_only` and no rows,
+        the file is still created with its header: an empty result is a result, not a missing file."""
+        if not self.pending and not (header_only and not os.path.exists(self.path)):
             return
         rows, self.pending = self.pending, []
         text = io.StringIO()
@@ -78,5 +79,3 @@ class ResultCsv:
             handle.write(text.getvalue())
             handle.flush()
         self.written += len(rows)
-        logger.info(f"msprobe free_benchmark: {len(rows)} call(s) disagreed with their perturbed re-run; "
-                    f"see {self.path}")

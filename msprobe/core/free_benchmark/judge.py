@@ -10,6 +10,13 @@ reported when the ratio exceeds the threshold of the original output's dtype (th
 `compare_outputs` works on numpy arrays and on torch tensors alike (operators and the methods
 .clip/.max/.min/.all/.any only); the framework casts both outputs to one float dtype first.
 Non-finite elements: the same inf, or nan, in both outputs is agreement; anything else gives ratio inf.
+
+Noise modes (add_noise, bit_noise) move inputs by one unit in the last place of their dtype, so a healthy
+API moves its output by a few units of the output's dtype at the tensor's scale: in bfloat16 one unit is
+0.78 %, twice the 1.004 threshold. `compare_outputs(..., noise_eps=eps)` therefore first asks whether
+every element changed by at most NOISE_ULPS units (eps * max(|element|, rms of the tensor)); such a
+change is what the perturbation explains and counts as agreement (ratio 1). Only larger changes are
+judged by the ratio and the threshold.
 """
 import math
 from typing import Optional, Tuple, Union
@@ -17,7 +24,8 @@ from typing import Optional, Tuple, Union
 import numpy as np
 
 __all__ = ["THRESHOLDS", "FORWARD_TOLERANCES", "BACKWARD_TOLERANCE", "dtype_key", "threshold", "tolerance",
-           "compare_outputs", "verdict", "SYMBOL_FLIPPING"]
+           "compare_outputs", "verdict", "SYMBOL_FLIPPING", "NOISE_MODES", "NOISE_ULPS", "noise_epsilon",
+           "noise_sized"]
 
 SYMBOL_FLIPPING = "symbol_flipping"
 #: reported when ratio > threshold (documented per output dtype; 1.0002 for every other dtype)
@@ -26,6 +34,10 @@ DEFAULT_THRESHOLD = 1.0002
 #: magnitudes below this count as this (sqrt of the absolute tolerance of the dtype), forward stage
 FORWARD_TOLERANCES = {"float16": 1e-3, "bfloat16": 1e-2, "float32": 1e-4, "float64": 1e-4}
 BACKWARD_TOLERANCE = 1e-3
+NOISE_MODES = ("add_noise", "bit_noise")
+#: a one-ulp input perturbation may move an output element by this many ulps of the tensor's scale
+NOISE_ULPS = 8
+_EPSILON = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
 _INF = float("inf")
 
 
@@ -47,11 +59,29 @@ def tolerance(dtype_name: str, stage: str = "forward") -> float:
     return FORWARD_TOLERANCES.get(dtype_key(dtype_name), FORWARD_TOLERANCES["float32"])
 
 
-def compare_outputs(original, perturbed, tol: float) -> Tuple[float, bool]:
-    """(ratio >= 1, symbol flipped) of two arrays of one shape and one float dtype."""
+def noise_epsilon(dtype_name: str, pert_mode: str) -> Optional[float]:
+    """The epsilon of the output's dtype for a noise mode (None: another mode or an unknown dtype)."""
+    return _EPSILON.get(dtype_key(dtype_name)) if pert_mode in NOISE_MODES else None
+
+
+def noise_sized(original, perturbed, eps: float, ulps: float = NOISE_ULPS) -> bool:
+    """Whether every element moved by at most `ulps` * eps * max(|element|, rms of the tensor)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        rms = float(((perturbed * perturbed).mean()) ** 0.5)
+        if not rms < _INF:
+            return False
+        allowed = abs(perturbed).clip(rms) * (eps * ulps)
+        return bool((abs(original - perturbed) <= allowed).all())
+
+
+def compare_outputs(original, perturbed, tol: float, noise_eps: Optional[float] = None) -> Tuple[float, bool]:
+    """(ratio >= 1, symbol flipped) of two arrays of one shape and one float dtype; with `noise_eps`
+    (a noise mode), a change of noise size is agreement: (1.0, False)."""
     if tuple(original.shape) != tuple(perturbed.shape):
         return _INF, False
     if _size(original) == 0:
+        return 1.0, False
+    if noise_eps is not None and noise_sized(original, perturbed, noise_eps):
         return 1.0, False
     # few passes over the data: an inf/nan on either side shows as a non-finite extreme of the quotient
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # inf/nan are handled below

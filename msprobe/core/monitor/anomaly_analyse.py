@@ -3,8 +3,9 @@
     python -m msprobe.pytorch.monitor.anomaly_analyse -d $MONITOR_OUTPUT_DIR/anomaly_detected [-o OUT] [-k 8] [-s "[1,2]"]
 
 Reads `rank*/anomaly.json` under the data path and writes `anomaly_analyse.json` (in -o, default the data path):
-the anomalies sorted by (step, micro_step, pp_stage, vpp_stage, call_id), so the first entry is the earliest
-abnormal tensor in call order.
+as in 1.2.1, a JSON object keyed by anomaly (the keys of anomaly.json, `{tag}_step_{s}_call_{id}`; a key two
+ranks share gets `_rank{r}` appended) whose entries are sorted by (step, micro_step, pp_stage, vpp_stage,
+call_id), so the first entry is the earliest abnormal tensor in call order.
 """
 import argparse
 import json
@@ -34,21 +35,32 @@ def _step_list(text):
     return value
 
 
-def analyse_anomalies(data_path, out_path=None, topk=8, step_list=None):
-    """The first `topk` anomalies of all ranks in time order; also written to anomaly_analyse.json."""
-    root = check_path(data_path, kind="dir", what="-d/--data_path")
-    if not isinstance(topk, int) or topk < 1:
-        raise ParseError(f"-k/--topk must be an integer >= 1, got {topk!r}.")
-    entries = []
+def _read_all(root):
+    """[(key, entry)] of every rank's anomaly.json; keys unique across ranks."""
+    found, seen = [], set()
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name, "anomaly.json")
         if name.startswith("rank") and os.path.isfile(path):
             data = load_json(path, what="anomaly file")
-            entries.extend(v for v in data.values() if isinstance(v, dict))
+            for key, entry in (data.items() if isinstance(data, dict) else ()):
+                if isinstance(entry, dict):
+                    unique = key if key not in seen else f"{key}_{name}"
+                    seen.add(unique)
+                    found.append((unique, entry))
+    return found
+
+
+def analyse_anomalies(data_path, out_path=None, topk=8, step_list=None):
+    """{anomaly key: entry} of the first `topk` anomalies of all ranks in time order (insertion order);
+    also written to anomaly_analyse.json."""
+    root = check_path(data_path, kind="dir", what="-d/--data_path")
+    if not isinstance(topk, int) or topk < 1:
+        raise ParseError(f"-k/--topk must be an integer >= 1, got {topk!r}.")
+    entries = _read_all(root)
     if step_list:
-        entries = [e for e in entries if e.get("step") in step_list]
-    entries.sort(key=lambda e: tuple(e.get(k, 0) for k in _ORDER))
-    top = entries[:topk]
+        entries = [(k, e) for k, e in entries if e.get("step") in step_list]
+    entries.sort(key=lambda item: tuple(item[1].get(k, 0) for k in _ORDER))
+    top = dict(entries[:topk])
     out_dir = make_dir(out_path or root, what="-o/--out_path")
     output = os.path.join(out_dir, OUTPUT_FILE)
     write_bytes(output, json.dumps(top, indent=1).encode("utf-8"))

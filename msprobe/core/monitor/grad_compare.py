@@ -3,9 +3,10 @@
     GradComparator.compare_distributed(dump_path1, dump_path2, output_path)   # every rank{r}/ in both
     GradComparator.compare(rank_dir1, rank_dir2, output_path)                 # one rank
 
-Output per rank: `{out}/rank{r}/similarities.csv` (UTF-8 BOM; first row `step,<steps...>,first_divergent_step`,
-one row per parameter, then `summary`) and `similarities_picture/{param}_similarities.png` plus
-`summary_similarities.png`. Similarity = fraction of elements whose directions (grad > 0) agree;
+Output per rank: `{out}/rank{r}/similarities.csv` (UTF-8 BOM; 1.2.1's layout: first row `step,<steps...>`,
+one row per parameter, then `summary`), beside it `first_divergent_steps.csv` (`name,first_divergent_step,
+similarity` per parameter and summary, the worst first) and `similarities_picture/{param}_similarities.png`
+plus `summary_similarities.png`. Similarity = fraction of elements whose directions (grad > 0) agree;
 the summary weights parameters by element count. A step diverges when the similarity at the first step is
 below 0.97 or drops by more than 0.03 from one step to the next (the reference's rule of thumb).
 L0 dumps have no direction files: their MD5 columns are compared instead (`md5_comparison.csv`).
@@ -22,10 +23,12 @@ from msprobe.core.log import logger
 from msprobe.core.monitor.files import ensure_dir, read_csv_rows, write_csv
 from msprobe.core.paths import check_path, make_dir, safe_name
 
-__all__ = ["GradComparator", "CompareOutcome", "first_divergent_step", "FIRST_STEP_MIN", "MAX_DROP"]
+__all__ = ["GradComparator", "CompareOutcome", "first_divergent_step", "ranked_divergence", "FIRST_STEP_MIN",
+           "MAX_DROP", "FIRST_DIVERGENT_CSV"]
 
 FIRST_STEP_MIN = 0.97
 MAX_DROP = 0.03
+FIRST_DIVERGENT_CSV = "first_divergent_steps.csv"
 _STEP_DIR = re.compile(r"^step(\d+)$")
 _SUMMARY_FILE = re.compile(r"^grad_summary_(\d+)\.csv$")
 _RANK_DIR = re.compile(r"^rank(\d+)$")
@@ -159,6 +162,7 @@ class GradComparator:
             outcome.first_divergent[param] = first_divergent_step(steps, outcome.values[param])
         outcome.first_divergent["summary"] = first_divergent_step(steps, outcome.summary)
         _write_table(os.path.join(out, "similarities.csv"), outcome)
+        _write_divergence(os.path.join(out, FIRST_DIVERGENT_CSV), outcome)
         _plot_similarities(outcome, os.path.join(out, "similarities_picture"))
         return outcome
 
@@ -187,6 +191,7 @@ class GradComparator:
             outcome.summary.append(float(all(known)) if known else float("nan"))
         outcome.first_divergent["summary"] = next((s for s, v in zip(steps, outcome.summary) if v == 0.0), None)
         _write_table(os.path.join(out, "md5_comparison.csv"), outcome)
+        _write_divergence(os.path.join(out, FIRST_DIVERGENT_CSV), outcome)
         return outcome
 
 
@@ -195,12 +200,38 @@ def _cell(value) -> str:
 
 
 def _write_table(path: str, outcome: CompareOutcome) -> None:
-    header = ["step", *outcome.steps, "first_divergent_step"]
-    rows = []
-    for name, series in [*outcome.values.items(), ("summary", outcome.summary)]:
-        first = outcome.first_divergent.get(name)
-        rows.append([name, *(_cell(v) for v in series), "" if first is None else first])
-    write_csv(path, header, rows, bom=True)
+    """1.2.1's table: `step,<steps...>`, one row per parameter, then `summary` (no extra column)."""
+    rows = [[name, *(_cell(v) for v in series)]
+            for name, series in [*outcome.values.items(), ("summary", outcome.summary)]]
+    write_csv(path, ["step", *outcome.steps], rows, bom=True)
+
+
+def _value_at(outcome: CompareOutcome, name: str, step):
+    series = outcome.summary if name == "summary" else outcome.values[name]
+    return series[outcome.steps.index(step)]
+
+
+def ranked_divergence(outcome: CompareOutcome) -> list:
+    """[(step, value at that step, name)] of the parameters that diverge: earliest step first, and at one
+    step the lowest similarity (the worst) first; parameters that never diverge are left out."""
+    ranked = []
+    for name, step in outcome.first_divergent.items():
+        if step is not None and name != "summary":
+            value = _value_at(outcome, name, step)
+            ranked.append((step, value if not math.isnan(value) else 2.0, name))
+    return [(step, value, name) for step, value, name in sorted(ranked)]
+
+
+def _write_divergence(path: str, outcome: CompareOutcome) -> None:
+    """first_divergent_steps.csv: every parameter and the summary, diverging ones first (worst first)."""
+    diverging = ranked_divergence(outcome)
+    listed = {name for _, _, name in diverging}
+    rows = [[name, step, _cell(value)] for step, value, name in diverging]
+    rows += [[name, "", ""] for name in outcome.values if name not in listed]
+    first = outcome.first_divergent.get("summary")
+    rows.append(["summary", "" if first is None else first, "" if first is None else _cell(
+        _value_at(outcome, "summary", first))])
+    write_csv(path, ["name", "first_divergent_step", "similarity"], rows, bom=True)
 
 
 def _plot_similarities(outcome: CompareOutcome, picture_dir: str) -> None:
@@ -231,14 +262,16 @@ def _plot_similarities(outcome: CompareOutcome, picture_dir: str) -> None:
 
 def _print_verdict(outcome: CompareOutcome, out: str) -> None:
     what = "MD5 equality" if outcome.mode == "md5" else "direction similarity"
-    diverging = sorted(((step, name) for name, step in outcome.first_divergent.items()
-                        if step is not None and name != "summary"))
+    diverging = ranked_divergence(outcome)
     if not diverging and outcome.first_divergent.get("summary") is None:
         logger.info(f"grad compare: no divergent step by {what} over steps {outcome.steps[0]}..{outcome.steps[-1]} "
                     f"({len(outcome.params)} parameters); results in {out}")
         return
     first_step = diverging[0][0] if diverging else outcome.first_divergent["summary"]
-    names = [name for step, name in diverging if step == first_step]
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    # the worst parameters of that step first, with their value: the one to look at is never "and N more"
+    names = [f"{name} ({value:.4g})" if value <= 1.0 else name
+             for step, value, name in diverging if step == first_step]
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more (see {FIRST_DIVERGENT_CSV})"
+                                    if len(names) > 5 else "")
     logger.info(f"grad compare: first divergent step {first_step} by {what}: {shown or 'summary'}; "
                 f"results in {out}")

@@ -3,7 +3,9 @@
 .npy is read with `allow_pickle=False`; .pt with msprobe's restricted unpickler (core.compare.pt_reader),
 falling back to `torch.load(weights_only=True)` when torch is installed. Nothing in a file can run code.
 """
+import io
 import os
+import pickletools
 import zipfile
 from typing import NamedTuple
 
@@ -24,12 +26,32 @@ class TensorFile(NamedTuple):
     dtype: str
 
 
+def _names_bfloat16(stream) -> bool:
+    """Whether one pickle names torch.BFloat16Storage; its opcodes are read, never run."""
+    strings = []
+    for opcode, arg, _ in pickletools.genops(stream):  # stops after the pickle's STOP
+        if opcode.name == "GLOBAL" and arg == "torch BFloat16Storage":
+            return True
+        if opcode.name == "STACK_GLOBAL" and strings[-2:] == ["torch", "BFloat16Storage"]:
+            return True
+        if isinstance(arg, str):
+            strings.append(arg)
+    return False
+
+
 def _pt_is_bfloat16(path: str) -> bool:
+    """Whether a .pt file (zip archive or the legacy stream msprobe's dump writes) holds a bf16 tensor."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            pickles = [n for n in archive.namelist() if n.endswith("/data.pkl")]
-            return len(pickles) == 1 and b"BFloat16Storage" in archive.read(pickles[0])
-    except (zipfile.BadZipFile, OSError):
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                pickles = [n for n in archive.namelist() if n.endswith("/data.pkl")]
+                return len(pickles) == 1 and _names_bfloat16(io.BytesIO(archive.read(pickles[0])))
+        with open(path, "rb") as handle:
+            for _ in range(3):  # magic number, protocol version, system info
+                for _ in pickletools.genops(handle):
+                    pass
+            return _names_bfloat16(handle)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
         return False
 
 

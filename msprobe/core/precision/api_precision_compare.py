@@ -15,7 +15,7 @@ from msprobe.core.paths import atomic_write_text, check_path, make_dir
 from msprobe.core.precision.columns import (COMPARE_DETAIL_COLUMNS, COMPARE_RESULT_COLUMNS, DETAIL_KEYS,
                                             format_value, normalise_title)
 from msprobe.core.precision.new_standard import judge_row
-from msprobe.core.precision.output_check import FLOAT_DTYPES, SKIP, aggregate_status
+from msprobe.core.precision.output_check import FLOAT_DTYPES, SKIP, aggregate_status, status_counts
 from msprobe.core.precision.standards import BINARY, dtype_short_name, standard_of
 
 __all__ = ["read_details_csv", "compare_rows", "compare_details_csvs", "api_of_row"]
@@ -73,9 +73,10 @@ def _compare_one(npu, gpu):
     name = npu["name"]
     dtype_name = dtype_short_name(npu.get("tested_dtype", ""))
     if gpu is None:
-        return {"比对结果": SKIP, "Message": "no row of this name in the GPU details CSV"}
+        return {"比对结果": SKIP, "Result": SKIP, "Message": "no row of this name in the GPU details CSV"}
     if npu.get("status") == SKIP or gpu.get("status") == SKIP:
-        return {"比对结果": SKIP, "Message": npu.get("message") or gpu.get("message") or "skipped by run_ut"}
+        return {"比对结果": SKIP, "Result": SKIP,
+                "Message": npu.get("message") or gpu.get("message") or "skipped by run_ut"}
     standard = standard_of(name)
     if dtype_name not in FLOAT_DTYPES:
         standard, dtype_name = BINARY, "float32"  # integers and bools must match exactly
@@ -122,5 +123,7 @@ def compare_details_csvs(npu_csv, gpu_csv, out_dir="./"):
     details_path = os.path.join(out_dir, f"api_precision_compare_details_{stamp}.csv")
     _write_csv(result_path, COMPARE_RESULT_COLUMNS, results)
     _write_csv(details_path, COMPARE_DETAIL_COLUMNS, details)
-    logger.info("api_precision_compare: %d APIs, %d rows -> %s", len(results), len(details), result_path)
+    verdicts = [aggregate_status(row[1:3]) for row in results]
+    logger.info("api_precision_compare: %d APIs: %s (%d output rows); results in %s and %s", len(results),
+                status_counts(verdicts), len(details), result_path, details_path)
     return result_path, details_path

@@ -32,6 +32,8 @@ COMPARE_DETAIL_COLUMNS = [
     "inf/nan错误率", "inf/nan判定结果", "相对误差错误率", "相对误差判定结果", "绝对误差错误率", "绝对误差判定结果",
     "二进制一致错误率", "二进制一致错误率判定结果", "ULP误差平均值", "ULP误差大于阈值占比", "ULP误差大于阈值占比比值",
     "ULP误差判定结果", "双千指标", "双千指标判定结果", "比对结果", "比对算法", "Message",
+    # English, after 1.2.1's columns (readers that look columns up by name are unaffected)
+    "Result", "Standard",
 ]
 
 

@@ -11,7 +11,7 @@ import math
 
 from msprobe.core.precision.output_check import ERROR, PASS, SKIP, WARNING
 from msprobe.core.precision.standards import (ABSOLUTE_THRESHOLD, BENCHMARK, BINARY, STANDARD_LABELS,
-                                             THOUSANDTH, ULP)
+                                             STANDARD_NAMES_EN, THOUSANDTH, ULP)
 
 __all__ = ["ratio", "judge_ratio", "judge_row", "BENCHMARK_LIMITS"]
 
@@ -24,6 +24,14 @@ BENCHMARK_LIMITS = {
     "error_balance": ("误差均衡性", (2.0, 2.0)),
 }
 _NOT_JUDGED = ("error_balance",)  # reported, not part of the verdict (docs 07 §5)
+# the checks' names in the Message column: English first, then 1.2.1's column title
+CHECK_NAMES_EN = {
+    "小值域错误比值": "small-value error ratio NPU/GPU", "均方根误差比值": "RMSE ratio NPU/GPU",
+    "相对误差最大值比值": "max relative error ratio NPU/GPU", "相对误差平均值比值": "mean relative error ratio NPU/GPU",
+    "误差均衡性比值": "error balance ratio NPU/GPU", "inf/nan错误率": "inf/nan error rate",
+    "相对误差错误率": "relative error rate", "绝对误差错误率": "absolute error rate",
+    "二进制一致错误率": "binary mismatch rate", "ULP误差": "ULP error", "双千指标": "thousandth ratio",
+}
 
 
 def ratio(npu, gpu):
@@ -99,9 +107,11 @@ def _thousandth(npu):
 
 def judge_row(standard, npu, gpu, dtype_name, limits=None):
     """Cells of one api_precision_compare details row (without 'API name'), including '比对结果',
-    '比对算法' and 'Message'. `npu`/`gpu` hold metric keys; a missing metric counts as not computed."""
+    '比对算法' and 'Message', and their English 'Result' and 'Standard'. `npu`/`gpu` hold metric keys; a
+    missing metric counts as not computed."""
     if dtype_name not in ("float16", "bfloat16", "float32"):
-        return {"比对结果": SKIP, "比对算法": STANDARD_LABELS[standard],
+        return {"比对结果": SKIP, "比对算法": STANDARD_LABELS[standard], "Result": SKIP,
+                "Standard": STANDARD_NAMES_EN[standard],
                 "Message": f"dtype {dtype_name} is not judged by the new precision standard"}
     if standard == ABSOLUTE_THRESHOLD:
         cells, failed = _absolute(npu)
@@ -114,7 +124,8 @@ def judge_row(standard, npu, gpu, dtype_name, limits=None):
     else:
         cells, failed = _benchmark(npu, gpu, limits or {})
     worst = ERROR if any(v == ERROR for v, _ in failed) else (WARNING if failed else PASS)
-    cells["比对结果"] = worst
+    cells["比对结果"] = cells["Result"] = worst
     cells["比对算法"] = STANDARD_LABELS.get(standard, STANDARD_LABELS[BENCHMARK])
-    cells["Message"] = "; ".join(f"{title} {verdict}" for verdict, title in failed)
+    cells["Standard"] = STANDARD_NAMES_EN.get(standard, STANDARD_NAMES_EN[BENCHMARK])
+    cells["Message"] = "; ".join(f"{CHECK_NAMES_EN.get(title, title)} ({title}): {verdict}" for verdict, title in failed)
     return cells

@@ -12,7 +12,7 @@ from msprobe.core.precision import metrics as m
 from msprobe.core.precision.standards import (ABSOLUTE_THRESHOLD, BINARY, ULP, absolute_thresholds,
                                              dtype_short_name, standard_of)
 
-__all__ = ["PASS", "WARNING", "ERROR", "SKIP", "FLOAT_DTYPES", "check_output", "judge_run_ut",
+__all__ = ["status_counts", "PASS", "WARNING", "ERROR", "SKIP", "FLOAT_DTYPES", "check_output", "judge_run_ut",
            "judge_cosine_abs", "aggregate_status"]
 
 PASS, WARNING, ERROR, SKIP = "pass", "warning", "error", "SKIP"
@@ -55,6 +55,16 @@ def aggregate_status(statuses):
         if status in statuses:
             return status
     return PASS
+
+
+def status_counts(statuses):
+    """'N pass, N warning, N error, N skipped' of API-level statuses (every kind named, zeros included)."""
+    statuses = list(statuses)
+    counts = [(statuses.count(PASS), "pass"), (statuses.count(WARNING), "warning"), (statuses.count(ERROR), "error"),
+              (statuses.count(SKIP), "skipped")]
+    text = ", ".join(f"{n} {label}" for n, label in counts)
+    other = len(statuses) - sum(n for n, _ in counts)
+    return text + (f", {other} without a verdict" if other else "")
 
 
 def _float_metrics(pair, rounded_pair, dtype_name):

@@ -5,7 +5,7 @@ api_precision_standard.yaml); every API not listed is judged with the benchmark 
 """
 from msprobe.core.naming import parse_call_name
 
-__all__ = ["BENCHMARK", "ABSOLUTE_THRESHOLD", "BINARY", "ULP", "THOUSANDTH", "STANDARD_LABELS",
+__all__ = ["BENCHMARK", "ABSOLUTE_THRESHOLD", "BINARY", "ULP", "THOUSANDTH", "STANDARD_LABELS", "STANDARD_NAMES_EN",
            "standard_of", "absolute_thresholds", "bare_api_name", "dtype_short_name"]
 
 BENCHMARK, ABSOLUTE_THRESHOLD, BINARY, ULP, THOUSANDTH = (
@@ -14,6 +14,9 @@ BENCHMARK, ABSOLUTE_THRESHOLD, BINARY, ULP, THOUSANDTH = (
 # the report writes the standard's Chinese name, as the reference does
 STANDARD_LABELS = {BENCHMARK: "标杆比对法", ABSOLUTE_THRESHOLD: "绝对阈值法", BINARY: "二进制一致法",
                    ULP: "ULP误差比对法", THOUSANDTH: "双千指标法"}
+
+STANDARD_NAMES_EN = {BENCHMARK: "benchmark (NPU/GPU error ratios)", ABSOLUTE_THRESHOLD: "absolute threshold",
+                     BINARY: "binary consistency", ULP: "ULP error", THOUSANDTH: "thousandth ratio"}
 
 _APIS = {
     ABSOLUTE_THRESHOLD: (

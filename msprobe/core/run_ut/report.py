@@ -17,6 +17,7 @@ from msprobe.core.naming import parse_row_name
 from msprobe.core.paths import atomic_write_text, check_path, make_dir
 from msprobe.core.precision.columns import (DETAIL_KEYS, MS_DETAIL_COLUMNS, MS_RESULT_COLUMNS, RESULT_COLUMNS,
                                             format_value)
+from msprobe.core.precision.output_check import aggregate_status, status_counts
 
 __all__ = ["ReportLayout", "PYTORCH_LAYOUT", "MINDSPORE_LAYOUT", "ResultWriter", "details_path_for"]
 
@@ -80,6 +81,7 @@ class ResultWriter:
     def __init__(self, out_dir, layout=PYTORCH_LAYOUT, resume_csv=None):
         self.layout = layout
         self.done = set()
+        self.statuses = {}  # API -> its verdict (the worse of forward and backward), resumed ones included
         if resume_csv:
             self.result_path = check_path(resume_csv, kind="file", what="-csv_path")
             self.details_path = details_path_for(self.result_path)
@@ -101,6 +103,7 @@ class ResultWriter:
         if not results or list(results[0]) != list(self.layout.result_columns):
             raise PathError(f"-csv_path '{self.result_path}' is not a run_ut result file of this framework.")
         self.done = {row[0] for row in results[1:] if row}
+        self.statuses = {row[0]: aggregate_status(row[1:3]) for row in results[1:] if row}
         details = _complete_rows(self.details_path)
         if not details or list(details[0]) != [title for _, title in self.layout.detail_keys]:
             raise PathError(f"-csv_path: '{self.details_path}' is not the details file of a run_ut of this framework.")
@@ -119,6 +122,11 @@ class ResultWriter:
                                       outcome.get("message", "")]))
         self._result.flush()
         self.done.add(outcome["api"])
+        self.statuses[outcome["api"]] = aggregate_status([outcome["forward"], outcome.get("backward", "")])
+
+    def summary(self):
+        """'N APIs: P pass, W warning, E error, S skipped' over every API in the result file."""
+        return f"{len(self.statuses)} APIs: {status_counts(self.statuses.values())}"
 
     def close(self):
         for handle in (self._result, self._details):

@@ -165,7 +165,7 @@ def run_cases(cases, writer, factory_path, settings, skipped=(), pool=None, devi
     finally:
         bar.close()
         writer.close()
-    logger.info("run_ut: results in %s and %s", writer.result_path, writer.details_path)
+    logger.info("run_ut: %s; results in %s and %s", writer.summary(), writer.result_path, writer.details_path)
 
 
 def _run_parallel(todo, runnable, skip_reason, writer, settings, pool, bar):

@@ -159,9 +159,9 @@ class MindSporeFuzzOps(FuzzOps):
         return None
 
     @staticmethod
-    def compare(original, perturbed, tol):
+    def compare(original, perturbed, tol, noise_eps=None):
         wide = np.float64 if "Float64" in (str(original.dtype), str(perturbed.dtype)) else np.float32
-        return judge.compare_outputs(_host(original).astype(wide), _host(perturbed).astype(wide), tol)
+        return judge.compare_outputs(_host(original).astype(wide), _host(perturbed).astype(wide), tol, noise_eps)
 
     @staticmethod
     def describe(tensor):

@@ -172,12 +172,12 @@ class TorchFuzzOps(FuzzOps):
         return None
 
     @staticmethod
-    def compare(original, perturbed, tol):
+    def compare(original, perturbed, tol, noise_eps=None):
         common = torch.float64 if torch.float64 in (original.dtype, perturbed.dtype) else torch.float32
         a, b = original.detach(), perturbed.detach()
         if a.device != b.device:
             a, b = a.cpu(), b.cpu()
-        return judge.compare_outputs(a.to(common), b.to(common), tol)
+        return judge.compare_outputs(a.to(common), b.to(common), tol, noise_eps)
 
     @staticmethod
     def describe(tensor):

@@ -82,10 +82,10 @@ class WireTensor:
 
     def to_tensor(self) -> torch.Tensor:
         torch_dtype = getattr(torch, self.dtype)
+        if not self.data:  # an empty tensor (torch.frombuffer refuses an empty buffer, bf16 included)
+            return torch.empty(self.shape, dtype=torch_dtype)
         if torch_dtype == torch.bfloat16:
             flat = torch.frombuffer(bytearray(self.data), dtype=torch.int16).view(torch.bfloat16)
-        elif not self.data:
-            return torch.empty(self.shape, dtype=torch_dtype)
         else:
             flat = torch.frombuffer(bytearray(self.data), dtype=torch_dtype)
         return flat.reshape(self.shape)

@@ -37,7 +37,9 @@ def serve(in_fd: int, out_fd: int, bench_dtype: str, dump_dir: str, dump_failed:
         except Exception as exc:  # a broken call is a row, the worker goes on
             outcome = {"summary": {"sequence": payload["sequence"], "Op Name": f"{payload['name']}_{payload['index']}",
                                    "Direction": payload["direction"], "Device Dtype": "", "Outputs Checked": 0,
-                                   "Accuracy Reached or Not": "Skipped", "Message": f"{SKIPPED}: {exc}"[:300]},
+                                   "Accuracy Reached or Not": "Skipped",
+                                   "Message": f"{SKIPPED}: the worker could not rebuild or re-run this call "
+                                              f"({type(exc).__name__}: {exc})"[:300]},
                        "details": [], "failed": False}
         outbox.send_bytes(encode_message(outcome))
     outbox.close()

@@ -214,14 +214,15 @@
     var scored = [];
     for (var id in npu.nodes) {
       var b = badness(npu.nodes[id]);
-      if (b !== null && b > 0) { scored.push({ id: id, bad: b, order: npu.order[id], leaf: !(npu.nodes[id].subnodes || []).length }); }
+      if (b !== null && b > 0) { scored.push({ id: id, bad: b, order: npu.order[id], collection: npu.nodes[id].node_type === 9 }); }
     }
     scored.sort(function (p, q) { return q.bad - p.bad || p.order - q.order; });
+    // "first": the first node in execution order in the darkest bin (API collections only repeat their
+    // children); in statistics and tensor mode that bin holds the advisor's suspect alone. None: no badge.
     var threshold = worstBin(), firstBad = null;
     scored.forEach(function (item) {
-      if (item.leaf && item.bad >= threshold && (firstBad === null || item.order < firstBad.order)) { firstBad = item; }
+      if (!item.collection && item.bad >= threshold && (firstBad === null || item.order < firstBad.order)) { firstBad = item; }
     });
-    if (firstBad === null && scored.length) { firstBad = scored[0]; }
     if (!scored.length) { list.appendChild(el("li", null, "no divergent node")); return; }
     scored.slice(0, RANK_LIMIT).forEach(function (item) { list.appendChild(rankItem(item, firstBad)); });
     if (firstBad && scored.indexOf(firstBad) >= RANK_LIMIT) { list.appendChild(rankItem(firstBad, firstBad)); }
@@ -230,7 +231,7 @@
     var li = el("li", "rank-item" + (item === firstBad ? " first-bad" : ""));
     li.dataset.node = item.id;
     li.appendChild(el("span", "score", fmt(index(npu.nodes[item.id]))));
-    if (item === firstBad) { li.appendChild(el("span", "badge", "first")); li.title = "first divergent node in execution order"; }
+    if (item === firstBad) { li.appendChild(el("span", "badge", "first")); li.title = "first suspect: where the difference starts (compare's advisor)"; }
     li.appendChild(el("span", "label", item.id));
     li.addEventListener("click", function () { select(npu, item.id); });
     return li;

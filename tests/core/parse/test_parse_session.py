@@ -201,3 +201,26 @@ def test_tables_are_styled_on_a_terminal_and_plain_ascii_to_a_pipe():
         text = stream.getvalue()
         assert ("\x1b[" in text) is styled
         assert ("+---" in text) is not styled and "pt" in text and "what it does" in text
+
+
+def test_pt_shows_bfloat16_for_a_bf16_tensor_msprobe_dumped(tmp_path):
+    # msprobe's dump writes .pt files in torch's legacy (non-zip) layout; parse read its bf16 files as
+    # float32 (the widened values) and said so
+    from msprobe.pytorch import PrecisionDebugger
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3).bfloat16()
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"task": "tensor", "dump_path": str(tmp_path / "dump"), "level": "L1"}))
+    debugger = PrecisionDebugger(config_path=str(config))
+    debugger.start(model=model)
+    out = model(torch.randn(2, 4).bfloat16())
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    path = _tensor(str(tmp_path / "dump" / "step0" / "rank"), "Functional.linear.0.forward.output.0.pt")
+    with open(path, "rb") as handle:
+        assert handle.read(2) != b"PK"  # the legacy layout, not a zip archive
+    code, text = _session([f"pt -n {path}", "exit"])
+    assert code == 0 and "[Dtype: bfloat16]" in text and "float32" not in text
+    assert f"[Max: {out.float().max().item():.8g}]" in text

@@ -140,3 +140,14 @@ def test_check_mode_leaves_training_bit_identical(tmp_path):
 def test_mindspore_rules_are_one_line_errors(tmp_path, section, words):
     with pytest.raises(ConfigError, match=words):
         _debugger(tmp_path, **section)
+
+
+def test_add_noise_on_healthy_fp16_apis_writes_a_header_only_csv_and_says_so(tmp_path, caplog):
+    import logging
+    x = ms.Tensor(VALUES[:, :64], ms.float16)
+    xt = x.T  # before the window: three calls inside it
+    with caplog.at_level(logging.INFO, logger="msprobe"):
+        _window(_debugger(tmp_path, pert_mode="add_noise"), lambda: (mint.matmul(x, xt), x.exp(), mint.mul(x, 3.0)))
+    assert (tmp_path / "out" / "free_benchmark.csv").read_text() == ",".join(HEADER) + "\n"  # header only
+    lines = [r.getMessage() for r in caplog.records if "msprobe free_benchmark step 0" in r.getMessage()]
+    assert len(lines) == 1 and "checked 3 call(s) of 3 API(s) (add_noise" in lines[0] and "0 flagged" in lines[0]

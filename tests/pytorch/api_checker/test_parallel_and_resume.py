@@ -153,3 +153,79 @@ def test_api_precision_compare_rules_on_handmade_rows(tmp_path):
     assert "相对误差错误率" in results["Tensor.add.0"]["Message"]
     assert results["Tensor.mul.0"]["Forward Test Success"] == "SKIP"     # float64: not judged
     assert results["Tensor.sub.0"]["Forward Test Success"] == "SKIP"
+
+
+def _summary_line(caplog, prefix):
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(prefix) and "results in" in
+             r.getMessage()]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def _counts(statuses):
+    return ", ".join(f"{statuses.count(s)} {label}" for s, label in
+                     (("pass", "pass"), ("warning", "warning"), ("error", "error"), ("SKIP", "skipped")))
+
+
+def _api_verdict(row):
+    cells = [row["Forward Test Success"], row["Backward Test Success"]]
+    for status in ("error", "warning", "pass"):
+        if status in cells:
+            return status
+    return "SKIP" if "SKIP" in cells else ""
+
+
+def test_run_ut_and_api_precision_compare_print_their_verdict_counts(bf16_statistics_dump, tmp_path, monkeypatch,
+                                                                     caplog):
+    import logging
+    caplog.set_level(logging.INFO, logger="msprobe")
+    gpu_out, npu_out, cmp_out = tmp_path / "gpu", tmp_path / "npu", tmp_path / "cmp"
+    assert run_cli("run_ut", "-api_info", bf16_statistics_dump, "-o", str(gpu_out)) == 0
+    exact = F.gelu
+
+    def gelu(input, *args, **kwargs):   # the "NPU" gelu loses precision in bfloat16
+        out = exact(input, *args, **kwargs)
+        return torch.round(out * 32) / 32 if input.dtype == torch.bfloat16 else out
+    monkeypatch.setattr(F, "gelu", gelu)
+    caplog.clear()
+    assert run_cli("run_ut", "-api_info", bf16_statistics_dump, "-o", str(npu_out)) == 0
+    # the counts printed are those of the result file, recounted here
+    verdicts = [_api_verdict(row) for row in read_rows(report_paths(npu_out)[0])]
+    line = _summary_line(caplog, "run_ut: ")
+    assert f"run_ut: {len(verdicts)} APIs: {_counts(verdicts)}; results in" in line and "error" in verdicts
+    caplog.clear()
+    assert run_cli("api_precision_compare", "-npu", report_paths(npu_out)[1], "-gpu", report_paths(gpu_out)[1],
+                   "-o", str(cmp_out)) == 0
+    results = read_rows(next(cmp_out.glob("api_precision_compare_result_*.csv")))
+    verdicts = [_api_verdict(row) for row in results]
+    line = _summary_line(caplog, "api_precision_compare: ")
+    assert f"api_precision_compare: {len(verdicts)} APIs: {_counts(verdicts)}" in line
+    assert verdicts.count("error") == 1 and verdicts.count("pass") >= 4
+
+
+def test_api_precision_compare_details_keep_the_chinese_columns_and_add_english(tmp_path):
+    from msprobe.core.precision.columns import COMPARE_DETAIL_COLUMNS
+    npu, gpu = tmp_path / "npu.csv", tmp_path / "gpu.csv"
+    blank = [""] * 17
+
+    def row(name, dtype, rel_rate):
+        cells = [name, "torch.float32", dtype, "[4]"] + blank + ["pass", ""]
+        cells[15], cells[16], cells[17] = "0.0", str(rel_rate), "0.0"
+        return cells
+    _write_details(npu, [row("Tensor.add.0.forward.output.0", "torch.float16", 0.02),
+                         row("Tensor.add.1.forward.output.0", "torch.float16", 0.0)])
+    _write_details(gpu, [row("Tensor.add.0.forward.output.0", "torch.float16", 0.0),
+                         row("Tensor.add.1.forward.output.0", "torch.float16", 0.0)])
+    assert run_cli("api_precision_compare", "-npu", str(npu), "-gpu", str(gpu), "-o", str(tmp_path / "o")) == 0
+    details_path = next((tmp_path / "o").glob("*_details_*.csv"))
+    with open(details_path, encoding="utf-8") as handle:
+        header = next(csv.reader(handle))
+    ref_columns = COMPARE_DETAIL_COLUMNS[:COMPARE_DETAIL_COLUMNS.index("Message") + 1]
+    assert header[:len(ref_columns)] == ref_columns and ref_columns[-3:] == ["比对结果", "比对算法", "Message"]
+    assert header[len(ref_columns):] == ["Result", "Standard"]
+    details = {r["API name"]: r for r in read_rows(details_path)}
+    bad, good = details["Tensor.add.0.forward.output.0"], details["Tensor.add.1.forward.output.0"]
+    assert (bad["比对结果"], bad["Result"], bad["比对算法"], bad["Standard"]) == ("error", "error", "绝对阈值法",
+                                                                           "absolute threshold")
+    assert bad["Message"] == "relative error rate (相对误差错误率): error"
+    assert (good["Result"], good["Message"]) == ("pass", "")

@@ -145,14 +145,17 @@ def test_compare_finds_the_flipped_parameter_at_its_step(tmp_path):
     grads_b = _train_capturing(tmp_path / "b", "L2", steps=5, flip_from=3)
     outcome = GradComparator.compare_distributed(str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "out"))[0]
     header, rows = _read(tmp_path / "out" / "rank0" / "similarities.csv")
-    assert header == ["step", "0", "1", "2", "3", "4", "first_divergent_step"]
+    assert header == ["step", "0", "1", "2", "3", "4"]  # 1.2.1's layout: the steps only
     table = {r[0]: r[1:] for r in rows}
+    _, divergence = _read(tmp_path / "out" / "rank0" / "first_divergent_steps.csv")
+    divergence = {r[0]: r[1:] for r in divergence}
     # the runs are identical up to step 3, so at step 3 only the flipped half of 0.weight disagrees
     g = grads_b[3]["0.weight"]
     flipped_nonzero = int((g[: g.shape[0] // 2] != 0).sum())
     assert float(table["0.weight"][3]) == pytest.approx(1 - flipped_nonzero / g.numel(), abs=0)
     assert [float(v) for v in table["0.weight"][:3]] == [1.0, 1.0, 1.0]
-    assert table["0.weight"][-1] == "3" and table["summary"][-1] == "3"
+    assert divergence["0.weight"] == ["3", table["0.weight"][3]] and divergence["summary"][0] == "3"
+    assert divergence["2.weight"] == ["", ""]
     total = sum(t.numel() for t in grads_b[3].values())
     assert float(table["summary"][3]) == pytest.approx(1 - flipped_nonzero / total)
     assert outcome.first_divergent["0.weight"] == 3
@@ -262,3 +265,31 @@ def test_gradient_stats_of_other_dtypes_match_the_framework_path(monkeypatch, dt
         assert f.row("L2")[:-2] == s.row("L2")[:-2]  # intervals, =0, max, min
         assert float(f.row("L2")[-2]) == pytest.approx(float(s.row("L2")[-2]), rel=1e-6)  # norm
         assert np.array_equal(f.direction, s.direction)
+
+
+def test_verdict_names_the_worst_parameter_of_the_divergent_step_first(tmp_path, caplog):
+    import logging
+
+    def flips(step, net):
+        if step >= 2:  # every gradient a little off, the last parameter completely reversed
+            for param in list(net.parameters())[:-1]:
+                grad = param.grad.view(-1)
+                grad[: max(1, grad.numel() // 5)] *= -1
+            net[4].bias.grad.copy_(torch.where(net[4].bias.grad == 0, 1.0, -net[4].bias.grad))
+
+    for label, before_step in (("a", None), ("b", flips)):
+        model = mlp()
+        probe = GradProbe(_config(tmp_path / label, "L2")).monitor(model)
+        train_mlp(model, torch.optim.SGD(model.parameters(), lr=0.05), 4, before_step=before_step)
+        probe.stop()
+    caplog.set_level(logging.INFO, logger="msprobe")
+    outcome = GradComparator.compare(str(tmp_path / "a" / "rank0"), str(tmp_path / "b" / "rank0"),
+                                     str(tmp_path / "out"))
+    assert {p: outcome.first_divergent[p] for p in outcome.params} == dict.fromkeys(outcome.params, 2), outcome.values
+    assert outcome.params[-1] == "4.bias" and outcome.values["4.bias"][2] == 0.0
+    line = next(r.getMessage() for r in caplog.records if "first divergent step" in r.getMessage())
+    # file order would list 4.bias last, hidden in "and 1 more"
+    assert "first divergent step 2 by direction similarity: 4.bias (0)," in line and "and 1 more" in line
+    _, rows = _read(tmp_path / "out" / "first_divergent_steps.csv")
+    similarities = [float(r[2]) for r in rows[:-1]]
+    assert rows[0][:2] == ["4.bias", "2"] and similarities == sorted(similarities) and rows[-1][0] == "summary"

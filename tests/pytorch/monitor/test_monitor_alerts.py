@@ -63,8 +63,13 @@ def test_gradient_spike_reported_at_its_step_for_that_layer(tmp_path, monitor_ou
     assert first.value == pytest.approx(torch.norm(model[2].weight.grad).item() * 0 + first.value)
     # the anomaly file and its analysis name the same tensor first
     top = analyse_anomalies(str(monitor_output / "anomaly_detected"), topk=3)
-    assert top[0]["step"] == 7 and top[0]["tag_name"] == "0:2.weight/rank0/grad_reduced"
-    assert json.loads((monitor_output / "anomaly_detected" / "anomaly_analyse.json").read_text())[0] == top[0]
+    first_key, first_entry = next(iter(top.items()))
+    assert first_entry["step"] == 7 and first_entry["tag_name"] == "0:2.weight/rank0/grad_reduced"
+    # 1.2.1's format: an object keyed by anomaly, the keys of anomaly.json, earliest first
+    written = json.loads((monitor_output / "anomaly_detected" / "anomaly_analyse.json").read_text())
+    anomalies = json.loads((monitor_output / "anomaly_detected" / "rank0" / "anomaly.json").read_text())
+    assert isinstance(written, dict) and list(written) == list(top) and len(written) == min(3, len(anomalies))
+    assert first_key.startswith("0:2.weight/rank0/grad_reduced_step_7") and written[first_key] == anomalies[first_key]
     header, rows = read_csv(os.path.join(monitor.run_dir, "alerts.csv"))
     assert rows[0][:4] == ["7", "AnomalyTurbulence", "grad_reduced", "2.weight"]
     # plots next to the csv files, and a summary naming the first alert

@@ -65,3 +65,22 @@ def test_training_finishes_when_the_workers_die(tmp_path):
     assert dispatch.unchecked > 0
     rows = dispatch.results[0]
     assert [r["Op Name"] for r in rows] == [f"shift_cancel_{i}" for i in range(5)]  # the in-process ones
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_workers_check_cat_of_empty_tensors_like_in_process(tmp_path, dtype):
+    # an empty bf16 tensor did not survive the trip to a worker: both cats came back 'Skipped' with
+    # torch.frombuffer's internal message
+    def cats():
+        empty, full = torch.zeros(0, 4, dtype=dtype), torch.randn(3, 4).to(dtype)
+        return torch.cat([empty, full]), torch.cat([empty, empty])
+
+    rows = {}
+    for process_num in (0, 1):
+        with PtdbgDispatch(dump_path=str(tmp_path / str(process_num)), process_num=process_num) as dispatch:
+            cats()
+        rows[process_num] = _without_sequence(dispatch.results[0])
+    assert rows[1] == rows[0]
+    assert [(r["Op Name"], r["Accuracy Reached or Not"], r["Device Dtype"]) for r in rows[1]] == [
+        ("cat_0", "Yes", str(dtype)[6:]), ("cat_1", "Yes", str(dtype)[6:])]
+    assert not any("frombuffer" in r["Message"] or "buffer length" in r["Message"] for r in rows[1])

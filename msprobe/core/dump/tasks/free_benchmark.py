@@ -62,6 +62,11 @@ class FreeBenchmark(Task):
         self.inputs: Dict[int, tuple] = {}   # id(call) -> (args, kwargs) until after_call
         self.handles: list = []               # backward-stage hooks of this step
         self.skipped = set()
+        self.checked: Dict[str, None] = {}    # call names judged this step (in order)
+        self.checked_apis = set()              # their API keys
+        self.flagged = 0                       # rows written for this step
+        self.fixed = 0                         # calls whose output got the high-precision result
+        self.reported = None                   # the counts of the last summary line
         # scope/list select here (scope is a set of names, not a range): the collector's filter passes all
         collector.filter = CallFilter(dataclasses.replace(collector.config, scope=[], list=[]))
         # no dump.json: the collector describes nothing (no statistics), it only routes calls here
@@ -106,7 +111,10 @@ class FreeBenchmark(Task):
             return output
         step = self.collector.current_step
         if settings.fix:
-            return ops.fixed_output(function, args, kwargs, output, settings.pert_mode, settings.bench_dtype)
+            output = ops.fixed_output(function, args, kwargs, output, settings.pert_mode, settings.bench_dtype)
+            self.fixed += 1
+            self._checked(call.name, call.key)
+            return output
         if self.preheat is not None and self.preheat.active(step):
             self._preheat_sample(call, function, args, kwargs, output, outputs)
             return output
@@ -134,11 +142,14 @@ class FreeBenchmark(Task):
 
     def _judge(self, name, key, step, stage, original, perturbed, output_index: Optional[int]):
         dtype_name, shape = self.ops.describe(original)
-        ratio, flipped = self.ops.compare(original, perturbed, judge.tolerance(dtype_name, stage))
+        noise_eps = judge.noise_epsilon(dtype_name, self.settings.pert_mode)
+        ratio, flipped = self.ops.compare(original, perturbed, judge.tolerance(dtype_name, stage), noise_eps)
         limit = self._limit(key, dtype_name)
         # preheat saw this API flip signs while accurate (limit inf): sign flips are not findings for it
         max_rel = judge.verdict(ratio, flipped and limit != float("inf"), limit)
+        self._checked(name, key)
         if max_rel is not None:
+            self.flagged += 1
             self.csv.add(FreeBenchmarkRow(self._rank(), self.settings.pert_mode, stage, step, name, max_rel,
                                           dtype_name, shape, output_index))
 
@@ -178,14 +189,36 @@ class FreeBenchmark(Task):
             self.skipped.add(key)
             logger.info(f"msprobe free_benchmark: {key} is not perturbed: {reason}.")
 
+    def _checked(self, name, key):
+        self.checked[name] = None
+        self.checked_apis.add(key)
+
+    def summary(self):
+        """The step's one-line account: what was checked, found and fixed, and where the CSV is."""
+        settings = self.settings
+        text = (f"msprobe free_benchmark step {self.collector.current_step}: checked {len(self.checked)} call(s) of "
+                f"{len(self.checked_apis)} API(s) ({settings.pert_mode}, {settings.fuzz_stage} stage, "
+                f"{settings.handler_type} mode)")
+        if settings.fix:
+            return text + f"; fixed {self.fixed} call(s): their outputs now hold the {settings.pert_mode} result."
+        found = f"{self.flagged} flagged" if self.flagged else "0 flagged (every perturbed re-run agreed)"
+        return text + f"; {found}; results: {self.csv.path}"
+
     def step_end(self):
         for handle in self.handles:
             handle.remove()
         self.handles = []
         self.inputs.clear()
-        self.csv.flush()
+        self.csv.flush(header_only=not self.settings.fix)
+        counts = (self.collector.current_step, len(self.checked), self.flagged, self.fixed)
+        # stop() and step() both end a step, and exit ends an empty one: one line per step with news, and
+        # one line in any case for a run that checked nothing
+        if counts != self.reported and (self.checked or self.reported is None):
+            self.reported = counts
+            logger.info(self.summary())
 
     def new_step(self):
+        self.checked, self.checked_apis, self.flagged, self.fixed = {}, set(), 0, 0
         if self.preheat is not None:
             step = self.collector.current_step
             if 2 <= step <= self.preheat.preheat_step:  # the previous step sampled: learn from it

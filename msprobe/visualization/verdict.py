@@ -1,0 +1,152 @@
+"""Node verdicts of a compare graph from compare's dtype-aware judgement and its advisor (one source).
+
+Every matched node gets one of five levels from the judgement of its rows (`tolerance.judge_rows`, the
+same rows `msprobe compare` judges) and the advisor's suspect (`advisor.find_suspect`):
+
+    level        meaning                                                               colour
+    WITHIN       every compared output is within what the dtypes explain               lightest
+    AMPLIFIED    an output is beyond tolerance, but by at most AMPLIFICATION times
+                 what the call's inputs carried (rounding amplified by the operation)
+    CONSEQUENCE  an output is beyond tolerance and so is an input (an earlier difference)
+    OWN          an output is beyond tolerance while the inputs agree (a module enclosing the
+                 suspect, or a later cause; after a forward suspect, backward and optimizer calls
+                 count as consequences)
+    SUSPECT      the node holding the advisor's suspect row                            darkest
+
+Only the suspect's node reaches the darkest bin, so the graph's worst node and its "first" badge are
+the advisor's suspect, and a pair in which the advisor finds nothing has no node in that bin.
+`graph_verdict` compares two dump directories and says which node that is.
+"""
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from msprobe.core.compare.advisor import _new_error as own_difference
+from msprobe.core.compare.reasons import Reason
+
+__all__ = ["WITHIN", "AMPLIFIED", "CONSEQUENCE", "OWN", "SUSPECT", "LEVEL_TEXT", "node_levels", "level_index",
+           "GraphVerdict", "graph_verdict", "verdict_of_document"]
+
+WITHIN, AMPLIFIED, CONSEQUENCE, OWN, SUSPECT = range(5)
+LEVEL_TEXT = (
+    "within the dtype tolerance: every compared output differs by no more than the two sides' precision "
+    "explains (the darker, the closer to the allowance)",
+    "beyond the dtype tolerance, but only amplifying the rounding its inputs carried (within 4x)",
+    "beyond the dtype tolerance because an input already differs (a consequence of an earlier difference)",
+    "beyond the dtype tolerance while its inputs agree: a module that holds the first suspect, or a difference "
+    "of its own after it",
+    "the first suspect: the advisor's pick, where the difference starts (the same as compare's advisor)",
+)
+
+
+def _row_ratio(judgement) -> np.ndarray:
+    """max over checks of score / allowance per row (0 where nothing was judged)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = judgement.scores / judgement.allowed
+    return np.nan_to_num(ratio, nan=0.0, posinf=1.0).max(axis=1, initial=0.0)
+
+
+def node_levels(records, nodes) -> Dict[str, tuple]:
+    """{node id: (level, closeness)} for `nodes` (matched, not collections); closeness in [0, 1] is how
+    near the node's worst output row comes to its allowance (WITHIN nodes only). Record row i must be
+    NPU row i (compare_bridge.judge_pairs)."""
+    judgement = records.judgement
+    bad = judgement.suspicious | (records.reason == Reason.NAN_POSITION)
+    bad_out = bad | (records.reason == Reason.VALUE_DIFF)
+    compared = (judgement.worst >= 0) | np.isin(records.reason, [Reason.NAN_POSITION, Reason.NON_TENSOR,
+                                                                 Reason.VALUE_DIFF])
+    ratio = _row_ratio(judgement)
+    suspect_row = records.suspect.row if records.suspect is not None else -1
+    # after a forward suspect, differing backward and optimizer calls inherit it through saved tensors
+    # (not inputs of theirs), as the advisor reads them: consequences, never later causes
+    inherited = records.phases > 0 if records.suspect is not None and records.suspect.phase == "forward" \
+        else np.zeros(len(records), dtype=bool)
+    levels = {}
+    for node in nodes:
+        inputs = np.asarray(node.input_rows, dtype=np.int64)
+        outputs = np.asarray(node.output_rows, dtype=np.int64)
+        if suspect_row in node.input_rows or suspect_row in node.output_rows:
+            levels[node.id] = (SUSPECT, 1.0)
+            continue
+        differing = outputs[bad_out[outputs]] if len(outputs) else outputs
+        if not len(differing):
+            closeness = float(min(1.0, ratio[outputs].max())) if len(outputs) else 0.0
+            levels[node.id] = (WITHIN, closeness)
+        elif (len(inputs) and bad[inputs].any()) or inherited[differing].any():
+            levels[node.id] = (CONSEQUENCE, 1.0)
+        elif len(own_difference(records, differing, inputs[compared[inputs]] if len(inputs) else inputs)):
+            levels[node.id] = (OWN, 1.0)
+        else:
+            levels[node.id] = (AMPLIFIED, 1.0)
+    return levels
+
+
+def level_index(level: int, closeness: float, bins: List[List[float]]) -> float:
+    """The precision index of a level: inside the level's colour bin (bins: 5 [lo, hi], lightest first);
+    the suspect gets 1, WITHIN nodes 0 .. 3/4 of the first bin by closeness."""
+    if level == SUSPECT:
+        return 1.0
+    lo, hi = bins[level]
+    if level == WITHIN:
+        return round(hi * 0.75 * max(0.0, min(1.0, closeness)), 6)
+    return round((lo + hi) / 2, 6)
+
+
+@dataclass
+class GraphVerdict:
+    """What a compare graph says: `worst_node` (the node with the highest precision index when it is
+    beyond the dtype tolerance, else None), `first_node` (the node the viewer marks "first": the first
+    node in execution order in the darkest colour bin, else None), `suspect` (the advisor's suspect row
+    name, or None), `suspect_node` (the graph node holding that row, or None) and `index` ({node id:
+    precision index}). Graph and advisor agree when worst_node == first_node == suspect_node."""
+    worst_node: Optional[str]
+    first_node: Optional[str]
+    suspect: Optional[str]
+    index: Dict[str, float] = field(default_factory=dict)
+    suspect_node: Optional[str] = None
+
+
+def verdict_of_document(document: dict, suspect: Optional[str] = None) -> GraphVerdict:
+    """The GraphVerdict a compare `.vis` document shows (the viewer's "first" rule, applied in Python)."""
+    task, nodes = document.get("task"), document["NPU"]["node"]
+    index = {k: v["data"]["precision_index"] for k, v in nodes.items()
+             if v.get("matched_node_link") and "precision_index" in v.get("data", {})}
+    leaves = {k: x for k, x in index.items() if nodes[k]["node_type"] != 9}
+    if task == "md5":
+        badness = {k: 1 - x for k, x in leaves.items()}
+        top, beyond = 1, 0
+    else:
+        lows = sorted(v["value"][0] for v in document["Colors"].values() if v.get("value"))
+        badness, top, beyond = leaves, lows[-1], lows[1]
+    position = {k: i for i, k in enumerate(nodes)}
+    first = next((k for k in nodes if k in badness and badness[k] >= top), None)
+    worst = max(badness, key=lambda k: (badness[k], -position[k]), default=None)
+    if worst is not None and badness[worst] <= (beyond if task != "md5" else 0):
+        worst = None
+    holder = next((k for k, v in nodes.items() if suspect is not None and (suspect in v.get("input_data", {})
+                                                                          or suspect in v.get("output_data", {}))),
+                  None)
+    return GraphVerdict(worst, first, suspect, index, holder)
+
+
+def graph_verdict(npu_dir: str, bench_dir: str, fuzzy_match: bool = False,
+                  framework: str = "pytorch") -> GraphVerdict:
+    """Compare the graphs of two dump directories (each with construct.json, dump.json, stack.json), as
+    `msprobe graph` does, and return the graph's verdict; nothing is written.
+
+        from msprobe.visualization import graph_verdict
+        verdict = graph_verdict("npu/step0/rank", "gpu/step0/rank")
+        verdict.worst_node, verdict.first_node, verdict.suspect, verdict.suspect_node
+    """
+    from msprobe.visualization.precision import TASK_OF_MODE, colors_for, tooltips_for
+    from msprobe.visualization.service import GraphOptions, compare_graphs
+    from msprobe.visualization.vis_writer import compare_document
+
+    options = GraphOptions(fuzzy_match=fuzzy_match, framework=framework)
+    npu, bench, mode = compare_graphs(npu_dir, bench_dir, options)
+    task = TASK_OF_MODE[mode]
+    document = compare_document(npu, bench, task, tooltips_for(task), colors_for(task), False)
+    records = npu.records
+    suspect = records.suspect.name if records is not None and records.suspect is not None else None
+    return verdict_of_document(document, suspect)
