@@ -12,7 +12,11 @@ __all__ = ["load_target", "upcast_modules", "run_bisect"]
 def load_target(script: str) -> Callable[[], Tuple[Any, Callable[[], float]]]:
     """The script's `bisect_target` (the script is the user's own code: it runs, as their training would)."""
     script = check_path(script, kind="file", what="--script")
-    namespace = runpy.run_path(script, run_name="__msprobe_bisect__")
+    try:
+        namespace = runpy.run_path(script, run_name="__msprobe_bisect__")
+    except Exception as exc:  # the user's script failed: say where, in one line
+        raise BisectError(f"{script} failed while loading: {type(exc).__name__}: "
+                          f"{' '.join(str(exc).split())[:200]}") from None
     target = namespace.get("bisect_target")
     if not callable(target):
         raise BisectError(f"{script} defines no function bisect_target() returning (model, evaluate).")
@@ -73,7 +77,11 @@ def run_bisect(script: str, output_dir: str, tolerance=None):
     def trial(names: FrozenSet[str]) -> float:
         model, evaluate = _fresh(target)
         upcast_modules(model, names)
-        return evaluate()
+        try:
+            return evaluate()
+        except Exception as exc:  # the user's evaluate() failed: which trial, in one line
+            raise BisectError(f"evaluate() failed with {sorted(names) or 'nothing'} upcast: {type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:200]}") from None
 
     model, _ = _fresh(target)
     top_level = [name for name, _ in model.named_children()]
@@ -84,7 +92,10 @@ def run_bisect(script: str, output_dir: str, tolerance=None):
 
 
 def _fresh(target):
-    made = target()
+    try:
+        made = target()
+    except Exception as exc:
+        raise BisectError(f"bisect_target() failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
     if not (isinstance(made, tuple) and len(made) == 2 and callable(made[1])):
         raise BisectError("bisect_target() must return (model, evaluate), evaluate a function returning a float.")
     return made

@@ -158,6 +158,30 @@ def _code_mapping_dump(tmp, broken):
     return ["--ir", ir, "--dump_data", _write(tmp, "statistic.csv", broken), "--output", os.path.join(tmp, "out")]
 
 
+def _ckpt_compare(tmp, broken):
+    return ["--ckpt1", _write(tmp, "a.pt", broken), "--ckpt2", _write(tmp, "b.pt", broken), "-o",
+            os.path.join(tmp, "out")]
+
+
+def _ckpt_compare_safetensors(tmp, broken):
+    return ["--ckpt1", _write(tmp, "a.safetensors", broken), "--ckpt2", _write(tmp, "b.safetensors", broken), "-o",
+            os.path.join(tmp, "out")]
+
+
+def _ckpt_compare_index(tmp, broken):
+    folder = os.path.join(tmp, "sharded")
+    _write(folder, "model.safetensors.index.json", broken)
+    return ["--ckpt1", folder, "--ckpt2", folder, "-o", os.path.join(tmp, "out")]
+
+
+def _config_check(tmp, broken):
+    return ["-c", _write(tmp, "a.zip", broken), _write(tmp, "b.zip", broken), "-o", os.path.join(tmp, "out")]
+
+
+def _bisect(tmp, broken):
+    return ["--script", _write(tmp, "target.py", broken), "-o", os.path.join(tmp, "out")]
+
+
 # variant -> how to write the argv; a (function, frameworks) pair when only some frameworks have the option
 VARIANTS = {
     "compare": {"compare.json": _compare_json, "dump.json": _compare_dump},
@@ -171,6 +195,9 @@ VARIANTS = {
     "grad_compare": {"summary csv": _grad_compare},
     "run_overflow_check": {"-api_info": _run_overflow_check},
     "code_mapping": {"--ir": _code_mapping_ir, "--dump_data": _code_mapping_dump},
+    "ckpt_compare": {"file": _ckpt_compare, "safetensors": _ckpt_compare_safetensors, "index": _ckpt_compare_index},
+    "config_check": {"pack": _config_check},
+    "bisect": {"script": _bisect},
 }
 
 # (framework, command, variant, corpus item) -> why it still fails; reported to the command's owner

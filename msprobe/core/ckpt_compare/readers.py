@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Tupl
 import numpy as np
 
 from msprobe.core.errors import MsprobeError
-from msprobe.core.paths import check_path
+from msprobe.core.paths import check_path, load_json
 
 __all__ = ["StoredTensor", "CheckpointReader", "Opener", "open_checkpoint", "SafetensorsReader", "ShardedReader",
            "float_chunks", "MAX_HEADER_BYTES"]
@@ -118,11 +118,8 @@ class ShardedReader:
     """A folder of shards named by an index file (`*.index.json` with a `weight_map` of key -> shard file)."""
 
     def __init__(self, folder: str, index_path: str, open_file: Callable[[str], CheckpointReader]):
-        with open(index_path, encoding="utf-8") as handle:
-            try:
-                weight_map = json.load(handle)["weight_map"]
-            except (ValueError, KeyError, TypeError):
-                raise CheckpointError(f"{index_path} has no 'weight_map' object.") from None
+        index = load_json(index_path, "checkpoint index")
+        weight_map = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(weight_map, dict):
             raise CheckpointError(f"{index_path}: 'weight_map' is not an object.")
         self._weight_map: Dict[str, str] = {}
