@@ -25,7 +25,7 @@ import os
 from msprobe.core.errors import ConfigError, UnsupportedError
 from msprobe.core.log import logger
 from msprobe.core.paths import atomic_write_json
-from msprobe.mindspore.dump.kernel_files import STAT_HEADER, parse_kernel_file_name, write_statistics
+from msprobe.core.dump.kernel_files import STAT_HEADER, parse_kernel_file_name, write_statistics
 
 __all__ = ["GraphDump", "parse_kernel_file_name", "STAT_HEADER", "iteration_dirs", "NATIVE_CONFIG_NAME"]
 

@@ -10,7 +10,8 @@ from mindspore import Tensor, ops
 from mindspore import dtype as mstype
 
 from msprobe.core.monitor.anomaly import StatRecord
-from msprobe.mindspore.dump.adapter import array_statistics, to_numpy
+from msprobe.core.dump.array_stats import array_statistics
+from msprobe.mindspore.dump.adapter import to_numpy
 
 __all__ = ["StatBatch", "stat_vector", "host_stats", "current_rank", "is_pynative", "on_cpu"]
 
