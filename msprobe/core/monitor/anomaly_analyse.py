@@ -56,8 +56,9 @@ def analyse_anomalies(data_path, out_path=None, topk=8, step_list=None):
     return top
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m msprobe.pytorch.monitor.anomaly_analyse",
+def main(argv=None, prog=None):
+    """The command line; `prog` is the name the help shows (the adapter's module path of msprobe 1.2.1)."""
+    parser = argparse.ArgumentParser(prog=prog,
                                      description="Sort monitor anomalies by time and keep the first top-k.")
     parser.add_argument("-d", "--data_path", required=True, help="$MONITOR_OUTPUT_DIR/anomaly_detected")
     parser.add_argument("-o", "--out_path", default=None, help="directory for anomaly_analyse.json (default: -d)")

@@ -5,7 +5,6 @@ tensor (several MindSpore reductions, mint.norm among them, have no CPU kernel, 
 anyway on CPU) by core/dump/array_stats.py.
 bfloat16 has no numpy type, so such tensors are widened to float32 first.
 """
-import os
 import zlib
 
 import numpy as np
@@ -13,7 +12,7 @@ import numpy as np
 from msprobe.core.dump.adapter import DumpAdapter
 from msprobe.core.dump.array_stats import array_statistics
 
-__all__ = ["MindSporeAdapter", "get_adapter", "current_rank", "to_numpy", "dtype_name"]
+__all__ = ["MindSporeAdapter", "get_adapter", "to_numpy", "dtype_name"]
 
 
 def _mindspore():
@@ -73,25 +72,6 @@ class MindSporeAdapter(DumpAdapter):
         if isinstance(value, ms.dtype.Type):
             return {"type": "mindspore.dtype", "value": str(value)}
         return None
-
-    def current_rank(self):
-        return current_rank()
-
-
-def current_rank():
-    """Rank from the distributed runtime when initialised, else from RANK_ID (set by msrun), else None."""
-    try:
-        from mindspore.communication import get_rank
-        from mindspore.communication._comm_helper import _is_initialized
-        if _is_initialized():
-            return int(get_rank())
-    except Exception:  # noqa: BLE001 - any failure means "not distributed"
-        pass
-    for key in ("RANK_ID", "RANK"):
-        value = os.environ.get(key, "").strip()
-        if value.isdigit():
-            return int(value)
-    return None
 
 
 _ADAPTER = None
