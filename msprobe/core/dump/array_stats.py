@@ -40,4 +40,5 @@ def array_statistics(array: np.ndarray) -> Optional[List[Number]]:
     if float_stats is not None and flat.dtype in _KERNEL_DTYPES and flat.flags.c_contiguous:
         # one pass of the C kernel (see msprobe/core/dump/native.py); float32 results in float32
         return list(float_stats(flat.ctypes.data, flat.size, flat.itemsize, None))
-    return list(compute_stats(flat))  # the core table's definitions
+    stats = compute_stats(flat)  # the core table's definitions
+    return None if stats is None else list(stats)
