@@ -1,6 +1,6 @@
 """Order the anomalies of every rank by when they happened and keep the first top-k.
 
-    python -m msprobe.pytorch.monitor.anomaly_analyse -d $MONITOR_OUTPUT_DIR/anomaly_detected [-o OUT] [-k 8] [-s "[1,2]"]
+    python -m msprobe.core.monitor.anomaly_analyse -d $MONITOR_OUTPUT_DIR/anomaly_detected [-o OUT] [-k 8] [-s "[1,2]"]
 
 Reads `rank*/anomaly.json` under the data path and writes `anomaly_analyse.json` (in -o, default the data path):
 the anomalies sorted by (step, micro_step, pp_stage, vpp_stage, call_id), so the first entry is the earliest
@@ -56,7 +56,7 @@ def analyse_anomalies(data_path, out_path=None, topk=8, step_list=None):
     return top
 
 
-def main(argv=None, prog=None):
+def main(argv=None, prog="python -m msprobe.core.monitor.anomaly_analyse"):
     """The command line; `prog` is the name the help shows (the adapter's module path of msprobe 1.2.1)."""
     parser = argparse.ArgumentParser(prog=prog,
                                      description="Sort monitor anomalies by time and keep the first top-k.")

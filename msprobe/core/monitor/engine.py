@@ -1,6 +1,6 @@
 """The framework-neutral half of TrainerMon: which steps to collect, where results go, which alerts to raise.
 
-An adapter (msprobe.pytorch.monitor / msprobe.mindspore.monitor) hooks the model and optimizer, turns
+An adapter (msprobe/pytorch/monitor/, msprobe/mindspore/monitor/) hooks the model and optimizer, turns
 tensors into `StatRecord`s (one device-to-host transfer per step) and calls `finish_step(records, global)`
 after each optimizer step. The engine writes csv / TensorBoard / nothing (api), runs the anomaly rules,
 prints alerts, keeps `anomaly.json`, and draws the plots when the run ends.
