@@ -14,7 +14,7 @@ BASE = ["numpy>=1.21", "pandas>=1.3", "openpyxl>=3.0", "pyyaml>=5.4", "tqdm>=4.6
 EXTRAS = {
     "pytorch": ["torch>=2.0"],
     "mindspore": ["mindspore>=2.4", "numpy<2"],
-    "test": ["pytest>=7", "pytest-timeout>=2", "ruff>=0.6", "transformers>=4.40", "tensorboard>=2.10",
+    "test": ["pytest>=7", "pytest-timeout>=2", "ruff>=0.6", "mypy>=1.8", "transformers>=4.40", "tensorboard>=2.10",
              "tb-graph-ascend", "matplotlib>=3.5", "cryptography>=3.4", "safetensors>=0.4", "accelerate>=0.26",
              "lightning>=2.0"],
 }

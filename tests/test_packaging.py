@@ -20,7 +20,7 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
     [wheel] = os.listdir(tmp_path / "dist")
     names = zipfile.ZipFile(tmp_path / "dist" / wheel).namelist()
     for data_file in ("msprobe/config.json", "msprobe/pytorch/dump/support_wrap_ops.yaml",
-                      "msprobe/mindspore/compare/ms_to_pt_api.yaml"):
+                      "msprobe/core/compare/ms_to_pt_api.yaml"):
         assert data_file in names
     # the statistics kernel is compiled into the wheel (an optional extension: gcc is on our machines)
     assert any(name.startswith("msprobe/core/dump/_fast_stats") and not name.endswith(".c") for name in names)

@@ -212,6 +212,7 @@ def check_api_name(name, what="API name", direction=None) -> EntryName:
         raise ConfigError(f"{what} {shown} is not an API name like 'Functional.softmax.0' or "
                           "'Tensor.__mul__.2.forward' (letters, digits, '_' and dots only).")
     match = _SAFE_CALL.fullmatch(name)
+    assert match is not None  # is_api_name accepted it
     return EntryName(match["prefix"], match["api"], match["index"], direction or match["dir"] or FORWARD, False)
 
 

@@ -112,7 +112,7 @@ class IndexRanges:
             return len(other) == self._count and list(self) == sorted(other) == list(other)
         return NotImplemented
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # mutable-free but equal to lists: not hashable
 
     def to_config(self) -> list:
         """The config.json form: [0, "4-6"]."""

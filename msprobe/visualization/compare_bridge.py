@@ -14,6 +14,7 @@ import numpy as np
 from msprobe.core.compare.load import (MODE_MD5, MODE_STATISTICS, MODE_TENSOR, DumpTable, detect_mode,
                                        load_dump)
 from msprobe.core.compare.metrics import statistics_diffs
+from msprobe.core.compare.ms_to_pt import ms_to_pt_entry_mapper
 from msprobe.core.compare.tensor_io import compare_tensor_files
 from msprobe.core.errors import CompareError
 
@@ -180,8 +181,6 @@ def judge_pairs(mode: str, npu: DumpTable, bench: DumpTable, pairs: Sequence[Row
 def ms_to_pt_mapper() -> Callable[[str], str]:
     """MindSpore -> PyTorch entry names (Cell. -> Module., Mint.add -> Torch.add), as cross-framework
     compare maps them."""
-    from msprobe.mindspore.compare.ms_to_pt import ms_to_pt_entry_mapper
-
     return ms_to_pt_entry_mapper(api_defaults=True, cells_to_modules=True)
 
 

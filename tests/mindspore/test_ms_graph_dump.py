@@ -186,7 +186,8 @@ def test_file_format_reaches_the_native_config_and_bin_warns_on_cpu(ms, tmp_path
     settings = debugger._graph.native_config()["common_dump_settings"]
     debugger.close()
     assert settings["file_format"] == file_format
-    warnings = [line for line in capsys.readouterr().out.splitlines() if "file_format" in line]
+    # warning lines only: the debugger's info line names dump_path, which holds this test's name
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "[WARNING]" in line and "file_format" in line]
     if file_format == "bin":  # MindSpore's CPU backend writes .npy whatever the setting
         assert len(warnings) == 1 and "no effect on MindSpore's CPU backend" in warnings[0]
     else:
@@ -206,5 +207,5 @@ def test_check_mode_has_no_effect_on_the_cpu_backend_and_says_so(ms, tmp_path, c
     debugger.close()
     # on CPU every kernel's tensors are dumped and filtered afterwards: no native overflow detection
     assert settings["op_debug_mode"] == 0 and settings["saved_data"] == "tensor"
-    warnings = [line for line in capsys.readouterr().out.splitlines() if "check_mode" in line]
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "[WARNING]" in line and "check_mode" in line]
     assert len(warnings) == (0 if check_mode == "all" else 1)

@@ -122,8 +122,8 @@ def test_a_failed_install_leaves_nothing_behind(ms, tmp_path, monkeypatch):
     def broken(self, *args, **kwargs):
         raise RuntimeError("jit executor changed")
     monkeypatch.setattr(JitPatcher, "install", broken)  # installed last: everything else is in by then
-    with pytest.raises(RuntimeError, match="jit executor changed"):
-        debugger.start(net)
+    debugger.start(net)  # reported once, as on PyTorch: the step runs undumped
+    assert debugger.session is None and "PrecisionDebugger.start" in debugger.collector.guard.failed
     assert _differences(before, _snapshot(net)) == []
     monkeypatch.undo()
     debugger.start(net)  # a later start works

@@ -8,11 +8,11 @@ import zlib
 import numpy as np
 import pytest
 
-from msprobe.mindspore.compare.ms_to_pt import map_api, ms_to_pt_entry_mapper
-from msprobe.mindspore.dump.adapter import array_statistics
+from msprobe.core.compare.ms_to_pt import map_api, ms_to_pt_entry_mapper
+from msprobe.core.dump.array_stats import array_statistics
 from msprobe.mindspore.dump.graph_dump import _io_mode, _iteration_text
-from msprobe.mindspore.dump.kernel_files import (kernel_files, parse_kernel_file_name, read_kernel_array,
-                                                 stat_header, write_statistics)
+from msprobe.core.dump.kernel_files import (kernel_files, parse_kernel_file_name, read_kernel_array,
+                                            stat_header, write_statistics)
 
 
 @pytest.mark.parametrize("array, expected", [
@@ -42,7 +42,7 @@ def test_array_statistics_empty_nan_and_inf():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_array_statistics_kernel_and_numpy_paths_agree(monkeypatch, dtype):
-    import msprobe.mindspore.dump.adapter as adapter_module
+    import msprobe.core.dump.array_stats as adapter_module
 
     array = (np.random.default_rng(7).standard_normal((300, 70)) * 4 - 1).astype(dtype)
     fast = array_statistics(array)

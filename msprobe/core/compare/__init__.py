@@ -1,6 +1,6 @@
 """Whole-network compare, framework-neutral: load dumps -> match rows -> metrics -> judge -> xlsx + advisor.
 
-Entry point for framework adapters (PyTorch here, MindSpore in msprobe.mindspore):
+Entry point for framework adapters (PyTorch here, MindSpore in msprobe/mindspore/):
 
     from msprobe.core.compare import CompareOptions, compare_dumps
     compare_dumps(npu_path, bench_path, output_dir, CompareOptions(

@@ -5,7 +5,7 @@ How a framework plugs in
 1. Implement `DumpAdapter` (adapter.py): how to recognise a tensor, its descriptor header
    ({"type", "dtype", "shape"}), deferred statistics (`tensor_stats` returns a handle,
    `resolve_stats` converts a batch of handles at once), CRC-32, snapshot + save of tensor files,
-   descriptors of framework-specific values, and the process rank.
+   descriptors of framework-specific values (the rank comes from core/framework.py current_rank).
 2. Create one `DumpCollector(config, adapter)` per debugger (config: `msprobe.core.config.DebuggerConfig`).
 3. From the framework's hooks report events::
 

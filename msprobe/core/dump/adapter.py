@@ -29,6 +29,7 @@ Example (a toy adapter for numpy arrays)::
 """
 
 import abc
+from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from msprobe.core.dump.stats import STAT_KEYS
 
@@ -39,24 +40,24 @@ class DumpAdapter(abc.ABC):
     """Base class of framework adapters; subclasses implement the abstract methods."""
 
     #: value of the "framework" key of dump.json ("pytorch", "mindspore")
-    framework = "unknown"
+    framework: str = "unknown"
     #: suffix of tensor files in dump_tensor_data/ (".pt", ".npy")
-    tensor_suffix = ".bin"
+    tensor_suffix: str = ".bin"
     #: the tensor class when `is_tensor` is a plain isinstance check (lets core skip a call per value)
-    tensor_class = None
+    tensor_class: Optional[type] = None
     #: whether tensor descriptors carry "requires_grad" (torch: yes, MindSpore: no)
-    has_requires_grad = False
+    has_requires_grad: bool = False
 
     @abc.abstractmethod
-    def is_tensor(self, value):
+    def is_tensor(self, value: Any) -> bool:
         """True for a framework tensor (parameters included)."""
 
     @abc.abstractmethod
-    def tensor_header(self, tensor):
+    def tensor_header(self, tensor: Any) -> Dict[str, Any]:
         """The descriptor keys that precede the statistics, in order:
         {"type": ..., "dtype": ..., "shape": [...]}."""
 
-    def tensor_facts(self, tensor):
+    def tensor_facts(self, tensor: Any) -> Tuple[str, str, List[int], Optional[bool], Hashable]:
         """(type, dtype, shape, requires_grad, content key) in one call: what a descriptor needs
         besides statistics. requires_grad is None for frameworks without it. Adapters may fuse this;
         by default it is composed from tensor_header / requires_grad / content_identity."""
@@ -64,58 +65,54 @@ class DumpAdapter(abc.ABC):
         requires_grad = self.requires_grad(tensor) if self.has_requires_grad else None
         return header["type"], header["dtype"], header["shape"], requires_grad, self.content_identity(tensor)
 
-    def requires_grad(self, tensor):
+    def requires_grad(self, tensor: Any) -> bool:
         """Value of the "requires_grad" key (only used when `has_requires_grad`)."""
         return False
 
-    def tensor_identity(self, tensor):
+    def tensor_identity(self, tensor: Any) -> Hashable:
         """A hashable key equal for tensors of the same memory, layout and version (torch: data pointer,
         dtype, shape, strides, version counter): candidates for one tensor file, confirmed by
         `same_content`. None to never share files."""
         return None
 
-    def content_identity(self, tensor):
+    def content_identity(self, tensor: Any) -> Hashable:
         """Like `tensor_identity`, but equal for every view that holds the same elements in the same
         memory (a reshape, a transpose): the key the statistics cache uses. Defaults to `tensor_identity`."""
         return self.tensor_identity(tensor)
 
-    def memory_owner(self, tensor):
+    def memory_owner(self, tensor: Any) -> Any:
         """The object whose life keeps the tensor's memory from being reused (torch: its storage);
         cached statistics stay valid while it is alive."""
         return tensor
 
     @abc.abstractmethod
-    def tensor_stats(self, tensor):
+    def tensor_stats(self, tensor: Any) -> Any:
         """The statistics of stats.STATS (Max/Min/Mean/Norm, in that order): a tuple of Python numbers/bools/None when computed at
         once, None when the tensor has no statistics (no elements, meta tensor), or any other object
         as a deferred handle (e.g. values still on an accelerator) that `resolve_stats` converts."""
 
-    def resolve_stats(self, handles):
+    def resolve_stats(self, handles: Sequence[Any]) -> List[Tuple[Any, ...]]:
         """Turn deferred handles into tuples (Max, Min, Mean, Norm) (same order)."""
         return [tuple(handle) for handle in handles]
 
     @abc.abstractmethod
-    def crc32(self, tensor):
+    def crc32(self, tensor: Any) -> str:
         """CRC-32 of the tensor's raw bytes as 8 lowercase hex digits (summary_mode "md5")."""
 
     @abc.abstractmethod
-    def copy_for_save(self, tensor):
+    def copy_for_save(self, tensor: Any) -> Any:
         """A snapshot of the tensor that later in-place ops cannot change (saved off-thread)."""
 
-    def same_content(self, snapshot, tensor):
+    def same_content(self, snapshot: Any, tensor: Any) -> bool:
         """Whether `tensor` holds exactly the values of `snapshot` (made by `copy_for_save` from a tensor
         of the same dtype and shape); used to write one file for both. False when unsure."""
         return False
 
     @abc.abstractmethod
-    def save_tensor(self, saved, path):
+    def save_tensor(self, saved: Any, path: str) -> None:
         """Write a snapshot made by `copy_for_save` to `path` (called on the writer thread)."""
 
-    def describe_other(self, value):
+    def describe_other(self, value: Any) -> Optional[Dict[str, Any]]:
         """Descriptor of a framework-specific non-tensor value (dtype, device, shape object,
         process group, ...), or None when the value is not framework-specific."""
-        return None
-
-    def current_rank(self):
-        """The process rank when running distributed, else None (dump dir 'rank')."""
         return None

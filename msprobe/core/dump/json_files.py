@@ -18,7 +18,7 @@ __all__ = ["encode_dump_json", "write_json_files"]
 try:  # ~7x faster than the json module; optional
     import orjson
 except ImportError:
-    orjson = None
+    orjson = None  # type: ignore[assignment]
 
 _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _YIELD_EVERY = 32  # entries encoded between two GIL hand-offs to the training thread

@@ -23,6 +23,7 @@ FLOAT16, BFLOAT16 = 2, 258
 minmax_sumsq = float_stats = bucket_stats = None
 if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
     try:
-        from msprobe.core.dump._fast_stats import BFLOAT16, FLOAT16, bucket_stats, float_stats, minmax_sumsq
+        from msprobe.core.dump._fast_stats import (  # type: ignore[no-redef]
+            BFLOAT16, FLOAT16, bucket_stats, float_stats, minmax_sumsq)
     except ImportError:  # built without a compiler: the framework path serves
         minmax_sumsq = float_stats = bucket_stats = None

@@ -18,7 +18,7 @@ from msprobe.core.paths import FILE_MODE, ensure_dir
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not on Windows
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["FreeBenchmarkRow", "ResultCsv", "CSV_NAME", "HEADER"]
 

@@ -75,7 +75,7 @@ class FreeBenchmarkSettings:
         if bench_dtype not in BENCH_DTYPES:
             raise ConfigError(f"config: invalid value {bench_dtype!r} for 'free_benchmark.bench_dtype'; allowed: "
                               "'float32' | 'float64'.")
-        keys = frozenset()
+        keys: FrozenSet[str] = frozenset()
         if framework == "mindspore":
             _check_mindspore(mode, handler, scope, preheat)
             keys, parts = frozenset(mindspore_dump_key(name) for name in parts), []

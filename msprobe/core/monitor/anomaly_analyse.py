@@ -1,6 +1,6 @@
 """Order the anomalies of every rank by when they happened and keep the first top-k.
 
-    python -m msprobe.pytorch.monitor.anomaly_analyse -d $MONITOR_OUTPUT_DIR/anomaly_detected [-o OUT] [-k 8] [-s "[1,2]"]
+    python -m msprobe.core.monitor.anomaly_analyse -d $MONITOR_OUTPUT_DIR/anomaly_detected [-o OUT] [-k 8] [-s "[1,2]"]
 
 Reads `rank*/anomaly.json` under the data path and writes `anomaly_analyse.json` (in -o, default the data path):
 as in 1.2.1, a JSON object keyed by anomaly (the keys of anomaly.json, `{tag}_step_{s}_call_{id}`; a key two
@@ -68,8 +68,9 @@ def analyse_anomalies(data_path, out_path=None, topk=8, step_list=None):
     return top
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m msprobe.pytorch.monitor.anomaly_analyse",
+def main(argv=None, prog="python -m msprobe.core.monitor.anomaly_analyse"):
+    """The command line; `prog` is the name the help shows (the adapter's module path of msprobe 1.2.1)."""
+    parser = argparse.ArgumentParser(prog=prog,
                                      description="Sort monitor anomalies by time and keep the first top-k.")
     parser.add_argument("-d", "--data_path", required=True, help="$MONITOR_OUTPUT_DIR/anomaly_detected")
     parser.add_argument("-o", "--out_path", default=None, help="directory for anomaly_analyse.json (default: -d)")

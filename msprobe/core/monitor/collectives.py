@@ -15,7 +15,7 @@ process group is.
 """
 import re
 import traceback
-from typing import Callable, Iterable
+from typing import Any, Callable, Dict, Iterable, Set
 
 from msprobe.core.errors import MsprobeError
 from msprobe.core.log import logger
@@ -49,8 +49,8 @@ class CollectiveRecorder:
         self.add_stat = add_stat
         self.tensors_of = tensors_of
         self.world_size = world_size
-        self.logged = set()
-        self.calls = {}
+        self.logged: Set[str] = set()
+        self.calls: Dict[str, Any] = {}
 
     def install(self, session, module, names: Iterable[str], functional: bool = False) -> list:
         """Wrap each `module.name` that exists; returns the wrapped names."""
@@ -86,7 +86,7 @@ class CollectiveRecorder:
         tensors = self.tensors_of(args[:2])
         caller = f"{stack[-1].filename}[{stack[-1].lineno}]" if stack else "?"
         try:
-            size = self.world_size(kwargs.get("group"))
+            size: Any = self.world_size(kwargs.get("group"))
         except Exception as exc:  # noqa: BLE001 - the log line must not break the collective
             size = f"unknown ({exc})"
         logger.info(f"monitor cc: {api} from {caller}, dtypes {[str(t.dtype) for t in tensors]}, group size {size}")

@@ -1,6 +1,6 @@
 """Convert monitor csv output to TensorBoard event files.
 
-    from msprobe.pytorch.monitor.csv2tb import csv2tensorboard_by_step
+    from msprobe.core.monitor.csv2tb import csv2tensorboard_by_step   # PyTorch's monitor re-exports it
     csv2tensorboard_by_step("monitor_output", "Dec03_21-34-40", "Dec03_21-34-42", process_num=1,
                             data_type_list=["param"], output_dirpath=None)
 

@@ -1,6 +1,6 @@
 """The framework-neutral half of TrainerMon: which steps to collect, where results go, which alerts to raise.
 
-An adapter (msprobe.pytorch.monitor / msprobe.mindspore.monitor) hooks the model and optimizer, turns
+An adapter (msprobe/pytorch/monitor/, msprobe/mindspore/monitor/) hooks the model and optimizer, turns
 tensors into `StatRecord`s (one device-to-host transfer per step) and calls `finish_step(records, global)`
 after each optimizer step. The engine writes csv / TensorBoard / nothing (api), runs the anomaly rules,
 prints alerts, keeps `anomaly.json`, and draws the plots when the run ends.
@@ -17,6 +17,7 @@ event file) and keeps the earlier run's entries in anomaly.json.
 """
 import json
 import os
+from typing import Optional
 
 from msprobe.core.log import logger
 from msprobe.core.monitor.anomaly import AnomalyDetector
@@ -67,10 +68,10 @@ class MonitorEngine:
         self.run_dir = self._choose_run_dir()
         self.writer = self._make_writer()
         self.detector = AnomalyDetector(config.rules, rank=rank)
-        self.latest = {}       # api format: prefix -> {tag: {op: value}} of the last collected step
+        self.latest: dict = {}  # api format: prefix -> {tag: {op: value}} of the last collected step
         self.finished = False
         self.closed = False
-        self._earlier_anomalies = None  # anomaly.json entries of the run a resumed run continues
+        self._earlier_anomalies: Optional[dict] = None  # anomaly.json entries of the run a resumed run continues
 
     def _choose_run_dir(self) -> str:
         root = output_root()
@@ -148,7 +149,7 @@ class MonitorEngine:
             logger.warning(f"monitor: could not write switch=false into '{path}': {exc}")
 
     # -- per step -----------------------------------------------------------------------------
-    def finish_step(self, records: list, global_values: dict = None) -> list:
+    def finish_step(self, records: list, global_values: Optional[dict] = None) -> list:
         """Write and judge the collected step's records; advance to the next step. Returns its alerts."""
         step = self.step
         alerts = []

@@ -14,7 +14,7 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, List, Optional
 
 import numpy as np
 
@@ -152,8 +152,8 @@ class GradSummaryWriter:
         ensure_dir(self.rank_dir)
         self.header = summary_header(settings.level, settings.bounds)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="msprobe-grad-probe")
-        self._pending = []
-        self.steps_written = []
+        self._pending: list = []
+        self.steps_written: List[int] = []
 
     def submit(self, step: int, stats: list) -> None:
         """Queue the files of one step; `stats` is a list of ParamGradStats in parameter order."""
@@ -190,7 +190,7 @@ class GradProbeBase(abc.ABC):
             config = load_config(config)
         self.settings = GradProbeSettings.from_config(config)
         self.step = 0
-        self.session = None
+        self.session: Any = None
         self.writer: Optional[GradSummaryWriter] = None
 
     @abc.abstractmethod

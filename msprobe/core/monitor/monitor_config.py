@@ -32,6 +32,7 @@ def parse_target_spec(key: str, spec: str) -> int:
     match = _TARGET_SPEC.match(spec) if isinstance(spec, str) else None
     if not match:
         _fail(key, spec, '"tensor", "tuple[n]" or "tuple[n]:i"')
+    assert match is not None  # _fail raised
     if match.group(3) is not None:
         index, length = int(match.group(3)), int(match.group(2))
         if index >= length:

@@ -23,6 +23,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from msprobe.core.dump.kernel_files import kernel_files, read_kernel_array
 from msprobe.core.log import logger
 from msprobe.core.paths import atomic_write_json
 
@@ -37,8 +38,6 @@ def _non_finite(values) -> bool:
 
 def kernel_roles(directory: str) -> "OrderedDict[str, dict]":
     """{kernel: {"role": ... or None, "files": [paths], "first": timestamp}} in execution order."""
-    from msprobe.mindspore.dump.kernel_files import kernel_files, read_kernel_array  # numpy only
-
     kernels: Dict[str, dict] = {}
     for path, meta in kernel_files(directory):
         name = f"{meta['op_type']}.{meta['op_name']}"

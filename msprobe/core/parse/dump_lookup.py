@@ -66,7 +66,7 @@ def _lookup_dump_json(path: str, query: str) -> List[Tuple[str, List[str], List[
     for name, record in data.items():
         if not _name_matches(query, name):
             continue
-        lines = []
+        lines: List[str] = []
         for key, value in (record.items() if isinstance(record, dict) else []):
             label = {"input_args": "input", "input_kwargs": "input", "output": "output"}.get(key, key)
             _tensor_lines(f"{name}.{label}", value, lines)

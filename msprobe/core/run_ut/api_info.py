@@ -6,6 +6,7 @@ parameter gradients are ignored: run_ut tests APIs only.
 import json
 import os
 from dataclasses import dataclass, field
+from typing import Optional
 
 from msprobe.core.errors import ParseError
 from msprobe.core.naming import BACKWARD, FORWARD, parse_name
@@ -23,7 +24,7 @@ class ApiCase:
     prefix: str
     api: str
     forward: dict
-    backward: dict = None
+    backward: Optional[dict] = None
     index: int = 0  # position in dump.json, keeps reports in a stable order
 
 

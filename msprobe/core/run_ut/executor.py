@@ -11,7 +11,7 @@ A framework module implements `FrameworkOps` and builds its executor factory wit
 """
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, cast
 
 from msprobe.core.naming import BACKWARD, FORWARD, entry_of_call, tensor_file_name
 from msprobe.core.precision.output_check import SKIP, aggregate_status
@@ -72,8 +72,9 @@ def run_case(case, settings: Dict[str, Any], ops: FrameworkOps) -> Dict[str, Any
         if reason:
             backward_status, message = SKIP, f"backward: {reason}"
         else:
-            backward_rows = ops.compare(f"{entry_of_call(case.name, BACKWARD)}.output", tested.grads, bench.grads,
-                                        tested, bench)
+            # ops.backward filled both gradient lists
+            backward_rows = ops.compare(f"{entry_of_call(case.name, BACKWARD)}.output",
+                                        cast(List[Any], tested.grads), cast(List[Any], bench.grads), tested, bench)
             backward_status = aggregate_status([r["status"] for r in backward_rows])
     forward_status = aggregate_status([r["status"] for r in forward_rows]) or ops.empty_forward_status
     failing = ops.failing_statuses
@@ -96,7 +97,7 @@ def executor_factory(ops: FrameworkOps, settings: Dict[str, Any]) -> Callable[[A
 
 
 def save_error_arrays(folder: str, case_name: str, groups: Dict[str, Sequence[Any]], extension: str,
-                      save: Callable[[Any, str], None]) -> None:
+                      save: Callable[[Any, str], Optional[bool]]) -> None:
     """`{case_name}.forward.{group}.{index}.{extension}` for every value of every group that `save`
     accepts (it returns False to skip one); folders 0750, files 0640."""
     os.makedirs(folder, mode=0o750, exist_ok=True)

@@ -23,7 +23,7 @@ from msprobe.core.log import logger
 __all__ = ["load_factory", "run_cases", "skip_outcome", "run_or_skip", "device_plan", "WorkerPool",
            "keep_freed_memory"]
 
-_worker = {}  # in a worker process: its factory, device id, and the executor built for the current settings
+_worker: dict = {}  # in a worker process: its factory, device id, and the executor built for the current settings
 
 
 def load_factory(path):

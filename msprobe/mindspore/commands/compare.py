@@ -26,7 +26,7 @@ def _id_list(content, key):
 
 
 def _entry_mapper(args):
-    from msprobe.mindspore.compare.ms_to_pt import ms_to_pt_entry_mapper
+    from msprobe.core.compare.ms_to_pt import ms_to_pt_entry_mapper
     # a bare -am uses the built-in Mint->Torch table; a YAML adds rules on top of it (NameMapper tries
     # them first). -cm / -lm compare Cells with PyTorch Modules.
     return ms_to_pt_entry_mapper(api_defaults=args.api_mapping is not None,

@@ -20,7 +20,7 @@ import numpy as np
 from msprobe.core.errors import CompareError
 from msprobe.core.log import logger
 from msprobe.core.paths import check_path, make_dir
-from msprobe.mindspore.dump.kernel_files import STAT_FILE, file_statistics, kernel_files
+from msprobe.core.dump.kernel_files import STAT_FILE, file_statistics, kernel_files
 
 __all__ = ["is_kernel_dump", "compare_kernel_dumps", "kernel_dump_json"]
 

@@ -2,20 +2,17 @@
 
 The statistics are those of the core table (msprobe/core/dump/stats.py), computed on a host copy of the
 tensor (several MindSpore reductions, mint.norm among them, have no CPU kernel, and a host copy is needed
-anyway on CPU): float32/float64 arrays in one pass of the C kernel of msprobe/core/dump/native.py, other
-dtypes (and every dtype without the kernel) with the table's numpy definitions.
+anyway on CPU) by core/dump/array_stats.py.
 bfloat16 has no numpy type, so such tensors are widened to float32 first.
 """
-import os
 import zlib
 
 import numpy as np
 
 from msprobe.core.dump.adapter import DumpAdapter
-from msprobe.core.dump.native import float_stats
-from msprobe.core.dump.stats import compute_stats
+from msprobe.core.dump.array_stats import array_statistics
 
-__all__ = ["MindSporeAdapter", "get_adapter", "current_rank", "to_numpy", "array_statistics", "dtype_name"]
+__all__ = ["MindSporeAdapter", "get_adapter", "to_numpy", "dtype_name"]
 
 
 def _mindspore():
@@ -34,33 +31,6 @@ def to_numpy(tensor):
     if tensor.dtype == ms.bfloat16:
         tensor = tensor.astype(ms.float32)
     return tensor.asnumpy()
-
-
-_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def array_statistics(array):
-    """[Max, Min, Mean, Norm] of a numpy array as Python numbers; None for an empty array.
-
-    Bool arrays give Max/Min as bools and no Mean/Norm; integer arrays give int Max/Min.
-    Float16 is widened so that the norm does not overflow.
-    """
-    if array.size == 0:
-        return None
-    flat = array.reshape(-1)
-    if flat.dtype == np.bool_:
-        return [bool(flat.any()), bool(flat.all()), None, None]
-    if flat.dtype.kind in "iu":
-        wide = flat.astype(np.float64)
-        return [int(flat.max()), int(flat.min()), float(wide.mean()), float(np.sqrt(np.dot(wide, wide)))]
-    if flat.dtype.kind == "c":
-        flat = np.abs(flat)
-    if flat.dtype.itemsize < 4:
-        flat = flat.astype(np.float32)
-    if float_stats is not None and flat.dtype in _KERNEL_DTYPES and flat.flags.c_contiguous:
-        # one pass of the C kernel (see msprobe/core/dump/native.py); float32 results in float32
-        return list(float_stats(flat.ctypes.data, flat.size, flat.itemsize, None))
-    return list(compute_stats(flat))  # the core table's definitions
 
 
 class MindSporeAdapter(DumpAdapter):
@@ -102,25 +72,6 @@ class MindSporeAdapter(DumpAdapter):
         if isinstance(value, ms.dtype.Type):
             return {"type": "mindspore.dtype", "value": str(value)}
         return None
-
-    def current_rank(self):
-        return current_rank()
-
-
-def current_rank():
-    """Rank from the distributed runtime when initialised, else from RANK_ID (set by msrun), else None."""
-    try:
-        from mindspore.communication import get_rank
-        from mindspore.communication._comm_helper import _is_initialized
-        if _is_initialized():
-            return int(get_rank())
-    except Exception:  # noqa: BLE001 - any failure means "not distributed"
-        pass
-    for key in ("RANK_ID", "RANK"):
-        value = os.environ.get(key, "").strip()
-        if value.isdigit():
-            return int(value)
-    return None
 
 
 _ADAPTER = None

@@ -22,10 +22,12 @@ import atexit
 import glob
 import os
 
+from msprobe.core.dump.kernel_files import STAT_HEADER, parse_kernel_file_name, write_statistics
 from msprobe.core.errors import ConfigError, UnsupportedError
+from msprobe.core.framework import current_rank
 from msprobe.core.log import logger
 from msprobe.core.paths import atomic_write_json
-from msprobe.mindspore.dump.kernel_files import STAT_HEADER, parse_kernel_file_name, write_statistics
+from msprobe.mindspore.framework import FRAMEWORK
 
 __all__ = ["GraphDump", "parse_kernel_file_name", "STAT_HEADER", "iteration_dirs", "NATIVE_CONFIG_NAME"]
 
@@ -119,8 +121,7 @@ class GraphDump:
         """Enable the native dump for graphs compiled from now on (idempotent)."""
         if self.started:
             return
-        from msprobe.mindspore.dump.adapter import current_rank
-        rank = current_rank() or 0
+        rank = current_rank(FRAMEWORK, default=0)
         if self.config.rank and rank not in self.config.rank:
             logger.info(f"msprobe: rank {rank} is not in config rank {self.config.rank}; no kernel dump here.")
             self.started = True

@@ -15,7 +15,9 @@ from mindspore import nn, ops
 
 from msprobe.core.errors import ConfigError, UnsupportedError
 from msprobe.core.monitor.grad_summary import GradProbeBase, GradProbeSettings, ParamGradStats, host_grad_stats
-from msprobe.mindspore.monitor.tensor_stats import current_rank, is_pynative, on_cpu
+from msprobe.core.framework import current_rank
+from msprobe.mindspore.framework import FRAMEWORK
+from msprobe.mindspore.monitor.tensor_stats import is_pynative, on_cpu
 
 __all__ = ["GradProbe", "gradient_stats"]
 
@@ -70,7 +72,7 @@ class GradProbe(GradProbeBase):
         if self.session is not None:
             raise ConfigError("GradProbe.monitor() was already called; call stop() first.")
         self._names = [p.name for p in optimizer.parameters]
-        self._open(current_rank(), lambda session: session.add_handle(
+        self._open(current_rank(FRAMEWORK, default=0), lambda session: session.add_handle(
             optimizer.register_forward_pre_hook(self._before_step)))
         return self
 

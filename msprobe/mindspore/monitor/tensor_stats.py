@@ -10,18 +10,10 @@ from mindspore import Tensor, ops
 from mindspore import dtype as mstype
 
 from msprobe.core.monitor.anomaly import StatRecord
-from msprobe.mindspore.dump.adapter import array_statistics, to_numpy
+from msprobe.core.dump.array_stats import array_statistics
+from msprobe.mindspore.dump.adapter import to_numpy
 
-__all__ = ["StatBatch", "stat_vector", "host_stats", "current_rank", "is_pynative", "on_cpu"]
-
-
-def current_rank() -> int:
-    try:
-        from mindspore.communication import get_rank
-
-        return int(get_rank())
-    except Exception:  # noqa: BLE001 - communication not initialised: a single process
-        return 0
+__all__ = ["StatBatch", "stat_vector", "host_stats", "is_pynative", "on_cpu"]
 
 
 def is_pynative() -> bool:

@@ -29,7 +29,9 @@ from msprobe.core.monitor.monitor_config import load_monitor_config
 from msprobe.core.monitor.names import select_targets, squash_name
 from msprobe.mindspore.monitor.collectives import install_collectives
 from msprobe.mindspore.monitor.module_hooks import CellHooks
-from msprobe.mindspore.monitor.tensor_stats import StatBatch, current_rank, is_pynative
+from msprobe.core.framework import current_rank
+from msprobe.mindspore.framework import FRAMEWORK
+from msprobe.mindspore.monitor.tensor_stats import StatBatch, is_pynative
 
 __all__ = ["TrainerMon"]
 
@@ -43,7 +45,7 @@ class TrainerMon(TrainerMonBase):
     def __init__(self, config_file_path: str, process_group=None, params_have_main_grad: bool = False,
                  opt_ty: Optional[str] = None):
         self.config = load_monitor_config(config_file_path)
-        self.rank = current_rank()
+        self.rank = current_rank(FRAMEWORK, default=0)
         self.engine = MonitorEngine(self.config, self.rank)
         self.batch = StatBatch(self.config.ops, self.config.eps)
         self.collecting_now = False

@@ -3,11 +3,12 @@ from msprobe.core.errors import ConfigError
 from msprobe.core.run_ut.command import add_run_ut_arguments, execute_run_ut
 from msprobe.core.run_ut.online.command import make_api_info_optional, online_section, run_online_bench
 from msprobe.core.run_ut.report import PYTORCH_LAYOUT
+from msprobe.pytorch.framework import FRAMEWORK
 
 DESCRIPTION = "API accuracy pre-check: rerun each dumped API on the device and on a CPU high-precision bench."
 # imported where the APIs run (here, or in each multi_run_ut worker), never by a multi_run_ut parent
-FACTORY = "msprobe.pytorch.api_accuracy_checker.executor:make_executor"
-ONLINE_RUNNER = "msprobe.pytorch.online_run_ut.bench_ops:make_online_runner"
+FACTORY = FRAMEWORK.run_ut_executor
+ONLINE_RUNNER = FRAMEWORK.online_runner
 
 
 def add_arguments(parser):

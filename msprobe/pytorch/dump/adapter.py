@@ -363,12 +363,6 @@ class TorchAdapter(DumpAdapter):
             return {"type": "torch.Generator", "value": str(value.device)}
         return _describe_distributed(value)
 
-    def current_rank(self):
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_rank()
-        return None
 
 
 def _describe_distributed(value):

@@ -55,6 +55,12 @@ class DataLoaderDriver:
             logger.info(f"msprobe enable_dataloader: steps {self.debugger.config.step} are dumped; the "
                         "DataLoader iteration ends here, as the config asks (training stops).")
 
+    def start(self):
+        """The user's start() does nothing: the next batch starts the step."""
+
+    def step(self):
+        """The user's step() does nothing: the next batch ends the step."""
+
     def close(self):
         """Remove the patch (the step in progress, if any, is ended by the debugger's close())."""
         self.hooks.close()

@@ -6,4 +6,4 @@ from msprobe.core.monitor.anomaly_analyse import analyse_anomalies, main
 __all__ = ["analyse_anomalies", "main"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m msprobe.pytorch.monitor.anomaly_analyse"))

@@ -15,17 +15,13 @@ from typing import Optional
 import torch
 
 from msprobe.core.errors import ConfigError
+from msprobe.core.framework import current_rank
 from msprobe.core.log import logger
 from msprobe.core.monitor.grad_summary import GradProbeBase, GradProbeSettings, ParamGradStats, host_grad_stats
+from msprobe.pytorch.framework import FRAMEWORK
 from msprobe.pytorch.monitor.optimizer_watch import unwrap_optimizer, watch_optimizer_steps
 
-__all__ = ["GradProbe", "current_rank", "param_gradient", "gradient_stats"]
-
-
-def current_rank() -> int:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank()
-    return 0
+__all__ = ["GradProbe", "param_gradient", "gradient_stats"]
 
 
 def param_gradient(param) -> Optional[torch.Tensor]:
@@ -112,7 +108,7 @@ class GradProbe(GradProbeBase):
         missing = sorted(set(self.settings.param_list) - {name for name, _ in named})
         if missing:
             logger.warning(f"grad_probe: param_list names not found in the model: {missing}")
-        if not self._open(current_rank(), lambda session: watch_optimizer_steps(
+        if not self._open(current_rank(FRAMEWORK, default=0), lambda session: watch_optimizer_steps(
                 session, pre=self._before_step, optimizer=optimizer, params=[p for _, p in named])):
             return self
         logger.info(f"grad_probe: level {self.settings.level}, {len(self._named_params)} parameters, "

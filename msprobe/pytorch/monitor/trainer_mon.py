@@ -24,7 +24,9 @@ from msprobe.core.monitor.engine import MonitorEngine
 from msprobe.core.monitor.module_struct import write_struct_and_stop
 from msprobe.core.monitor.monitor_config import OPS, load_monitor_config
 from msprobe.core.monitor.trainer_base import TrainerMonBase
-from msprobe.pytorch.monitor.grad_probe import current_rank, param_gradient
+from msprobe.core.framework import current_rank
+from msprobe.pytorch.framework import FRAMEWORK
+from msprobe.pytorch.monitor.grad_probe import param_gradient
 from msprobe.core.monitor.names import select_targets, squash_name
 from msprobe.pytorch.monitor.module_hooks import ActivationHooks
 from msprobe.pytorch.monitor.optimizer_state import OPT_TYPES, state_tensors
@@ -47,7 +49,7 @@ class TrainerMon(TrainerMonBase):
         self.process_group = process_group
         self.params_have_main_grad = params_have_main_grad
         self.opt_ty = opt_ty
-        self.rank = current_rank()
+        self.rank = current_rank(FRAMEWORK, default=0)
         self.engine = MonitorEngine(self.config, self.rank)
         self.batch = StatBatch(self.config.ops, self.config.eps)
         self.collecting_now = False

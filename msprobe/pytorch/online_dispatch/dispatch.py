@@ -20,7 +20,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
 from msprobe.core.errors import ConfigError
+from msprobe.core.framework import current_rank
 from msprobe.core.log import logger
+from msprobe.pytorch.framework import FRAMEWORK
 from msprobe.pytorch.online_dispatch.checker import BENCH_DTYPES, check_call, tensor_leaves
 from msprobe.pytorch.online_dispatch.op_call import OpCall
 from msprobe.pytorch.online_dispatch.report import create_run_dir, write_reports
@@ -49,12 +51,6 @@ def _has_tensor(value) -> bool:
     if isinstance(value, dict):
         return any(_has_tensor(item) for item in value.values())
     return False
-
-
-def _rank() -> int:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank()
-    return 0
 
 
 def _validate(dump_mode, api_list, dump_path, tag, process_num, debug, bench_dtype) -> Optional[frozenset]:
@@ -113,7 +109,7 @@ class PtdbgDispatch(TorchDispatchMode):
     # ---- session ---------------------------------------------------------------------------------
     def __enter__(self):
         self._reset()
-        self._rank = _rank()
+        self._rank = current_rank(FRAMEWORK, default=0)
         self.run_dir, self._stamp = create_run_dir(self.dump_path, self.tag, self._rank)
         if self.process_num:
             from msprobe.pytorch.online_dispatch.worker_pool import WorkerPool

@@ -55,7 +55,8 @@ class FlightRecorder(Task):
         for earlier in held + [record]:
             for snapshot, file_name, desc in earlier.tensors:
                 desc["data_name"] = file_name
-                collector.save_tensor_file(snapshot, file_name)
+                # already a copy_for_save snapshot (a numpy array on MindSpore): written as it is
+                collector.writer.save_tensor(collector.current_step, collector.rank, snapshot, file_name)
             collector.commit(earlier)
         self.triggered = True
         logger.warning(f"msprobe flight_recorder: inf/nan in {record.name} ({role}); wrote it with the "

@@ -6,6 +6,7 @@ from typing import Any, Dict, Optional
 from msprobe.core.dump.filters import CallFilter
 
 from msprobe.core.dump.tasks import Task, register_task
+from msprobe.core.framework import get_framework
 from msprobe.core.free_benchmark import judge
 from msprobe.core.free_benchmark.csv_writer import FreeBenchmarkRow, ResultCsv
 from msprobe.core.free_benchmark.preheat import Preheat
@@ -13,19 +14,10 @@ from msprobe.core.free_benchmark.settings import FreeBenchmarkSettings
 from msprobe.core.log import logger
 from msprobe.core.naming import is_inplace, is_random_api
 
-__all__ = ["FreeBenchmark", "fuzz_ops_for"]
+__all__ = ["FreeBenchmark"]
 
 # calls never re-run: collectives would wait for the other ranks' second run (deadlock)
 _NEVER = ("Distributed.",)
-
-
-def fuzz_ops_for(framework: str):
-    """The framework's perturbation operations (see msprobe/pytorch/free_benchmark/perturb.py)."""
-    if framework == "mindspore":
-        from msprobe.mindspore.free_benchmark.perturb import MindSporeFuzzOps
-        return MindSporeFuzzOps
-    from msprobe.pytorch.free_benchmark.perturb import TorchFuzzOps
-    return TorchFuzzOps
 
 
 @register_task("free_benchmark")
@@ -55,7 +47,7 @@ class FreeBenchmark(Task):
         super().__init__(collector)
         framework = collector.adapter.framework
         self.settings = FreeBenchmarkSettings.from_section(collector.config.section, framework)
-        self.ops = fuzz_ops_for(framework)
+        self.ops = get_framework(framework).perturbation_ops()
         self.csv = ResultCsv(collector.config.dump_path)
         self.preheat = Preheat(self.settings.preheat_step, self.settings.max_sample) \
             if self.settings.if_preheat else None

@@ -11,20 +11,17 @@ that is down, refuses us or goes away costs one warning line, never an exception
 and the calls that could not be checked are counted and reported at exit.
 """
 import atexit
-import importlib
 
 from msprobe.core.dump.tasks import Task, register_task
 from msprobe.core.errors import ConfigError
+from msprobe.core.framework import get_framework
 from msprobe.core.log import logger
 from msprobe.core.run_ut.online import wire
 from msprobe.core.run_ut.online.sender import CallSender
 from msprobe.core.run_ut.online.tls import client_context, tls_files
 from msprobe.core.run_ut.online.transport import TransportError, check_plain_tcp, open_channel
 
-__all__ = ["OnlineRunUt", "PACKERS"]
-
-# framework -> module with pack_tensor(snapshot, name) -> (blob meta, buffer); imported when the task starts
-PACKERS = {"pytorch": "msprobe.pytorch.online_run_ut.packing"}
+__all__ = ["OnlineRunUt"]
 
 
 @register_task("online_run_ut")
@@ -48,13 +45,13 @@ class OnlineRunUt(Task):
         super().__init__(collector)
         section = dict(collector.config.section)
         framework = collector.adapter.framework
-        if framework not in PACKERS:
+        self.pack_tensor = get_framework(framework).wire_packer()  # (snapshot, name) -> (blob meta, buffer)
+        if self.pack_tensor is None:
             raise ConfigError(f"online_run_ut: not available for framework '{framework}' (PyTorch only).")
         if not section.get("nfs_path") and not (section.get("host") and section.get("port", -1) > 0):
             raise ConfigError("online_run_ut: set tensor.nfs_path (shared directory) or tensor.host and tensor.port "
                               "(the bench side's address).")
         self.section = section
-        self.packer = importlib.import_module(PACKERS[framework])
         files = None if section.get("nfs_path") else tls_files(section.get("tls_path", ""), "client")
         self.tls_context = client_context(files) if files else None
         if section.get("nfs_path"):
@@ -124,7 +121,7 @@ class OnlineRunUt(Task):
     def _submit(self, header, tensors, is_call):
         metas, buffers = [], []
         for snapshot, file_name, _ in tensors:
-            meta, buffer = self.packer.pack_tensor(snapshot, file_name)
+            meta, buffer = self.pack_tensor(snapshot, file_name)
             metas.append(meta)
             buffers.append(buffer)
         header["blobs"] = wire.blob_table(metas)

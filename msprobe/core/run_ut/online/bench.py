@@ -13,7 +13,8 @@ the files equal offline run_ut's on a tensor dump of the same calls. Per rank r,
     api_precision_compare_result_{ts}_rank{r}.csv / api_precision_compare_details_{ts}_rank{r}.csv
         the new precision standards: the device's details judged against the re-run's (written at the end)
 
-`runner(case) -> (outcome, device_outcome)` is the framework part (msprobe.pytorch.online_run_ut.bench_ops).
+`runner(case) -> (outcome, device_outcome)` is the framework part (the Framework's `online_runner`;
+PyTorch: msprobe/pytorch/online_run_ut/bench_ops.py).
 """
 import csv
 import os

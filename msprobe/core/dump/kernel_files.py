@@ -1,5 +1,7 @@
 """MindSpore's native kernel dump files: their names, bfloat16 `.npy` files and `statistic.csv`.
 
+Framework-free (numpy only): the L2 graph dump, kernel compare and the L2 overflow filter read them.
+
 An iteration directory `rank_{id}/{net}/{graph}/{iteration}/` holds one `.npy` file per kernel
 input/output, named `{OpType}.{OpName}.{task}.{stream}.{timestamp}.{input|output}.{slot}.{format}.{dtype}.npy`.
 Two things MindSpore does that a plain `np.load` over `os.listdir` gets wrong:
@@ -18,6 +20,7 @@ import zlib
 
 import numpy as np
 
+from msprobe.core.dump.array_stats import array_statistics
 from msprobe.core.errors import ParseError
 from msprobe.core.paths import FILE_MODE
 
@@ -106,7 +109,6 @@ def read_kernel_array(path):
 
 def file_statistics(path):
     """(values, stored, [Max, Min, Mean, Norm]) of one native .npy file (Nones when it is empty)."""
-    from msprobe.mindspore.dump.adapter import array_statistics
     values, stored = read_kernel_array(path)
     return values, stored, array_statistics(values) or [None] * 4
 

@@ -1,5 +1,8 @@
 """MindSpore -> PyTorch entry names for cross-framework compare (the `entry_mapper` of core compare).
 
+A pure name mapping (no framework imported): `msprobe -f mindspore compare` and the graph
+visualisation both use it.
+
     mapper = ms_to_pt_entry_mapper(api_defaults=True, cells_to_modules=True)
     mapper("Mint.add.0.forward")            -> "Torch.add.0.forward"
     mapper("Mint.special.expm1.0.forward")  -> "Torch.special.expm1.0.forward"
