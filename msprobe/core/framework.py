@@ -16,12 +16,16 @@ the abstract methods below (docs/architecture.md walks through it).
 import abc
 import importlib
 import os
-from typing import Any, Callable, ClassVar, Dict, Optional, Protocol, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Optional, Protocol, Sequence, Tuple, Type
 
 from msprobe.core.dump.adapter import DumpAdapter
 from msprobe.core.dump.stack import StackCapture
 from msprobe.core.errors import UnsupportedError
 from msprobe.core.free_benchmark.fuzz_ops import FuzzOps
+
+if TYPE_CHECKING:
+    from msprobe.core.api_resolver import ApiAllowList
+    from msprobe.core.config_check.probe import ConfigCheckProbe
 
 __all__ = ["Framework", "DumpHooks", "WindowSession", "available_frameworks", "get_framework", "current_rank",
            "rank_from_environment", "FRAMEWORK_MODULE"]
@@ -91,10 +95,14 @@ class Framework(abc.ABC):
         (core/run_ut/online/wire.py); None when this framework has no online run_ut."""
         return None
 
-    def api_allow_list(self) -> Callable[[str], Any]:
-        """The resolver from API names to callables, built from the API tables the hooks wrap (slot for the
-        allow-list resolver of core/api_resolver.py; names never become callables any other way)."""
+    def api_allow_list(self) -> "ApiAllowList":
+        """Where each API the dump wraps lives (core/api_resolver.py): the only way a name from a dump or a
+        message becomes a callable."""
         raise UnsupportedError(f"framework '{self.name}' has no API allow-list.")
+
+    def config_check_probe(self) -> "ConfigCheckProbe":
+        """config_check's view of this framework (core/config_check/probe.py)."""
+        raise UnsupportedError(f"framework '{self.name}' has no config_check support.")
 
 
 def available_frameworks() -> Tuple[str, ...]:

@@ -41,5 +41,15 @@ class MindSporeFramework(Framework):
 
         return MindSporeFuzzOps
 
+    def api_allow_list(self):
+        from msprobe.mindspore.dump.api_registry import api_allow_list
+
+        return api_allow_list()
+
+    def config_check_probe(self):
+        from msprobe.mindspore.config_check import MindSporeConfigCheckProbe
+
+        return MindSporeConfigCheckProbe()
+
 
 FRAMEWORK = MindSporeFramework()

@@ -67,5 +67,15 @@ class TorchFramework(Framework):
 
         return pack_tensor
 
+    def api_allow_list(self):
+        from msprobe.pytorch.dump.api_names import api_allow_list
+
+        return api_allow_list()
+
+    def config_check_probe(self):
+        from msprobe.pytorch.config_check import TorchConfigCheckProbe
+
+        return TorchConfigCheckProbe()
+
 
 FRAMEWORK = TorchFramework()

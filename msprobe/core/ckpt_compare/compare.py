@@ -78,7 +78,7 @@ def _severity(row):
 def _pair_rows(first: CheckpointReader, second: CheckpointReader, key_map: KeyMap):
     second_keys = second.keys()
     remaining = dict.fromkeys(second_keys)
-    renamed = {}
+    renamed: Dict[str, str] = {}
     for key in first.keys():
         target = key_map(key)
         if target in renamed:

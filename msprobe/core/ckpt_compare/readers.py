@@ -54,6 +54,8 @@ Opener = Callable[[str], Optional[CheckpointReader]]
 
 def float_chunks(stored: StoredTensor, chunk: int = _CHUNK) -> Iterator[np.ndarray]:
     """The tensor's elements as float64, in chunks of at most `chunk` elements (bfloat16 widened exactly)."""
+    if stored.raw is None:
+        return
     flat = stored.raw.reshape(-1)
     for start in range(0, flat.size, chunk):
         part = flat[start:start + chunk]
@@ -86,7 +88,7 @@ class SafetensorsReader:
         self._entries = {}
         for key, entry in header.items():
             self._entries[key] = self._checked_entry(key, entry)
-        self._map = None
+        self._map: Optional[np.ndarray] = None
 
     def _checked_entry(self, key, entry):
         try:
@@ -135,9 +137,11 @@ class ShardedReader:
 
     def read(self, key: str) -> StoredTensor:
         shard = self._weight_map[key]
-        if self._open[0] != shard:  # one shard open at a time: keys are compared in index order
-            self._open = (shard, self._open_file(os.path.join(self._folder, shard)))
-        return self._open[1].read(key)
+        name, reader = self._open
+        if name != shard or reader is None:  # one shard open at a time: keys are compared in index order
+            reader = self._open_file(os.path.join(self._folder, shard))
+            self._open = (shard, reader)
+        return reader.read(key)
 
 
 def _index_file(folder):

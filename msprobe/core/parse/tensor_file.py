@@ -28,7 +28,7 @@ class TensorFile(NamedTuple):
 
 def _names_bfloat16(stream) -> bool:
     """Whether one pickle names torch.BFloat16Storage; its opcodes are read, never run."""
-    strings = []
+    strings: list = []
     for opcode, arg, _ in pickletools.genops(stream):  # stops after the pickle's STOP
         if opcode.name == "GLOBAL" and arg == "torch BFloat16Storage":
             return True

@@ -48,13 +48,15 @@ def _torch_candidates(prefix, api):
 def resolve_torch(prefix, api):
     """The equivalent PyTorch callable from PyTorch's allow-list, or None when torch is missing or has no
     such API."""
-    try:
-        from msprobe.pytorch.dump.api_names import api_allow_list as torch_allow_list
+    from msprobe.core.framework import get_framework
+
+    try:  # the bench side's API list, through the seam (MindSpore's adapter does not import PyTorch's)
+        torch_allow_list = get_framework("pytorch").api_allow_list()
     except ImportError:
         return None
     for torch_prefix, torch_api in _torch_candidates(prefix, api):
         try:
-            return resolve(torch_allow_list(), torch_prefix, torch_api, warn=False)
+            return resolve(torch_allow_list, torch_prefix, torch_api, warn=False)
         except ApiNameRefused:
             continue
     return None

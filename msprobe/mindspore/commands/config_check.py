@@ -1,0 +1,4 @@
+"""`msprobe -f mindspore config_check`: what differs between the setups of two runs."""
+from msprobe.core.config_check.command import DESCRIPTION, add_arguments, run
+
+__all__ = ["DESCRIPTION", "add_arguments", "run"]
