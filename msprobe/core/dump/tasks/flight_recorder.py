@@ -1,6 +1,7 @@
 """The flight_recorder task: keep the last N call records in memory; write them only when inf/nan appears."""
 import collections
 
+from msprobe.core.config_fields import COMMON_FIELDS, IGNORE_NON_FINITE, RAISE_AT_PRODUCER, Field, boolean, integer, unlisted
 from msprobe.core.dump.tasks import Task, register_task
 from msprobe.core.log import logger
 from msprobe.core.overflow.origin import NanOrigin
@@ -16,16 +17,15 @@ class FlightRecorder(Task):
     together with the records before it (oldest first; stack.json, construct.json alike), its NaN-origin
     role goes to nan_origin.json, and recording stops. The window does not reach back across step().
 
-    config.json, "flight_recorder" section:
-      scope, list, data_mode   which calls are recorded (as for statistics)
-      depth                    records kept before the non-finite one (default 64)
-      save_tensors             also keep a copy of every recorded tensor (default false; memory!)
-      ignore_non_finite        expected infs, e.g. ["masked_fill:-inf"] (see msprobe/core/overflow/origin.py)
-      raise_at_producer        raise NaNProducerError into the training code at the first producer
-
     Cost while nothing overflows: the statistics of every recorded call (like a statistics dump without
     its files), plus one tensor copy per tensor with save_tensors.
     """
+
+    frameworks = ("pytorch",)
+    config_fields = unlisted(*COMMON_FIELDS) + unlisted(
+        Field("depth", integer(1), 64, "records kept before the non-finite one"),
+        Field("save_tensors", boolean, False, "also keep a copy of every recorded tensor (memory!)"),
+        IGNORE_NON_FINITE, RAISE_AT_PRODUCER)
 
     def __init__(self, collector):
         super().__init__(collector)

@@ -3,6 +3,7 @@ disagree (check), or give the API's output the high-precision result (fix)."""
 import dataclasses
 from typing import Any, Dict, Optional
 
+from msprobe.core.config_fields import Field, boolean, choice, integer, string_list
 from msprobe.core.dump.filters import CallFilter
 
 from msprobe.core.dump.tasks import Task, register_task
@@ -15,6 +16,7 @@ from msprobe.core.naming import is_inplace, is_random_api
 
 __all__ = ["FreeBenchmark", "fuzz_ops_for"]
 
+PERT_MODES = ("improve_precision", "add_noise", "no_change", "bit_noise", "change_value", "to_cpu")
 # calls never re-run: collectives would wait for the other ranks' second run (deadlock)
 _NEVER = ("Distributed.",)
 
@@ -33,23 +35,33 @@ class FreeBenchmark(Task):
     """task "free_benchmark" (level L1): no bench run needed. Each selected API call runs a second time
     on perturbed inputs; in check mode the two outputs are compared (ratio of magnitudes, per-dtype
     thresholds, sign flips) and disagreeing calls are appended to {dump_path}/free_benchmark.csv; in fix
-    mode the high-precision (or CPU) result replaces the API's output. No dump.json is written.
-
-    config.json, "free_benchmark" section (docs/free_benchmark.md):
-      scope          exact API names ("Torch.prod.0.forward"); list: parts of names ("prod"); not both.
-                     MindSpore: list of full names ("mindspore.ops.bmm"), no scope.
-      pert_mode      improve_precision (default) | add_noise | bit_noise | change_value | no_change | to_cpu
-      fuzz_device    "npu" (default; the device the model runs on) | "cpu" (with to_cpu only)
-      handler_type   check (default) | fix (improve_precision or to_cpu, forward, no preheat)
-      fuzz_stage     forward (default) | backward (check: gradients w.r.t. the inputs)
-      if_preheat     learn per-API thresholds in the first preheat_step steps (default 15)
-      max_sample     preheat samples per API and step (default 20)
-      bench_dtype    float32 (default) | float64: the dtype improve_precision / to_cpu raise to
+    mode the high-precision (or CPU) result replaces the API's output. No dump.json is written
+    (docs/free_benchmark.md).
 
     In check mode the user's computation is untouched (re-runs work on copies, without autograd), so
     training is bit-identical to a run without the tool. In-place APIs are re-run on a copy of their
     inputs taken before the first run. Random APIs (dropout...) and collectives are never re-run.
     """
+
+    levels = ("L1",)
+    config_fields = (
+        Field("scope", string_list, [], "exact API names (`\"Torch.prod.0.forward\"`); not with `list`"),
+        Field("list", string_list, [], "parts of API names (`\"prod\"`); MindSpore: full names "
+              "(`\"mindspore.ops.bmm\"`)"),
+        Field("fuzz_device", choice("npu", "cpu"), "npu", "`npu`: the device the model runs on; `cpu` with "
+              "`to_cpu` only"),
+        Field("pert_mode", choice(*PERT_MODES), "improve_precision", "how inputs are perturbed"),
+        Field("handler_type", choice("check", "fix"), "check", "`check` reports, `fix` replaces the output "
+              "(improve_precision or to_cpu, forward, no preheat)"),
+        Field("fuzz_level", choice("L1"), "L1", "API level only"),
+        Field("fuzz_stage", choice("forward", "backward"), "forward", "`backward`: check gradients w.r.t. the "
+              "inputs"),
+        Field("if_preheat", boolean, False, "learn per-API thresholds in the first `preheat_step` steps"),
+        Field("preheat_step", integer(1), 15, "steps of preheat"),
+        Field("max_sample", integer(1), 20, "preheat samples per API and step"),
+        Field("bench_dtype", choice("float32", "float64"), "float32", "the dtype improve_precision / to_cpu raise "
+              "to", listed=False),
+    )
 
     def __init__(self, collector: Any) -> None:
         super().__init__(collector)
@@ -61,7 +73,7 @@ class FreeBenchmark(Task):
             if self.settings.if_preheat else None
         self.inputs: Dict[int, tuple] = {}   # id(call) -> (args, kwargs) until after_call
         self.handles: list = []               # backward-stage hooks of this step
-        self.skipped = set()
+        self.skipped: set = set()
         # scope/list select here (scope is a set of names, not a range): the collector's filter passes all
         collector.filter = CallFilter(dataclasses.replace(collector.config, scope=[], list=[]))
         # no dump.json: the collector describes nothing (no statistics), it only routes calls here

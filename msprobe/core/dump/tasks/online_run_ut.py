@@ -13,6 +13,7 @@ and the calls that could not be checked are counted and reported at exit.
 import atexit
 import importlib
 
+from msprobe.core.config_fields import ONLINE_FIELDS, Field, boolean, unlisted
 from msprobe.core.dump.tasks import Task, register_task
 from msprobe.core.errors import ConfigError
 from msprobe.core.run_ut.online import wire
@@ -28,19 +29,20 @@ PACKERS = {"pytorch": "msprobe.pytorch.online_run_ut.packing"}
 
 @register_task("online_run_ut")
 class OnlineRunUt(Task):
-    """task "tensor" with "online_run_ut": true — send every dumped API call to the run_ut bench side.
-
-    config.json, "tensor" section (docs 08):
-      online_run_ut            true selects this task
-      nfs_path                 shared directory (then host/port/tls_path are ignored)
-      host, port               the bench side's address (TCP)
-      tls_path                 folder with client.key, client.crt and ca.crt: TLS; "" : plain TCP
-      online_run_ut_recompute  true: the model recomputes activations; backward entries are not sent
-      scope, list, data_mode   which calls are sent, as for dumping
-    Top-level rank / step select ranks and steps as for dumping (no process group: rank 0).
+    """task "tensor" with "online_run_ut": true — send every dumped API call to the run_ut bench side
+    (docs/online_run_ut.md). Its keys live in the "tensor" section; scope, list and data_mode select the calls
+    sent, top-level rank / step the ranks and steps (no process group: rank 0). With tls_path the folder holds
+    client.key, client.crt and ca.crt. PyTorch only.
     """
 
     saves_tensors = False
+    section = "tensor"
+    selectable = False
+    frameworks = ("pytorch",)
+    config_fields = (Field("online_run_ut", boolean, False, "`true` sends every dumped API call to a run_ut bench "
+                           "side instead of writing a dump", listed=False),) + ONLINE_FIELDS + unlisted(
+        Field("online_run_ut_recompute", boolean, False, "the model recomputes activations: backward entries are "
+              "not sent"))
 
     def __init__(self, collector):
         super().__init__(collector)

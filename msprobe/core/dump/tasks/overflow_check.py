@@ -1,6 +1,8 @@
 """The overflow_check task: keep only the calls whose inputs or outputs hold inf/nan, with their tensor files."""
 import math
 
+from msprobe.core.config_fields import (COMMON_FIELDS, IGNORE_NON_FINITE, RAISE_AT_PRODUCER, Effect, Field, choice,
+                                        integer, unlisted)
 from msprobe.core.dump.stats import STAT_KEYS
 from msprobe.core.dump.tasks import Task, register_task
 from msprobe.core.log import logger
@@ -14,10 +16,7 @@ class OverflowCheck(Task):
     """task "overflow_check": dump.json keeps only the calls (forward, backward, parameter gradients) whose
     inputs or outputs hold an inf or nan, as msprobe 1.2.1 does (a call fed inf/nan is flagged too), each with
     its statistics and its tensor files in dump_tensor_data/. Dumping stops after `overflow_nums` such calls.
-
-    config.json, "overflow_check" section:
-      overflow_nums   how many overflowing calls to keep before dumping stops (default 1; -1: no limit)
-      check_mode      MindSpore L2 only
+    Each kept call's NaN-origin role (producer, propagator, consumer) goes to nan_origin.json.
 
     Cost: the statistics of every dumped call, as the statistics task computes them, and nothing more for a
     finite call; tensors are copied only for the calls kept. The decision is taken when the call has
@@ -25,6 +24,13 @@ class OverflowCheck(Task):
     """
 
     saves_tensors = True
+    config_fields = unlisted(*COMMON_FIELDS) + (
+        Field("overflow_nums", integer(1, allow=(-1,)), 1, "overflowing calls kept before dumping stops; `-1`: no "
+              "limit"),
+        Field("check_mode", choice("all", "aicore", "atomic"), "all", "`all`, `aicore` or `atomic` (MindSpore L2)",
+              effect=Effect("MindSpore level L2 only", lambda fw, task, level, value: task == "overflow_check"
+                            and fw != "pytorch" and level == "L2")),
+        IGNORE_NON_FINITE, RAISE_AT_PRODUCER)
 
     def __init__(self, collector):
         super().__init__(collector)
