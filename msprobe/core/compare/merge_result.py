@@ -11,6 +11,7 @@ import os
 import re
 import time
 
+from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE
 from msprobe.core.compare.xlsx import Sheet, write_xlsx
 from msprobe.core.errors import CompareError, ConfigError, ParseError
 from msprobe.core.log import logger
@@ -20,7 +21,7 @@ __all__ = ["merge_results", "STATISTICS_INDEX", "TENSOR_INDEX"]
 
 STATISTICS_INDEX = ["Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
                     "MeanRelativeErr", "NormRelativeErr"]
-TENSOR_INDEX = ["Cosine", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio"]
+TENSOR_INDEX = [m.header for m in TENSOR_METRIC_TABLE]
 _ALIASES = {"Norm diff": "L2norm diff"}
 _RANK_FILE = re.compile(r"^compare_result(?:_step\d+)?_rank(\d+)-rank\d+_\d+\.xlsx$")
 
