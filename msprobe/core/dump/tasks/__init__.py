@@ -12,9 +12,16 @@ builds the descriptors; at fixed points it asks the task:
                                                  output the user's code receives
     admit(record) -> bool                        (b) keep (True) or drop a finished record, having seen its
                                                  outputs; (c) a task may hold records and commit them later
-                                                 with `collector.commit(record)`
+                                                 with `self.context.commit(record)`
     step_end()                                   the step's files are about to be handed over
     saves_tensors                                whether dump.json names dump_tensor_data/
+
+A task sees the collector only through its `TaskContext` (self.context): config, adapter, current_step,
+rank, and commit(record), save(tensor, file_name), resolve() (fill statistics still on the device),
+finish(message) (end the dump). The calls it gets carry their structured name (call.key, call.index,
+call.is_module, call.name formatted once, call.entry_name). Routing is declared, not patched in:
+`selects_calls` (the task picks calls itself: the scope/list filter passes all) and `describes_calls`
+(False: no descriptors are built, calls are only routed to before_call/after_call).
 
 A task also declares its config.json section: `config_fields` (a tuple of config_fields.Field: key, rule,
 default, one-line doc), `levels` it accepts and the `frameworks` it runs on. core/config.py validates
@@ -31,22 +38,22 @@ is one more module:
     class FlightRecorder(Task):
         '''Keeps the last `depth` records; writes them only when a non-finite value appears.'''
         config_fields = COMMON_FIELDS + (Field("depth", integer(1), 64, "records kept"),)
-        def __init__(self, collector):
-            super().__init__(collector)
-            self.ring = collections.deque(maxlen=collector.config.section["depth"])
+        def __init__(self, context):
+            super().__init__(context)
+            self.ring = collections.deque(maxlen=context.config.section["depth"])
         def admit(self, record):
             self.ring.append(record)
             if has_non_finite(record.entry):
                 for held in self.ring:
-                    self.collector.commit(held)
+                    self.context.commit(held)
                 self.ring.clear()
             return False
 """
-from typing import Any, Callable, Dict, List, Optional, Tuple, Type
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, Type
 
 from msprobe.core.config_fields import Field
 
-__all__ = ["Task", "Record", "register_task", "task_class", "task_for", "registered_tasks", "config_tasks",
+__all__ = ["Task", "TaskContext", "Record", "register_task", "task_class", "task_for", "registered_tasks", "config_tasks",
            "section_fields", "ALL_FRAMEWORKS", "ALL_LEVELS"]
 
 ALL_FRAMEWORKS = ("pytorch", "mindspore")
@@ -72,6 +79,30 @@ class Record:
         self.tensors: List[tuple] = tensors if tensors is not None else []
 
 
+class TaskContext(Protocol):
+    """What a task may use of the collector (collector.CollectorContext implements it)."""
+    config: Any   # the DebuggerConfig; config.section is the task's validated section
+    adapter: Any  # the framework's dump adapter (copy_for_save, tensor_stats, framework, ...)
+
+    @property
+    def current_step(self) -> int: ...
+
+    @property
+    def rank(self) -> Optional[int]: ...
+
+    def commit(self, record: "Record") -> None:
+        """Put a record into the step's files (one the task held back, or took over)."""
+
+    def save(self, tensor: Any, file_name: str) -> None:
+        """Snapshot `tensor` now and write it as dump_tensor_data/`file_name` of this step."""
+
+    def resolve(self) -> None:
+        """Fill statistics still pending (on the device) into this step's descriptors."""
+
+    def finish(self, message: str) -> None:
+        """End the dump for good (e.g. overflow_nums reached): write what was kept, stop collecting."""
+
+
 class Task:
     """Base class: records every dumped call, saves no tensor files."""
 
@@ -87,17 +118,26 @@ class Task:
     collects = True
     levels: Tuple[str, ...] = ALL_LEVELS
     frameworks: Tuple[str, ...] = ALL_FRAMEWORKS
+    #: the task picks its calls itself (the collector's scope/list filter lets every call through)
+    selects_calls = False
+    #: the collector builds descriptors (dump.json entries); False: calls are only routed to the task
+    describes_calls = True
 
-    def __init__(self, collector: Any) -> None:
-        self.collector = collector
-        self.config = collector.config
+    def __init__(self, context: TaskContext) -> None:
+        self.context = context
+        self.config = context.config
+
+    @property
+    def collector(self) -> TaskContext:
+        """The task's context (the name tasks of wave 2 used; they get the context, not the collector)."""
+        return self.context
 
     #: a method (tensor, file_name, desc) in tasks that want file names; None: descriptors get no file names
     tensor_seen: Optional[Callable[..., None]] = None
     #: the candidate list of the record being described (set by the collector before each description)
     sink: Optional[list] = None
 
-    def before_call(self, call: Any, args: tuple, kwargs: dict) -> None:
+    def before_call(self, call: Any, args: tuple, kwargs: Optional[dict]) -> None:
         """A dumped call's inputs (already described in call.entry), before the call runs."""
 
     def after_call(self, call: Any, output: Any) -> Any:

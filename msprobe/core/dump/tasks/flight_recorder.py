@@ -27,25 +27,25 @@ class FlightRecorder(Task):
         Field("save_tensors", boolean, False, "also keep a copy of every recorded tensor (memory!)"),
         IGNORE_NON_FINITE, RAISE_AT_PRODUCER)
 
-    def __init__(self, collector):
-        super().__init__(collector)
-        section = collector.config.section
+    def __init__(self, context):
+        super().__init__(context)
+        section = context.config.section
         self.depth = section.get("depth", 64)
         self.save_tensors = bool(section.get("save_tensors", False))
         self.saves_tensors = self.save_tensors
         if self.save_tensors:
             self.tensor_seen = self._keep_tensor
-        self.origin = NanOrigin(collector, section.get("ignore_non_finite"), section.get("raise_at_producer", False))
+        self.origin = NanOrigin(context, section.get("ignore_non_finite"), section.get("raise_at_producer", False))
         self.ring = collections.deque(maxlen=self.depth)
         self.triggered = False
 
     def _keep_tensor(self, tensor, file_name, desc):
         # copied now: the tensor may change in place before the ring is written (or never be written)
-        self.sink.append((self.collector.adapter.copy_for_save(tensor), file_name, desc))
+        self.sink.append((self.context.adapter.copy_for_save(tensor), file_name, desc))
 
     def admit(self, record):
-        collector = self.collector
-        collector.records.resolve()  # the statistics are needed now to see an inf/nan
+        context = self.context
+        context.resolve()  # the statistics are needed now to see an inf/nan
         role = self.origin.role(record)
         if role is None:
             self.ring.append(record)
@@ -55,15 +55,15 @@ class FlightRecorder(Task):
         for earlier in held + [record]:
             for snapshot, file_name, desc in earlier.tensors:
                 desc["data_name"] = file_name
-                collector.save_tensor_file(snapshot, file_name)
-            collector.commit(earlier)
+                context.save(snapshot, file_name)
+            context.commit(earlier)
         self.triggered = True
         logger.warning(f"msprobe flight_recorder: inf/nan in {record.name} ({role}); wrote it with the "
                        f"{len(held)} record(s) before it.")
         try:
             self.origin.kept(record, role)
         finally:
-            collector.finish("msprobe flight_recorder: recording stops after the first inf/nan.")
+            context.finish("msprobe flight_recorder: recording stops after the first inf/nan.")
         return False
 
     def step_end(self):

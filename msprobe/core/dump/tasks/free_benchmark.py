@@ -1,10 +1,8 @@
 """The free_benchmark task: run each selected API again on perturbed inputs and report where the outputs
 disagree (check), or give the API's output the high-precision result (fix)."""
-import dataclasses
 from typing import Any, Dict, Optional
 
 from msprobe.core.config_fields import Field, boolean, choice, integer, string_list
-from msprobe.core.dump.filters import CallFilter
 
 from msprobe.core.dump.tasks import Task, register_task
 from msprobe.core.free_benchmark import judge
@@ -44,6 +42,8 @@ class FreeBenchmark(Task):
     """
 
     levels = ("L1",)
+    selects_calls = True      # scope is a set of names here, not a range: the collector's filter passes all
+    describes_calls = False   # no dump.json: calls are only routed here
     config_fields = (
         Field("scope", string_list, [], "exact API names (`\"Torch.prod.0.forward\"`); not with `list`"),
         Field("list", string_list, [], "parts of API names (`\"prod\"`); MindSpore: full names "
@@ -63,35 +63,30 @@ class FreeBenchmark(Task):
               "to", listed=False),
     )
 
-    def __init__(self, collector: Any) -> None:
-        super().__init__(collector)
-        framework = collector.adapter.framework
-        self.settings = FreeBenchmarkSettings.from_section(collector.config.section, framework)
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        framework = context.adapter.framework
+        self.settings = FreeBenchmarkSettings.from_section(context.config.section, framework)
         self.ops = fuzz_ops_for(framework)
-        self.csv = ResultCsv(collector.config.dump_path)
+        self.csv = ResultCsv(context.config.dump_path)
         self.preheat = Preheat(self.settings.preheat_step, self.settings.max_sample) \
             if self.settings.if_preheat else None
         self.inputs: Dict[int, tuple] = {}   # id(call) -> (args, kwargs) until after_call
         self.handles: list = []               # backward-stage hooks of this step
         self.skipped: set = set()
-        # scope/list select here (scope is a set of names, not a range): the collector's filter passes all
-        collector.filter = CallFilter(dataclasses.replace(collector.config, scope=[], list=[]))
-        # no dump.json: the collector describes nothing (no statistics), it only routes calls here
-        collector.want_forward_input = collector.want_forward_output = False
-        collector.want_backward_input = collector.want_backward_output = False
 
     # -- the call ---------------------------------------------------------------------------
     def before_call(self, call, args, kwargs):
         if call.is_module or not self.settings.selects(call.name, call.key) or call.key.startswith(_NEVER):
             return
-        if is_random_api(call.key.split(".", 1)[-1]):
+        if is_random_api(call.api):
             self._skip(call.key, "its output is random")
             return
         kwargs = kwargs or {}
         settings = self.settings
         if not self.ops.has_work(args, kwargs, settings.pert_mode, settings.bench_dtype):
             return  # nothing to perturb (improve_precision of a float32 API): no copy, no re-run
-        if is_inplace(call.key.split(".", 1)[-1], kwargs) or (kwargs and "out" in kwargs):
+        if is_inplace(call.api, kwargs) or (kwargs and "out" in kwargs):
             # the first run overwrites them: keep the inputs as they are now
             args, kwargs = self.ops.snapshot(args, kwargs)
         self.inputs[id(call)] = (args, kwargs)
@@ -116,7 +111,7 @@ class FreeBenchmark(Task):
         outputs = ops.float_outputs(output)
         if not outputs:
             return output
-        step = self.collector.current_step
+        step = self.context.current_step
         if settings.fix:
             return ops.fixed_output(function, args, kwargs, output, settings.pert_mode, settings.bench_dtype)
         if self.preheat is not None and self.preheat.active(step):
@@ -183,7 +178,8 @@ class FreeBenchmark(Task):
 
     # -- bookkeeping ------------------------------------------------------------------------
     def _rank(self):
-        return self.collector.rank if self.collector.rank is not None else 0
+        rank = self.context.rank
+        return rank if rank is not None else 0
 
     def _skip(self, key, reason):
         if key not in self.skipped:
@@ -199,7 +195,7 @@ class FreeBenchmark(Task):
 
     def new_step(self):
         if self.preheat is not None:
-            step = self.collector.current_step
+            step = self.context.current_step
             if 2 <= step <= self.preheat.preheat_step:  # the previous step sampled: learn from it
                 self.preheat.adapt(judge.threshold)
             self.preheat.new_step(step)

@@ -44,10 +44,10 @@ class OnlineRunUt(Task):
         Field("online_run_ut_recompute", boolean, False, "the model recomputes activations: backward entries are "
               "not sent"))
 
-    def __init__(self, collector):
-        super().__init__(collector)
-        section = dict(collector.config.section)
-        framework = collector.adapter.framework
+    def __init__(self, context):
+        super().__init__(context)
+        section = dict(context.config.section)
+        framework = context.adapter.framework
         if framework not in PACKERS:
             raise ConfigError(f"online_run_ut: not available for framework '{framework}' (PyTorch only).")
         if not section.get("nfs_path") and not (section.get("host") and section.get("port", -1) > 0):
@@ -67,7 +67,7 @@ class OnlineRunUt(Task):
     # -- collector callbacks --------------------------------------------------------------------
     def tensor_seen(self, tensor, file_name, desc):
         desc["data_name"] = file_name  # the entry reads as a tensor dump's; the bench maps names to blobs
-        self.sink.append((self.collector.adapter.copy_for_save(tensor), file_name, desc))
+        self.sink.append((self.context.adapter.copy_for_save(tensor), file_name, desc))
 
     def admit(self, record):
         call = record.call
@@ -75,10 +75,10 @@ class OnlineRunUt(Task):
             return False
         if record.kind == "backward" and not self.send_backward:
             return False
-        self.collector.records.resolve()  # statistics still on the device are needed in the JSON
-        name = f"{call.key}.{call.index}"
+        self.context.resolve()  # statistics still on the device are needed in the JSON
+        name = call.call_name
         header = {"kind": "call" if record.kind == "forward" else "backward", "rank": self._rank(),
-                  "step": self.collector.current_step, "name": name}
+                  "step": self.context.current_step, "name": name}
         if record.kind == "forward":
             self.seq_of[name] = header["seq"] = self.seq
             self.seq += 1
@@ -94,7 +94,7 @@ class OnlineRunUt(Task):
 
     def step_end(self):
         if self.sent_in_step:
-            self._submit({"kind": "step_end", "rank": self._rank(), "step": self.collector.current_step}, [], False)
+            self._submit({"kind": "step_end", "rank": self._rank(), "step": self.context.current_step}, [], False)
             self.sent_in_step = False
 
     def new_step(self):
@@ -102,7 +102,7 @@ class OnlineRunUt(Task):
 
     # -- sending --------------------------------------------------------------------------------
     def _rank(self):
-        rank = self.collector.rank
+        rank = self.context.rank
         return 0 if rank is None else int(rank)
 
     def _sender(self):
@@ -125,7 +125,7 @@ class OnlineRunUt(Task):
     def close(self):
         """At exit: send what is queued and the end message, then say how many calls were not checked."""
         atexit.unregister(self.close)
-        ranks = self.collector.config.rank
+        ranks = self.context.config.rank
         if self.sender is None and ranks and self._rank() not in ranks:
             return  # a rank that is not checked has nothing to end
         sender = self._sender()

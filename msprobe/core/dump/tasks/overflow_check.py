@@ -32,33 +32,33 @@ class OverflowCheck(Task):
                             and fw != "pytorch" and level == "L2")),
         IGNORE_NON_FINITE, RAISE_AT_PRODUCER)
 
-    def __init__(self, collector):
-        super().__init__(collector)
-        self.limit = collector.config.overflow_nums
+    def __init__(self, context):
+        super().__init__(context)
+        self.limit = context.config.overflow_nums
         self.count = 0
-        section = collector.config.section  # NaN origin: roles, ignore rules, raise (core/overflow/origin.py)
-        self.origin = NanOrigin(collector, section.get("ignore_non_finite"), section.get("raise_at_producer", False))
+        section = context.config.section  # NaN origin: roles, ignore rules, raise (core/overflow/origin.py)
+        self.origin = NanOrigin(context, section.get("ignore_non_finite"), section.get("raise_at_producer", False))
 
     def tensor_seen(self, tensor, file_name, desc):
         self.sink.append((tensor, file_name, desc))  # no copy yet: most calls are finite
 
     def admit(self, record):
-        collector = self.collector
-        collector.records.resolve()  # deferred (device) statistics are needed now
+        context = self.context
+        context.resolve()  # deferred (device) statistics are needed now
         role = self.origin.role(record)
         if role is None:
             return False
-        adapter = collector.adapter
+        adapter = context.adapter
         for tensor, file_name, desc in record.tensors:
             if _same_statistics(adapter, tensor, desc):
                 desc["data_name"] = file_name
-                collector.save_tensor_file(tensor, file_name)
-        collector.commit(record)
+                context.save(tensor, file_name)
+        context.commit(record)
         self.count += 1
         logger.warning(f"msprobe overflow_check: inf/nan found in {record.name} ({role}).")
         self.origin.kept(record, role)
         if self.limit != -1 and self.count >= self.limit:
-            collector.finish(f"msprobe overflow_check: reached overflow_nums={self.limit}; dumping stops.")
+            context.finish(f"msprobe overflow_check: reached overflow_nums={self.limit}; dumping stops.")
         return False  # committed above
 
     def step_end(self):

@@ -22,4 +22,4 @@ class TensorTask(Task):
 
     def tensor_seen(self, tensor, file_name, desc):
         desc["data_name"] = file_name
-        self.collector.save_tensor_file(tensor, file_name)
+        self.context.save(tensor, file_name)
