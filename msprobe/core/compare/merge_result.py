@@ -88,9 +88,11 @@ def merge_results(input_dir, output_dir, config_path):
         frame = _read_sheet(path)
         if "NPU MD5" in frame.columns:
             raise CompareError(f"'{path}' is an md5-mode result; merge_result supports tensor and statistics results.")
-        available = TENSOR_INDEX if "Cosine" in frame.columns else STATISTICS_INDEX
-        if mode_indices is not None and mode_indices is not available:
+        mode = TENSOR_INDEX if "Cosine" in frame.columns else STATISTICS_INDEX
+        if mode_indices is not None and (mode_indices[0] in TENSOR_INDEX) != (mode is TENSOR_INDEX):
             raise CompareError("the compare results mix tensor and statistics modes; merge one mode at a time.")
+        # reports of 1.2.1 (or older msprobe) lack the metric columns added since: merge what all of them have
+        available = [i for i in mode if i in frame.columns and (mode_indices is None or i in mode_indices)]
         mode_indices = available
         chosen = frame[frame["NPU Name"].map(lambda name: _selected(name, apis))]
         per_rank[rank] = chosen.drop_duplicates("NPU Name").set_index("NPU Name")[available]
