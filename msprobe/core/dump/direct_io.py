@@ -32,7 +32,7 @@ _MIN_CLASS = 1 << 16
 _PER_CLASS = 2  # spare buffers kept per size class (the writer threads use one each at a time)
 _MAX_KEPT = 1 << 26  # larger buffers are not kept: their page faults are small next to their writes
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
-_refused = set()  # st_dev of file systems that refused O_DIRECT
+_refused: set = set()  # st_dev of file systems that refused O_DIRECT
 _enabled = os.environ.get("MSPROBE_DIRECT_IO", "1") != "0" and bool(_O_DIRECT)
 
 
