@@ -138,6 +138,9 @@ TENSOR_METRIC_TABLE: Tuple[TensorMetric, ...] = (
                  "share of elements whose relative error is below 0.001"),
     TensorMetric("five_thousandths", "Five Thousandths Err Ratio", lambda e: e.share_below(0.005), False,
                  "share of elements whose relative error is below 0.005"),
+    TensorMetric("euclidean", "EucDist", lambda e: e.error_norm, True,
+                 "Euclidean distance ||NPU - bench|| (float64 accumulation) over the compared elements",
+                 reference=False),
 )
 REFERENCE_METRICS = tuple(m for m in TENSOR_METRIC_TABLE if m.reference)
 EXTENSION_METRICS = tuple(m for m in TENSOR_METRIC_TABLE if not m.reference)

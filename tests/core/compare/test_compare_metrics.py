@@ -119,3 +119,32 @@ def test_statistics_diffs_sign_and_relative():
     assert math.isnan(relative[1, 0]) and math.isnan(relative[1, 1])  # absent value; bench 0 with a diff
     assert relative[1, 3] == 0.5
 
+
+
+def test_euclidean_distance_is_the_norm_of_the_difference():
+    npu = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+    bench = np.array([[1.0, 2.5], [3.0, 2.0]], dtype=np.float32)
+    assert tensor_metrics(npu, bench).euclidean == pytest.approx(math.hypot(0.5, 2.0), abs=1e-12)
+    assert tensor_metrics(np.array(2.0), np.array(-1.0)).euclidean == 3.0  # a 0-d tensor has one
+    same_nan = np.array([np.nan, 1.0, 2.0])
+    assert tensor_metrics(same_nan, np.array([np.nan, 1.0, 1.0])).euclidean == 1.0  # NaN left out
+    assert math.isnan(tensor_metrics(np.zeros(2), np.zeros(3)).euclidean)  # not compared
+
+
+def test_euclidean_distance_is_a_column_after_the_reference_columns(out_dir):
+    import os
+
+    import torch
+
+    from compare_samples import sample_dump
+    from msprobe.core.compare import CompareOptions, compare_dumps
+
+    npu, bench = sample_dump("pytorch_tensor_mix_run_a"), sample_dump("pytorch_tensor_mix_run_b")
+    result = compare_dumps(npu, bench, out_dir, CompareOptions(timestamp="1", progress=False))[0].result
+    header, columns = result.header, result.columns
+    assert header[header.index("Data_name") + 1:] == ["EucDist", "Suspicion"]
+    row = next(i for i, value in enumerate(columns["Cosine"]) if isinstance(value, float)
+               and columns["NPU Tensor Shape"][i] != "[]")
+    files = [os.path.join(os.path.dirname(path), "dump_tensor_data", columns["Data_name"][row]) for path in (npu, bench)]
+    a, b = (torch.load(f, weights_only=True).double().numpy() for f in files)
+    assert columns["EucDist"][row] == pytest.approx(float(np.linalg.norm(a - b)), rel=1e-5, abs=1e-12)
