@@ -91,10 +91,12 @@ def task_names() -> Tuple[str, ...]:
     return tuple(cls.name for cls in config_tasks())
 
 
-def dump_task_names() -> Tuple[str, ...]:
-    """The config tasks that run in the dump collector (PrecisionDebugger.start/stop)."""
+def dump_task_names(framework: Optional[str] = None) -> Tuple[str, ...]:
+    """The config tasks that run in the dump collector (PrecisionDebugger.start/stop), of `framework` if given
+    (its debugger's list: Task.frameworks)."""
     from msprobe.core.dump.tasks import config_tasks
-    return tuple(cls.name for cls in config_tasks() if cls.collects)
+    return tuple(cls.name for cls in config_tasks() if cls.collects and (framework is None
+                                                                          or framework in cls.frameworks))
 
 
 def section_schema(section: str) -> Dict[str, Field]:

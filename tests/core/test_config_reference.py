@@ -53,6 +53,14 @@ def test_the_task_list_is_the_registry():
         parse_config({"task": "online_run_ut"})  # selected by tensor.online_run_ut, not by name
 
 
+def test_each_framework_debugger_gets_its_dump_tasks_from_the_registry():
+    from msprobe.core.config import dump_task_names
+
+    assert dump_task_names("mindspore") == ("statistics", "tensor", "overflow_check", "free_benchmark")
+    assert dump_task_names("pytorch") == ("statistics", "tensor", "overflow_check", "free_benchmark",
+                                          "flight_recorder")
+
+
 def test_a_task_declares_its_level_rule():
     with pytest.raises(ConfigError, match="'level'.*'L1' for task free_benchmark"):
         parse_config({"task": "free_benchmark", "level": "L0"})
