@@ -1,8 +1,9 @@
 """`msprobe -f {pytorch,mindspore} <subcommand> ...`: parse, then import only the chosen subcommand.
 
 A subcommand is a file `msprobe/<framework>/commands/<name>.py` providing `DESCRIPTION` (one line),
-`add_arguments(parser)` and `run(args)` (returns an exit code or None). The commands are found by
-listing those folders, so `msprobe -h` shows exactly what this installation can run. Importing this
+`add_arguments(parser)` and `run(args)` (returns an exit code or None); one that is the same for every
+framework lives once in `msprobe/core/commands/`. The commands are found by listing those folders,
+so `msprobe -h` shows exactly what this installation can run. Importing this
 module imports neither torch nor mindspore, so `compare` starts fast.
 
 Every failure is one line: `[ERROR] message`, exit 1. The traceback appears with MSPROBE_LOG_LEVEL=0.
@@ -22,15 +23,18 @@ FRAMEWORKS = ("pytorch", "mindspore")
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def available_commands(framework):
-    """Sorted names of the command files of `framework` (without importing anything)."""
-    folder = os.path.join(_PACKAGE_DIR, framework, "commands")
+def _command_files(package):
+    """Names of the command files in msprobe/<package>/commands (without importing anything)."""
     try:
-        names = os.listdir(folder)
+        names = os.listdir(os.path.join(_PACKAGE_DIR, package, "commands"))
     except OSError:
-        return ()
-    return tuple(sorted(name[:-3] for name in names
-                        if name.endswith(".py") and not name.startswith("_") and name[:-3].isidentifier()))
+        return set()
+    return {name[:-3] for name in names if name.endswith(".py") and not name.startswith("_") and name[:-3].isidentifier()}
+
+
+def available_commands(framework):
+    """Sorted names of the commands of `framework`: its own and the framework-free ones of core."""
+    return tuple(sorted(_command_files(framework) | _command_files("core")))
 
 
 COMMANDS = {framework: available_commands(framework) for framework in FRAMEWORKS}
@@ -41,7 +45,8 @@ def _load_command(framework, name):
     """The command module of `framework`, or None when this installation has none of that name."""
     if name not in available_commands(framework):
         return None
-    return importlib.import_module(f"msprobe.{framework}.commands.{name}")
+    package = framework if name in _command_files(framework) else "core"
+    return importlib.import_module(f"msprobe.{package}.commands.{name}")
 
 
 def _commands_help():

@@ -1,32 +1,32 @@
 """config.json: load, validate every field, and resolve into one `DebuggerConfig`.
 
-Each task section is described by a table `field -> (validator, default)`; an invalid value
-raises ConfigError with the key, the bad value and what is allowed. `step`, `rank` and
-`rank_list` become `IndexRanges` (intervals, never expanded). `load_config` also checks the
-dump_path before training starts and warns, in one line, about keys that have no effect for
-the framework, task and level chosen.
+The sections are declared by the tasks themselves (`Task.config_fields` in core/dump/tasks/, one Field per
+key: rule, default, doc); this module validates from that registry, so a new task brings its section with
+it. An invalid value raises ConfigError with the key, the bad value and what is allowed. `step`, `rank` and
+`rank_list` become `IndexRanges` (intervals, never expanded). `load_config` also checks the dump_path before
+training starts and warns, in one line, about keys that have no effect for the framework, task and level
+chosen. config_reference.py turns the same declarations into the packaged config.json and the docs.
 """
 import copy
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
 
+from msprobe.core import config_fields as rules
+from msprobe.core.config_fields import Effect, Field
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
 from msprobe.core.paths import check_dump_path, load_json
 from msprobe.core.ranges import IndexRanges
 
-__all__ = ["TASKS", "LEVELS", "DebuggerConfig", "load_config", "parse_config", "expand_ranges",
+# TASKS, DUMP_TASKS and SECTIONS are the registry's, computed when asked for (module __getattr__ below)
+__all__ = ["LEVELS", "DebuggerConfig", "load_config", "parse_config", "expand_ranges",
            "default_config_path", "DEFAULT_CONFIG", "IndexRanges", "keys_without_effect", "FRAMEWORKS",
-           "load_task_section"]
+           "load_task_section", "TOP_FIELDS", "task_names", "dump_task_names", "section_schema"]
 
-TASKS = ("statistics", "tensor", "overflow_check", "run_ut", "free_benchmark", "grad_probe", "flight_recorder")
-DUMP_TASKS = ("statistics", "tensor", "overflow_check", "free_benchmark", "flight_recorder")
 LEVELS = ("L0", "L1", "L2", "mix")
-DATA_MODES = ("all", "forward", "backward", "input", "output")
-MS_SUMMARY_ITEMS = ("max", "min", "mean", "l2norm")
 FRAMEWORKS = ("pytorch", "mindspore")
-PERT_MODES = ("improve_precision", "add_noise", "no_change", "bit_noise", "change_value", "to_cpu")
 
 
 def default_config_path():
@@ -41,78 +41,7 @@ DEFAULT_CONFIG = {
 
 
 def _fail(key, value, allowed):
-    raise ConfigError(f"config: invalid value {value!r} for '{key}'; allowed: {allowed}.")
-
-
-def _choice(*options):
-    def check(key, value):
-        if value not in options:
-            _fail(key, value, " | ".join(repr(o) for o in options))
-        return value
-    return check
-
-
-def _bool(key, value):
-    if isinstance(value, bool):
-        return value
-    if value in ("true", "false", "True", "False"):  # the reference docs show "if_preheat": "true"
-        return value.lower() == "true"
-    _fail(key, value, "true | false")
-
-
-def _int(minimum=None, allow=()):
-    def check(key, value):
-        if isinstance(value, bool) or not isinstance(value, int) or (
-                value not in allow and minimum is not None and value < minimum):
-            extra = f" or {', '.join(map(str, allow))}" if allow else ""
-            _fail(key, value, f"an integer >= {minimum}{extra}" if minimum is not None else "an integer")
-        return value
-    return check
-
-
-def _str(key, value):
-    if not isinstance(value, str):
-        _fail(key, value, "a string")
-    return value
-
-
-def _str_list(key, value):
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        _fail(key, value, "a list of non-empty strings")
-    return list(value)
-
-
-def _scope(key, value):
-    value = _str_list(key, value)
-    if len(value) not in (0, 2):
-        _fail(key, value, "an empty list or exactly two names [start, end]")
-    return value
-
-
-def _data_mode(key, value):
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not value or any(v not in DATA_MODES for v in value):
-        _fail(key, value, f"a non-empty list of {list(DATA_MODES)}")
-    if "all" in value and len(value) > 1:
-        _fail(key, value, "['all'] alone, or a combination of forward/backward/input/output")
-    return list(value)
-
-
-def _summary_mode(key, value):
-    if isinstance(value, list):
-        if not value or any(v not in MS_SUMMARY_ITEMS for v in value):
-            _fail(key, value, f"'statistics' | 'md5' | a list of {list(MS_SUMMARY_ITEMS)}")
-        return list(value)
-    return _choice("statistics", "md5")(key, value)
-
-
-def _bounds(key, value):
-    if (not isinstance(value, list) or len(value) < 1
-            or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value)
-            or any(a >= b for a, b in zip(value, value[1:]))):
-        _fail(key, value, "a non-empty, strictly increasing list of numbers")
-    return list(value)
+    rules.fail(key, value, allowed)
 
 
 def expand_ranges(key, value):
@@ -121,45 +50,70 @@ def expand_ranges(key, value):
     return IndexRanges.parse(key, value)
 
 
-def _port(key, value):
-    if value == -1:
+_PYTORCH_ONLY = Effect("PyTorch only", lambda fw, task, level, value: fw != "mindspore")
+
+
+def _task_rule() -> rules.Rule:
+    """`task`: one of the registered config tasks (checked against the registry when used)."""
+    def check(key, value):
+        names = task_names()
+        if value not in names:
+            _fail(key, value, " | ".join(repr(n) for n in names))
         return value
-    value = _int(0)(key, value)
-    if value > 65535:
-        _fail(key, value, "a port number 0-65535")
-    return value
+    return rules.Rule(check, "a registered task (see the task sections below)", "str")
 
 
-_COMMON = {"scope": (_scope, []), "list": (_str_list, []), "data_mode": (_data_mode, ["all"])}
-SECTIONS = {
-    "statistics": {**_COMMON, "summary_mode": (_summary_mode, "statistics")},
-    "tensor": {**_COMMON, "file_format": (_choice("npy", "bin"), "npy"), "online_run_ut": (_bool, False),
-               "nfs_path": (_str, ""), "host": (_str, ""), "port": (_port, -1), "tls_path": (_str, "./"),
-               "allow_plain_tcp": (_bool, False), "online_run_ut_recompute": (_bool, False),
-               "summary_mode": (_summary_mode, "statistics")},
-    "overflow_check": {**_COMMON, "overflow_nums": (_int(1, allow=(-1,)), 1),
-                       "check_mode": (_choice("all", "aicore", "atomic"), "all"),
-                       "ignore_non_finite": (_str_list, []), "raise_at_producer": (_bool, False)},
-    "flight_recorder": {**_COMMON, "depth": (_int(1), 64), "save_tensors": (_bool, False),
-                        "ignore_non_finite": (_str_list, []), "raise_at_producer": (_bool, False)},
-    "run_ut": {"white_list": (_str_list, []), "black_list": (_str_list, []), "error_data_path": (_str, "./"),
-               "is_online": (_bool, False), "nfs_path": (_str, ""), "host": (_str, ""), "port": (_port, -1),
-               "tls_path": (_str, "./"), "allow_plain_tcp": (_bool, False),
-               "rank_list": (expand_ranges, IndexRanges([(0, 0)]))},
-    "free_benchmark": {"scope": (_str_list, []), "list": (_str_list, []),
-                       "fuzz_device": (_choice("npu", "cpu"), "npu"), "pert_mode": (_choice(*PERT_MODES), "improve_precision"),
-                       "handler_type": (_choice("check", "fix"), "check"), "fuzz_level": (_choice("L1"), "L1"),
-                       "fuzz_stage": (_choice("forward", "backward"), "forward"), "if_preheat": (_bool, False),
-                       "preheat_step": (_int(1), 15), "max_sample": (_int(1), 20),
-                       "bench_dtype": (_choice("float32", "float64"), "float32")},
-    "grad_probe": {"grad_level": (_choice("L0", "L1", "L2"), "L1"), "param_list": (_str_list, []),
-                   "bounds": (_bounds, [-1, 0, 1])},
-}
-_TOP = {"task": (_choice(*TASKS), "statistics"), "dump_path": (_str, "./dump_path"),
-        "rank": (expand_ranges, IndexRanges()), "step": (expand_ranges, IndexRanges()),
-        "level": (_choice(*LEVELS), "L1"), "enable_dataloader": (_bool, False), "async_dump": (_bool, False),
-        "framework": (_choice("", *FRAMEWORKS), ""),
-        "is_deterministic": (_bool, False)}
+#: the top level of config.json (the task sections come from the registry)
+TOP_FIELDS: Tuple[Field, ...] = (
+    Field("task", _task_rule(), "statistics", "the task (one section below each)"),
+    Field("dump_path", rules.string, "./dump_path", "output directory, checked when the debugger is created (see "
+          "below); every folder created 0750, files 0640"),
+    Field("rank", rules.ranges, IndexRanges(), "ranks to collect: integers and `\"a-b\"` ranges, e.g. "
+          "`[0, \"4-6\"]`; `[]`: all"),
+    Field("step", rules.ranges, IndexRanges(), "steps to collect, same syntax; ranges are kept as intervals, so "
+          "`[\"0-20000000\"]` costs nothing; `[]`: all"),
+    Field("level", rules.choice(*LEVELS), "L1", "`L0` modules/cells, `L1` APIs, `mix` both with parent links, `L2` "
+          "ATen ops (PyTorch) / kernels (MindSpore graph mode)"),
+    Field("enable_dataloader", rules.boolean, False, "PyTorch only (see [dump.md](dump.md))", effect=_PYTORCH_ONLY),
+    Field("async_dump", rules.boolean, False, "write files from a background thread; always flushed at `step()`, "
+          "`stop()` and process exit"),
+    Field("framework", rules.choice("", *FRAMEWORKS), "", "`pytorch` or `mindspore`; normally taken from the "
+          "debugger that reads the file", listed=False),
+    Field("is_deterministic", rules.boolean, False, "PyTorch only: deterministic algorithms while dumping",
+          listed=False, effect=_PYTORCH_ONLY),
+)
+_TOP = {f.name: f for f in TOP_FIELDS}
+
+
+def task_names() -> Tuple[str, ...]:
+    """The names config.json's "task" may take (the registry's config tasks)."""
+    from msprobe.core.dump.tasks import config_tasks
+    return tuple(cls.name for cls in config_tasks())
+
+
+def dump_task_names(framework: Optional[str] = None) -> Tuple[str, ...]:
+    """The config tasks that run in the dump collector (PrecisionDebugger.start/stop), of `framework` if given
+    (its debugger's list: Task.frameworks)."""
+    from msprobe.core.dump.tasks import config_tasks
+    return tuple(cls.name for cls in config_tasks() if cls.collects and (framework is None
+                                                                          or framework in cls.frameworks))
+
+
+def section_schema(section: str) -> Dict[str, Field]:
+    """key -> Field of config.json section `section` (empty for a task without one)."""
+    from msprobe.core.dump.tasks import section_fields
+    return {f.name: f for f in section_fields(section)}
+
+
+def __getattr__(name: str) -> Any:
+    # the task lists are the registry's, asked for when used (importing the tasks here would be a cycle)
+    if name == "TASKS":
+        return task_names()
+    if name == "DUMP_TASKS":
+        return dump_task_names()
+    if name == "SECTIONS":
+        return {task: section_schema(task) for task in task_names()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -174,16 +128,16 @@ class DebuggerConfig:
     async_dump: bool = False
     is_deterministic: bool = False
     framework: str = ""
-    scope: list = field(default_factory=list)
-    list: list = field(default_factory=list)
-    data_mode: list = field(default_factory=lambda: ["all"])
-    summary_mode: object = "statistics"
+    scope: List[str] = field(default_factory=list)
+    list: List[str] = field(default_factory=list)
+    data_mode: List[str] = field(default_factory=lambda: ["all"])
+    summary_mode: Any = "statistics"  # 'statistics' | 'md5' | a list of items (MindSpore L2)
     file_format: str = "npy"
     overflow_nums: int = 1
     check_mode: str = "all"
-    section: dict = field(default_factory=dict)  # every validated field of the task's section
+    section: Dict[str, Any] = field(default_factory=dict)  # every validated field of the task's section
 
-    def wants(self, direction, io):
+    def wants(self, direction: str, io: str) -> bool:
         """Whether data_mode keeps data of `direction` (forward/backward) and `io` (input/output)."""
         modes = self.data_mode
         if "all" in modes:
@@ -193,22 +147,27 @@ class DebuggerConfig:
         return direction in dirs and io in ios
 
 
-def _validate_section(task, raw):
+def _validate_section(task: str, raw: Any) -> Dict[str, Any]:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"config: section '{task}' must be a JSON object, got {type(raw).__name__}.")
-    schema = SECTIONS[task]
+    schema = section_schema(task)
     unknown = sorted(set(raw) - set(schema))
     if unknown:
         raise ConfigError(f"config: unknown key(s) {unknown} in section '{task}'; known: {sorted(schema)}.")
-    out = {}
-    for key, (check, default) in schema.items():
-        out[key] = check(f"{task}.{key}", raw[key]) if key in raw else copy.deepcopy(default)
-    return out
+    return {key: f.rule(f"{task}.{key}", raw[key]) if key in raw else copy.deepcopy(f.default)
+            for key, f in schema.items()}
 
 
-def parse_config(raw, **overrides):
+def _check_task_fits(task: str, level: str) -> None:
+    from msprobe.core.dump.tasks import task_class
+    levels = task_class(task).levels
+    if level not in levels:
+        _fail("level", level, f"{' | '.join(repr(v) for v in levels)} for task {task}")
+
+
+def parse_config(raw: Any, **overrides: Any) -> "DebuggerConfig":
     """Validate a config dict (as loaded from config.json) and apply non-None overrides."""
     if not isinstance(raw, dict):
         raise ConfigError(f"config: the top level must be a JSON object, got {type(raw).__name__}.")
@@ -216,22 +175,18 @@ def parse_config(raw, **overrides):
     for key, value in overrides.items():
         if value is not None:
             raw[key] = value
-    top = {}
-    for key, (check, default) in _TOP.items():
-        top[key] = check(key, raw[key]) if key in raw else copy.deepcopy(default)
-    unknown = sorted(set(raw) - set(_TOP) - set(SECTIONS))
+    top = {key: f.rule(key, raw[key]) if key in raw else copy.deepcopy(f.default) for key, f in _TOP.items()}
+    names = task_names()
+    unknown = sorted(set(raw) - set(_TOP) - set(names))
     if unknown:
-        raise ConfigError(f"config: unknown key(s) {unknown}; known: {sorted(set(_TOP) | set(SECTIONS))}.")
+        raise ConfigError(f"config: unknown key(s) {unknown}; known: {sorted(set(_TOP) | set(names))}.")
     if not top["dump_path"].strip():
         raise ConfigError("config: 'dump_path' must not be empty.")
     # validate every section present, so a typo in an unused section is still reported
-    sections = {task: _validate_section(task, raw[task]) for task in SECTIONS if task in raw}
+    sections = {task: _validate_section(task, raw[task]) for task in names if task in raw}
     task = top["task"]
     section = sections.get(task) or _validate_section(task, {})
-    if task == "overflow_check" and top["level"] not in ("L0", "L1", "mix", "L2"):
-        _fail("level", top["level"], "'L0' | 'L1' | 'mix' | 'L2' for overflow_check")
-    if task == "free_benchmark" and top["level"] != "L1":
-        _fail("level", top["level"], "'L1' for task free_benchmark")
+    _check_task_fits(task, top["level"])
     cfg = DebuggerConfig(task=task, dump_path=top["dump_path"], rank=top["rank"], step=top["step"],
                          level=top["level"], enable_dataloader=top["enable_dataloader"],
                          async_dump=top["async_dump"], is_deterministic=top["is_deterministic"],
@@ -242,34 +197,16 @@ def parse_config(raw, **overrides):
     return cfg
 
 
-# key -> (where it has an effect, predicate on (framework, task, level)); a key set to a value other
-# than its default where the predicate is false gets one warning line. Keys whose owners implement
-# them in more places are widened here.
-NO_EFFECT_RULES = {
-    "enable_dataloader": ("PyTorch only", lambda fw, task, level: fw != "mindspore"),
-    "is_deterministic": ("PyTorch only", lambda fw, task, level: fw != "mindspore"),
-    "file_format": ("MindSpore level L2 only",
-                    lambda fw, task, level: task == "tensor" and fw != "pytorch" and level == "L2"),
-    "check_mode": ("MindSpore level L2 only",
-                   lambda fw, task, level: task == "overflow_check" and fw != "pytorch" and level == "L2"),
-    "summary_mode": ("a list of items: MindSpore level L2 only",
-                     lambda fw, task, level: fw != "pytorch" and level == "L2"),
-}
-_DEFAULTS_OF = {"enable_dataloader": False, "is_deterministic": False, "file_format": "npy", "check_mode": "all",
-                "summary_mode": "statistics"}
-
-
-def keys_without_effect(cfg, framework=None):
-    """[(key, where it has an effect)] for keys set in `cfg` that do nothing for its framework/task/level."""
+def keys_without_effect(cfg: "DebuggerConfig", framework: Optional[str] = None) -> List[Tuple[str, str]]:
+    """[(key, where it has an effect)] for keys set in `cfg` that do nothing for its framework/task/level
+    (each Field's `effect`; a key at its default never counts)."""
     framework = framework or cfg.framework
-    found = []
-    for key, (where, has_effect) in NO_EFFECT_RULES.items():
-        value = getattr(cfg, key, _DEFAULTS_OF[key])
-        if key == "summary_mode" and not isinstance(value, list):
-            continue  # 'statistics' / 'md5' work everywhere; only the list form is L2-only
-        if value != _DEFAULTS_OF[key] and not has_effect(framework, cfg.task, cfg.level):
-            found.append((key, where))
-    return found
+    values = {"enable_dataloader": cfg.enable_dataloader, "is_deterministic": cfg.is_deterministic}
+    candidates = [(f, values[f.name]) for f in TOP_FIELDS if f.name in values]
+    candidates += [(f, cfg.section[f.name]) for f in section_schema(cfg.task).values() if f.name in cfg.section]
+    return [(f.name, f.effect.where) for f, value in candidates
+            if f.effect is not None and value != f.default
+            and not f.effect.applies(framework, cfg.task, cfg.level, value)]
 
 
 def _caller_framework(depth=2):

@@ -13,7 +13,7 @@ import numpy as np
 
 from msprobe.core.compare.load import (MODE_MD5, MODE_STATISTICS, MODE_TENSOR, DumpTable, detect_mode,
                                        load_dump)
-from msprobe.core.compare.metrics import statistics_diffs
+from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE, statistics_diffs
 from msprobe.core.compare.ms_to_pt import ms_to_pt_entry_mapper
 from msprobe.core.compare.tensor_io import compare_tensor_files
 from msprobe.core.errors import CompareError
@@ -24,7 +24,7 @@ __all__ = ["DumpTable", "load_table", "table_mode", "check_same_mode", "RowPair"
 
 STAT_DIFF_KEYS = ("Max diff", "Min diff", "Mean diff", "L2norm diff")
 STAT_RELATIVE_KEYS = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
-TENSOR_KEYS = ("Cosine", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio")
+TENSOR_KEYS = tuple(m.header for m in TENSOR_METRIC_TABLE)
 _NA = "N/A"
 _INF = float("inf")
 
@@ -102,7 +102,7 @@ def _tensors(npu: DumpTable, bench: DumpTable, pairs: Sequence[RowPair], process
                      npu.columns["shape_key"][i], bench.columns["shape_key"][j]))
         job_rows.append(k)
     for k, metrics in zip(job_rows, compare_tensor_files(jobs, processes, progress=False)):
-        out[k] = {key: _number(value) for key, value in zip(TENSOR_KEYS, metrics[:5])}
+        out[k] = {key: _number(value) for key, value in zip(TENSOR_KEYS, metrics.values)}
     return out
 
 

@@ -22,9 +22,14 @@ def test_help_and_version():
 def test_help_lists_exactly_the_command_files_of_each_framework():
     root = os.path.dirname(os.path.abspath(msprobe.cli.__file__))
     result = _run("-h")
+    def command_files(package):
+        return {name[:-3] for name in os.listdir(os.path.join(root, package, "commands"))
+                if name.endswith(".py") and not name.startswith("_")}
+
+    shared = command_files("core")  # framework-free commands, offered for every framework
+    assert "config" in shared
     for framework in FRAMEWORKS:
-        files = sorted(name[:-3] for name in os.listdir(os.path.join(root, framework, "commands"))
-                       if name.endswith(".py") and not name.startswith("_"))
+        files = sorted(command_files(framework) | shared)
         assert list(available_commands(framework)) == files
         line = next(line for line in result.stdout.splitlines() if line.strip().startswith(framework))
         assert line.split(None, 1)[1].split(", ") == files

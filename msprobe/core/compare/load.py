@@ -26,8 +26,10 @@ MODE_TENSOR, MODE_STATISTICS, MODE_MD5 = "tensor", "statistics", "md5"
 ROW_COLUMNS = ("name", "entry", "role", "kind", "dtype", "shape", "shape_key", "max", "min", "mean",
                "norm", "value", "md5", "data_name", "absent")
 _NAN = float("nan")
-_SHAPE_TEXT, _SHAPES, _DTYPES = {}, {}, {}
-_TENSOR_KINDS = {}  # "type" value -> whether core.naming calls it a tensor (one rule for every reader)
+_SHAPE_TEXT: dict = {}
+_SHAPES: dict = {}
+_DTYPES: dict = {}
+_TENSOR_KINDS: dict = {}  # "type" value -> whether core.naming calls it a tensor (one rule for every reader)
 # dump.json section -> row role and the word used in row names, in report order
 _SECTIONS = (("input_args", "input", "input"), ("input_kwargs", "input", "input"), ("input", "input", "input"),
              ("parameters", "parameters", "parameters"), ("output", "output", "output"))

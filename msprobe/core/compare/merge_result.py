@@ -11,6 +11,7 @@ import os
 import re
 import time
 
+from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE
 from msprobe.core.compare.xlsx import Sheet, write_xlsx
 from msprobe.core.errors import CompareError, ConfigError, ParseError
 from msprobe.core.log import logger
@@ -20,7 +21,7 @@ __all__ = ["merge_results", "STATISTICS_INDEX", "TENSOR_INDEX"]
 
 STATISTICS_INDEX = ["Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
                     "MeanRelativeErr", "NormRelativeErr"]
-TENSOR_INDEX = ["Cosine", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio"]
+TENSOR_INDEX = [m.header for m in TENSOR_METRIC_TABLE]
 _ALIASES = {"Norm diff": "L2norm diff"}
 _RANK_FILE = re.compile(r"^compare_result(?:_step\d+)?_rank(\d+)-rank\d+_\d+\.xlsx$")
 
@@ -87,9 +88,11 @@ def merge_results(input_dir, output_dir, config_path):
         frame = _read_sheet(path)
         if "NPU MD5" in frame.columns:
             raise CompareError(f"'{path}' is an md5-mode result; merge_result supports tensor and statistics results.")
-        available = TENSOR_INDEX if "Cosine" in frame.columns else STATISTICS_INDEX
-        if mode_indices is not None and mode_indices is not available:
+        mode = TENSOR_INDEX if "Cosine" in frame.columns else STATISTICS_INDEX
+        if mode_indices is not None and (mode_indices[0] in TENSOR_INDEX) != (mode is TENSOR_INDEX):
             raise CompareError("the compare results mix tensor and statistics modes; merge one mode at a time.")
+        # reports of 1.2.1 (or older msprobe) lack the metric columns added since: merge what all of them have
+        available = [i for i in mode if i in frame.columns and (mode_indices is None or i in mode_indices)]
         mode_indices = available
         chosen = frame[frame["NPU Name"].map(lambda name: _selected(name, apis))]
         per_rank[rank] = chosen.drop_duplicates("NPU Name").set_index("NPU Name")[available]

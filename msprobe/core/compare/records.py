@@ -13,7 +13,7 @@ import numpy as np
 
 from msprobe.core.compare import judge
 from msprobe.core.compare.load import MODE_MD5, MODE_TENSOR, DumpTable
-from msprobe.core.compare.metrics import statistics_diffs
+from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE, statistics_diffs
 from msprobe.core.compare.reasons import NOT_COMPARED, UNREADABLE, Reason
 from msprobe.core.compare.tensor_io import compare_tensor_files
 from msprobe.core.compare.tolerance import Judgement, dtype_epsilon, judge_rows, run_epsilon
@@ -25,7 +25,7 @@ PHASES = ("forward", "backward", "parameters_grad", "after backward")
 
 FLOAT_DTYPES = {"torch.float32", "torch.float16", "torch.bfloat16", "torch.float64", "Float32", "Float16",
                 "BFloat16", "Float64", "float32", "float16", "bfloat16", "float64"}
-_METRIC_FIELDS = ("cosine", "max_abs", "max_rel", "one_thousandth", "five_thousandths", "error_norm", "bench_norm")
+_METRIC_FIELDS = tuple(m.field for m in TENSOR_METRIC_TABLE) + ("error_norm", "bench_norm")
 
 
 @dataclass
@@ -34,8 +34,8 @@ class CompareRecords:
     NPU row matched. Positions are row indices into `npu` / `bench` (-1: that side has no row).
 
     reason: Reason code per row; detail: text that goes with it (the unreadable file and why), or None;
-    metrics: tensor mode 'cosine', 'max_abs', 'max_rel', 'one_thousandth', 'five_thousandths',
-    'error_norm', 'bench_norm' (float arrays, NaN where not computed); statistics mode 'diff' and
+    metrics: tensor mode the fields of metrics.TENSOR_METRIC_TABLE ('cosine', 'max_abs', ...), 'error_norm'
+    and 'bench_norm' (float arrays, NaN where not computed); statistics mode 'diff' and
     'relative' ((rows, 4) arrays of Max, Min, Mean, Norm); verdict: 'Accuracy Reached or Not' (tensor)
     or Result (statistics / md5) per row; color / highlights / overruled: 1.2.1's highlight rules, after
     the judgement has overruled the relative ones on rows within tolerance; judgement: the dtype-aware
@@ -60,7 +60,7 @@ class CompareRecords:
     overruled: list
     judgement: Optional[Judgement]
     entry_ids: np.ndarray
-    phases: np.ndarray = None
+    phases: Optional[np.ndarray] = None
     suspect: object = None
     extra: dict = field(default_factory=dict)
 
@@ -194,8 +194,8 @@ def _tensor_metrics(records_args, options):
         pair_rows.append(row)
     results = compare_tensor_files(pairs, options.processes, options.progress) if pairs else []
     for row, result in zip(pair_rows, results):
-        for k, name in enumerate(("cosine", "max_abs", "max_rel", "one_thousandth", "five_thousandths")):
-            metrics[name][row] = result[k]
+        for metric, value in zip(TENSOR_METRIC_TABLE, result.values):
+            metrics[metric.field][row] = value
         metrics["error_norm"][row], metrics["bench_norm"][row] = result.error_norm, result.bench_norm
         reason[row] = result.reason
         detail[row] = result.detail or None

@@ -13,6 +13,8 @@ import numpy as np
 from msprobe.core.compare.columns import NumberColumn
 from msprobe.core.compare.judge import RED_MESSAGES, YELLOW_MESSAGES
 from msprobe.core.compare.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR
+from msprobe.core.compare.metrics import (EXTENSION_METRICS, MSG_EMPTY, MSG_NAN_POSITION, MSG_SHAPE, MSG_ZERO_DIM, NA,
+                                          NONE, REFERENCE_METRICS, SHAPE_UNMATCHED, TENSOR_METRIC_TABLE, UNSUPPORTED)
 from msprobe.core.compare.reasons import Reason
 from msprobe.core.compare.records import FLOAT_DTYPES
 from msprobe.core.compare.tolerance import AMPLIFICATION, CHECKS, epsilon_name
@@ -20,11 +22,12 @@ from msprobe.core.compare.tolerance import AMPLIFICATION, CHECKS, epsilon_name
 __all__ = ["CompareResult", "render_result", "headers_for", "suspicion_text", "tensor_metric_cells",
            "summary_counts", "summary_text", "SUSPECT_STYLE", "UNSUPPORTED", "NA", "NONE", "SHAPE_UNMATCHED"]
 
-UNSUPPORTED, NA, NONE, SHAPE_UNMATCHED = "unsupported", "N/A", "None", "shape unmatched"
 SUSPECT_STYLE = 3  # added to the row colour: bold text marks the advisor's suspect in the xlsx
 COMMON = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape"]
 SUMMARY = ["NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm"]
-TENSOR_METRICS = ["Cosine", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio"]
+# the tensor metrics' columns: 1.2.1's where 1.2.1 puts them, added ones after 1.2.1's columns
+TENSOR_METRICS = [m.header for m in REFERENCE_METRICS]
+ADDED_METRICS = [m.header for m in EXTENSION_METRICS]
 STAT_DIFFS = ["Max diff", "Min diff", "Mean diff", "L2norm diff"]
 STAT_RELATIVE = ["MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr"]
 STACK = "NPU_Stack_Info"
@@ -37,11 +40,6 @@ MSG_STAT_WARNING = "Need double check api accuracy."
 MSG_VALUE_DIFF = "The NPU and bench values differ."
 MSG_SHAPE_STATISTICS = "Shape of NPU and bench Tensor do not match."
 MSG_DTYPE = "Dtype of NPU and bench Tensor do not match."
-MSG_ZERO_DIM = ("This is type of 0-d tensor, can not calculate 'Cosine', 'One Thousandth Err Ratio' and "
-                "'Five Thousandths Err Ratio'. ")
-MSG_EMPTY = "This is empty data, can not compare."
-MSG_SHAPE = "Shape of NPU and bench Tensor do not match. Skipped."
-MSG_NAN_POSITION = "The Position of inf or nan in NPU and bench Tensor do not match."
 
 
 def headers_for(mode, with_stack):
@@ -49,7 +47,7 @@ def headers_for(mode, with_stack):
     stack = [STACK] if with_stack else []
     if mode == MODE_TENSOR:
         return (COMMON + TENSOR_METRICS + SUMMARY + ["Accuracy Reached or Not", "Err_message"] + stack
-                + ["Data_name", SUSPICION])
+                + ["Data_name"] + ADDED_METRICS + [SUSPICION])
     if mode == MODE_STATISTICS:
         return COMMON + STAT_DIFFS + STAT_RELATIVE + SUMMARY + ["Result", "Err_message"] + stack + [SUSPICION]
     return COMMON + ["NPU MD5", "BENCH MD5", "Result"] + stack
@@ -74,19 +72,23 @@ class CompareResult:
         return [list(r) for r in zip(*(self.columns[h] for h in self.header))]
 
 
-_TENSOR_MARKERS = {
-    Reason.ZERO_DIM: (UNSUPPORTED, None, None, UNSUPPORTED, UNSUPPORTED),
-    Reason.NAN_POSITION: (NA,) * 5, Reason.NO_BENCH: (NA,) * 5, Reason.NO_NPU: (NA,) * 5,
-    Reason.SHAPE_MISMATCH: (SHAPE_UNMATCHED,) * 5,
-    Reason.NON_TENSOR: (UNSUPPORTED,) * 5, Reason.VALUE_DIFF: (UNSUPPORTED,) * 5, Reason.BENCH_NONE: (UNSUPPORTED,) * 5,
-}
+# the marker every tensor-metric cell of a row shows for its reason code (OK: the numbers; other codes: 'None')
+_REASON_MARKERS = {Reason.NAN_POSITION: NA, Reason.NO_BENCH: NA, Reason.NO_NPU: NA,
+                   Reason.SHAPE_MISMATCH: SHAPE_UNMATCHED, Reason.NON_TENSOR: UNSUPPORTED,
+                   Reason.VALUE_DIFF: UNSUPPORTED, Reason.BENCH_NONE: UNSUPPORTED}
+# a 0-d tensor keeps the numbers of the metrics it has (TensorMetric.zero_dim)
+_ZERO_DIM_MARKERS = tuple(None if m.zero_dim else UNSUPPORTED for m in TENSOR_METRIC_TABLE)
 
 
 def tensor_metric_cells(values, reason):
-    """The five tensor-metric cells of one row: numbers, or the marker its reason code calls for
-    ('unsupported', 'N/A', 'None', 'shape unmatched'); None in the markers keeps the number."""
-    markers = _TENSOR_MARKERS.get(Reason(int(reason)), (NONE,) * 5 if reason != Reason.OK else (None,) * 5)
-    return [float(v) if m is None else m for v, m in zip(values, markers)]
+    """The tensor-metric cells of one row, in TENSOR_METRIC_TABLE order: numbers, or the marker its reason
+    code calls for ('unsupported', 'N/A', 'None', 'shape unmatched')."""
+    code = Reason(int(reason))
+    if code == Reason.OK:
+        return [float(v) for v in values]
+    if code == Reason.ZERO_DIM:
+        return [float(v) if m is None else m for v, m in zip(values, _ZERO_DIM_MARKERS)]
+    return [_REASON_MARKERS.get(code, NONE)] * len(values)
 
 
 def _dtype_message(npu_dtype, bench_dtype):
@@ -307,11 +309,10 @@ def render_result(records, stacks=None, with_stack=False):
         cols[name] = cells
     if mode == MODE_TENSOR:
         metrics = records.metrics
-        values = np.stack([metrics[k] for k in ("cosine", "max_abs", "max_rel", "one_thousandth",
-                                                "five_thousandths")], axis=1)
+        values = np.stack([metrics[m.field] for m in TENSOR_METRIC_TABLE], axis=1)
         cells = [tensor_metric_cells(v, code) for v, code in zip(values.tolist(), records.reason.tolist())]
-        for k, name in enumerate(TENSOR_METRICS):
-            cols[name] = [row[k] for row in cells]
+        for k, metric in enumerate(TENSOR_METRIC_TABLE):
+            cols[metric.header] = [row[k] for row in cells]
         cols["Accuracy Reached or Not"] = list(records.verdict)
         cols["Data_name"] = records.column("npu", "data_name", "-1")
     else:

@@ -226,7 +226,7 @@ def find_rank_pairs(npu_dir, bench_dir):
     return pairs
 
 
-_PENDING_JOBS = []  # filled just before forking workers, so options with callables need no pickling
+_PENDING_JOBS: list = []  # filled just before forking workers, so options with callables need no pickling
 
 
 def _run_one(index):

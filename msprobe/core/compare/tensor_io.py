@@ -14,7 +14,7 @@ from msprobe.core.log import logger
 
 __all__ = ["load_tensor", "compare_tensor_files", "register_loader", "UnreadableTensorFile"]
 
-_LOADERS = {}
+_LOADERS: dict = {}
 
 
 def register_loader(suffix, loader):

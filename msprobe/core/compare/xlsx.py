@@ -150,7 +150,7 @@ def _chunk_xml(sheet, start, cache):
     return "".join(lines).encode("utf-8")
 
 
-_FORKED_SHEET = []  # the sheet being written, visible to forked render workers without pickling
+_FORKED_SHEET: list = []  # the sheet being written, visible to forked render workers without pickling
 
 
 def _render_chunk_in_worker(start):

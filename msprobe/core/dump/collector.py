@@ -7,26 +7,30 @@ Framework hooks report three kinds of events:
     collector.backward(call, grads_of_outputs, grads_of_inputs)             # when grads arrived
 
 (modules pass `is_module=True`, a key like "Module.l1.Linear" and their `parameters`; parameter
-gradients go to `parameters_grad`). The collector names calls ("Functional.linear.0.forward",
-"Module.l1.Linear.forward.0"), applies the step/rank/scope/list/data_mode filters, keeps the
+gradients go to `parameters_grad`). The collector names calls: a ForwardCall carries the structured name
+(key, call index, module or not; `entry_name` gives it as a naming.EntryName) and formats the entry name
+("Functional.linear.0.forward", "Module.l1.Linear.forward.0") once, for the record; the filters read the
+fields, nothing parses a name back. It applies the step/rank/scope/list/data_mode filters, keeps the
 module stack for construct.json, captures stack.json and builds the descriptors; the task (tasks/,
-chosen by config "task") decides which tensors are saved and which records are kept. Finished steps
-go to the writer. It never imports a framework.
+chosen by config "task") decides which tensors are saved and which records are kept, through a
+TaskContext (commit, save, resolve, finish), not the collector. Finished steps go to the writer. It
+never imports a framework.
 """
 import atexit
 import os
+from typing import Any, Dict, List, Optional
 
 from msprobe.core.dump.filters import CallFilter
 from msprobe.core.dump.guard import DumpGuard
 from msprobe.core.dump.record import RecordBuilder
 from msprobe.core.dump.stack import StackCapture
-from msprobe.core.dump.tasks import Record, Task, task_for
+from msprobe.core.dump.tasks import Record, Task, TaskContext, task_for
 from msprobe.core.dump.tensor_files import TensorFiles
 from msprobe.core.dump.writer import TENSOR_DIR, DumpWriter, rank_dir_name
 from msprobe.core.log import logger
-from msprobe.core.naming import backward_of
+from msprobe.core.naming import EntryName
 
-__all__ = ["DumpCollector", "ForwardCall"]
+__all__ = ["DumpCollector", "ForwardCall", "CollectorContext"]
 
 PARAMS_GRAD = "parameters_grad"
 
@@ -34,41 +38,103 @@ PARAMS_GRAD = "parameters_grad"
 class ForwardCall:
     """One forward call in progress (returned by begin_forward, passed back to the other events).
 
-    `function` may be set by a hook to the callable being run, for tasks that run a call again."""
-    __slots__ = ("key", "name", "index", "is_module", "dump", "entry", "parent", "list_matched",
-                 "stack", "step", "tensors", "function")
+    The structured name: `key` ("Functional.linear", "Module.l1.Linear"), `index` (per key and step) and
+    `is_module`; `name` is the entry name, formatted once. `parent` / `parent_backward`: the enclosing
+    module's forward / backward entry names (construct.json). `function` may be set by a hook to the
+    callable being run, for tasks that run a call again."""
+    __slots__ = ("key", "name", "index", "is_module", "dump", "entry", "parent", "parent_backward",
+                 "list_matched", "stack", "step", "tensors", "function", "_backward_name")
 
-    def __init__(self, key, name, index, is_module, dump, parent, step):
-        self.key, self.name, self.index, self.is_module = key, name, index, is_module
-        self.dump, self.parent, self.step = dump, parent, step
-        self.entry = {}
+    def __init__(self, key: str, index: int, is_module: bool, parent: Optional[Any], step: int) -> None:
+        self.key, self.index, self.is_module, self.step = key, index, is_module, step
+        self.name = f"{key}.forward.{index}" if is_module else f"{key}.{index}.forward"
+        if parent is None:
+            self.parent = self.parent_backward = None
+        else:
+            self.parent, self.parent_backward = parent.name, parent.backward_name
+        self.dump = False
+        self.entry: Dict[str, Any] = {}
         self.list_matched = False
         self.stack = None
-        self.tensors = []  # the task's candidate tensors (see tasks.Task.tensor_seen)
+        self.tensors: List[tuple] = []  # the task's candidate tensors (see tasks.Task.tensor_seen)
         self.function = None
+        self._backward_name: Optional[str] = None
 
     @property
-    def backward_name(self):
-        if self.is_module:
-            return f"{self.key}.backward.{self.index}"
-        return f"{self.key}.{self.index}.backward"
+    def call_name(self) -> str:
+        """The entry name without its direction: 'Functional.linear.0', 'Module.l1.Linear.0'."""
+        return f"{self.key}.{self.index}"
+
+    @property
+    def api(self) -> str:
+        """The API path ('linear', 'linalg.vector_norm'), or the module path and class ('l1.Linear')."""
+        return self.key.split(".", 1)[-1]
+
+    @property
+    def entry_name(self) -> EntryName:
+        prefix, _, api = self.key.partition(".")
+        return EntryName(prefix, api, str(self.index), "forward", self.is_module)
+
+    @property
+    def backward_name(self) -> str:
+        name = self._backward_name
+        if name is None:
+            key, index = self.key, self.index
+            name = self._backward_name = f"{key}.backward.{index}" if self.is_module else f"{key}.{index}.backward"
+        return name
+
+
+class Region:
+    """A named parent that is not a module call ("optimizer": calls inside optimizer.step())."""
+    __slots__ = ("name", "backward_name")
+
+    def __init__(self, name: str) -> None:
+        self.name = self.backward_name = name
+
+
+class CollectorContext:
+    """What a task may use of the collector (tasks.TaskContext): the config, the framework adapter, the
+    step and rank, and five actions — commit a record, save a tensor file (or write a snapshot the task
+    took), resolve pending statistics, finish the dump."""
+    __slots__ = ("_collector", "config", "adapter", "commit", "save", "finish")
+
+    def __init__(self, collector: "DumpCollector") -> None:
+        self._collector = collector
+        self.config, self.adapter = collector.config, collector.adapter
+        self.commit, self.save, self.finish = collector.commit, collector.save_tensor_file, collector.finish
+
+    @property
+    def current_step(self) -> int:
+        return self._collector.current_step
+
+    @property
+    def rank(self) -> Optional[int]:
+        return self._collector.rank
+
+    def resolve(self) -> None:
+        """Fill the statistics still pending (on the device) into every descriptor of this step."""
+        self._collector.records.resolve()
+
+    def write_snapshot(self, snapshot: Any, file_name: str) -> None:
+        """Write a snapshot the task already took (`adapter.copy_for_save`) as this step's `file_name`."""
+        collector = self._collector
+        collector.writer.save_tensor(collector.current_step, collector.rank, snapshot, file_name)
 
 
 class DumpCollector:
     """Collects one rank's dump for a DebuggerConfig through a framework adapter."""
 
-    def __init__(self, config, adapter, stack_capture=None):
+    def __init__(self, config: Any, adapter: Any, stack_capture: Optional[StackCapture] = None) -> None:
         self.config = config
         self.adapter = adapter
         self.task_name = config.task
         self.level = config.level
-        self.filter = CallFilter(config)
+        task_class = task_for(config)
+        self.filter = CallFilter(config, select=not task_class.selects_calls)
         self.guard = DumpGuard()  # hooks report their failures here (the user's call goes on)
         self.writer = DumpWriter(config.dump_path, adapter.save_tensor)
         self.tensor_files = TensorFiles(adapter, self.writer)
         self.stack_capture = stack_capture or StackCapture()
-        self.current_step = 0
-        self.rank = None
         self.active = False
         self.finished = False  # the task ended the dump (overflow_nums reached)
         wants = config.wants  # data_mode, resolved once: these are asked on every call
@@ -76,7 +142,13 @@ class DumpCollector:
         self.want_forward_output = wants("forward", "output")
         self.want_backward_input = wants("backward", "input")
         self.want_backward_output = wants("backward", "output")
-        self.task: Task = task_for(config)(self)
+        if not task_class.describes_calls:  # e.g. free_benchmark: no dump.json, calls are only routed to it
+            self.want_forward_input = self.want_forward_output = False
+            self.want_backward_input = self.want_backward_output = False
+        self.current_step = 0
+        self.rank: Optional[int] = None
+        context: TaskContext = CollectorContext(self)
+        self.task: Task = task_class(context)
         # routing decided once: a task that does not look at calls costs nothing per call
         self._task_before = type(self.task).before_call is not Task.before_call
         self._task_after = type(self.task).after_call is not Task.after_call
@@ -94,7 +166,7 @@ class DumpCollector:
         self.stacks = {}
         self.construct = {}
         self.debug_data = {}
-        self.module_stack = []
+        self.module_stack: List[Any] = []  # ForwardCalls of the modules we are in, and Regions
         self.tensor_files.new_step()
         self.dirty = False
         self.filter.reset()
@@ -126,7 +198,7 @@ class DumpCollector:
         self.current_step += 1
         self._reset_step()
 
-    def finish(self, message):
+    def finish(self, message: str) -> None:
         """The task ends the dump for good (e.g. overflow_nums reached): write what was kept, stop."""
         self.finished = True
         self.flush()
@@ -155,18 +227,18 @@ class DumpCollector:
         return self.finished or bool(self.config.step and self.current_step > self.config.step.max())
 
     # -- forward ----------------------------------------------------------------------------
-    def begin_forward(self, key, args, kwargs, is_module=False):
+    def begin_forward(self, key: str, args: Any, kwargs: Optional[dict], is_module: bool = False) -> ForwardCall:
         """Name the call, decide whether it is dumped, describe its inputs (before in-place ops)."""
         index = self.counters.get(key, 0)
         self.counters[key] = index + 1
-        name = f"{key}.forward.{index}" if is_module else f"{key}.{index}.forward"
-        parent = self.module_stack[-1] if self.module_stack else None
-        dump = self.filter.enter(name, is_module)
-        call = ForwardCall(key, name, index, is_module, dump, parent, self.current_step)
+        call = ForwardCall(key, index, is_module, self.module_stack[-1] if self.module_stack else None,
+                           self.current_step)
+        call.dump = dump = self.filter.enter(call)
         if is_module:
-            self.module_stack.append(name)
-            call.list_matched = self.filter.list_matches(name)
+            self.module_stack.append(call)
+            call.list_matched = self.filter.list_matches(call)
         if dump:
+            name = call.name
             call.stack = self.stack_capture.capture(2)
             if self.want_forward_input:
                 records = self.records
@@ -177,20 +249,29 @@ class DumpCollector:
                 self.task.before_call(call, args, kwargs)
         return call
 
-    def abandon_forward(self, call):
+    def enter_region(self, name: str) -> None:
+        """Calls from now on get the parent `name` in construct.json (e.g. "optimizer"), until leave_region."""
+        self.module_stack.append(Region(name))
+
+    def leave_region(self, name: str) -> None:
+        stack = self.module_stack
+        if stack and isinstance(stack[-1], Region) and stack[-1].name == name:
+            stack.pop()
+
+    def abandon_forward(self, call: ForwardCall) -> None:
         """The call raised: close a module's call without recording it."""
         if call.is_module:
-            if self.module_stack and self.module_stack[-1] == call.name:
+            if self.module_stack and self.module_stack[-1] is call:
                 self.module_stack.pop()
-            self.filter.leave(call.name, True, call.list_matched)
+            self.filter.leave(call, call.list_matched)
 
-    def end_forward(self, call, output, parameters=None):
+    def end_forward(self, call: ForwardCall, output: Any, parameters: Optional[dict] = None) -> Any:
         """Describe the outputs (and a module's own parameters) and hand the forward record to the task.
         Returns the output the caller should pass on (a task may replace it; usually `output` itself)."""
         if call.is_module:
-            if self.module_stack and self.module_stack[-1] == call.name:
+            if self.module_stack and self.module_stack[-1] is call:
                 self.module_stack.pop()
-            self.filter.leave(call.name, True, call.list_matched)
+            self.filter.leave(call, call.list_matched)
         if not call.dump or not self.active:
             return output
         if self._task_after:
@@ -220,29 +301,29 @@ class DumpCollector:
                 self.tensor_files.forget(value)
 
     # -- backward ---------------------------------------------------------------------------
-    def backward(self, call, grads_of_outputs, grads_of_inputs):
+    def backward(self, call: ForwardCall, grads_of_outputs: Any, grads_of_inputs: Any) -> None:
         """Commit a backward entry: `input` = grads w.r.t. forward outputs, `output` = grads
         w.r.t. forward inputs (None where an input has no grad)."""
         if not call.dump or not self.active or call.step != self.current_step:
             return
         name = call.backward_name
         entry = {}
-        tensors = []
+        tensors: List[tuple] = []
         self.task.sink = tensors
         if self.want_backward_input:
             entry["input"] = self.records.describe_args(grads_of_outputs, f"{name}.input")
         if self.want_backward_output:
             entry["output"] = self.records.describe_args(grads_of_inputs, f"{name}.output")
         if entry:
-            self._offer(Record("backward", name, entry, backward_of(call.parent), None, call, tensors))
+            self._offer(Record("backward", name, entry, call.parent_backward, None, call, tensors))
 
-    def parameters_grad(self, module_key, param_name, grad):
+    def parameters_grad(self, module_key: str, param_name: str, grad: Any) -> None:
         """Record the gradient of one parameter of a dumped module ("{key}.parameters_grad")."""
         name = f"{module_key}.{PARAMS_GRAD}"
         current = self.data.get(name)
         if not self.active or current is None or param_name not in current:
             return
-        tensors = []
+        tensors: List[tuple] = []
         self.task.sink = tensors
         desc = self.records.describe(grad, f"{name}.{param_name}")
         self._offer(Record(PARAMS_GRAD, name, desc, tensors=tensors, param_name=param_name))
@@ -274,7 +355,7 @@ class DumpCollector:
         if self.task.admit(record):
             self.commit(record)
 
-    def commit(self, record):
+    def commit(self, record: Record) -> None:
         """Put a record into the step's files (tasks call this for records they held back)."""
         if record.kind == PARAMS_GRAD:
             current = self.data.get(record.name) or {}
@@ -288,7 +369,7 @@ class DumpCollector:
                 self.construct[record.name] = record.parent
         self.dirty = True
 
-    def save_tensor_file(self, tensor, file_name):
+    def save_tensor_file(self, tensor: Any, file_name: str) -> None:
         """Snapshot `tensor` now and write it as dump_tensor_data/`file_name` of this step."""
         self.tensor_files.save(tensor, file_name, self.current_step, self.rank)
 

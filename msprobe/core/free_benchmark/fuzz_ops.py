@@ -80,8 +80,9 @@ class FuzzOps(abc.ABC):
 
     @staticmethod
     @abc.abstractmethod
-    def compare(original: Any, perturbed: Any, tol: float) -> Tuple[float, bool]:
-        """(largest ratio of magnitudes, whether a sign flipped) of two outputs (core/free_benchmark/judge.py)."""
+    def compare(original: Any, perturbed: Any, tol: float, noise_eps: Optional[float] = None) -> Tuple[float, bool]:
+        """(largest ratio of magnitudes, whether a sign flipped) of two outputs (core/free_benchmark/judge.py);
+        `noise_eps`: changes within this many units of the output's own rounding count as agreement (noise modes)."""
 
     @staticmethod
     @abc.abstractmethod

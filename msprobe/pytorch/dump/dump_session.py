@@ -92,12 +92,10 @@ def install_optimizer_parent(collector, session):
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
     def enter_step(*_):
-        collector.module_stack.append("optimizer")
+        collector.enter_region("optimizer")
 
     def leave_step(*_):
-        stack = collector.module_stack
-        if stack and stack[-1] == "optimizer":
-            stack.pop()
+        collector.leave_region("optimizer")
 
     session.add_handle(register_optimizer_step_pre_hook(enter_step))
     session.add_handle(register_optimizer_step_post_hook(leave_step))

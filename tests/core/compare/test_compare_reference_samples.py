@@ -3,6 +3,7 @@ import pytest
 
 from msprobe.core.compare import CompareOptions, compare_dumps
 from msprobe.core.compare.judge import RED_MESSAGES
+from msprobe.core.compare.render import ADDED_METRICS
 
 from compare_samples import read_xlsx, sample_dump, sample_report
 
@@ -23,12 +24,15 @@ def _own_semantics(header, row):
 
 
 def _compare(npu, bench, out_dir, **kwargs):
-    """Our report without its last column, Suspicion (our addition after 1.2.1's columns)."""
+    """Our report without the columns we add after 1.2.1's: added metrics (metrics.TENSOR_METRIC_TABLE entries
+    that are not 1.2.1's) and Suspicion, the last one."""
     outcome = compare_dumps(sample_dump(npu), sample_dump(bench), out_dir,
                             CompareOptions(timestamp="1", progress=False, **kwargs))[0]
     header, rows, fills = read_xlsx(outcome.xlsx_path)
-    if header[-1] == "Suspicion":
-        header, rows = header[:-1], [row[:-1] for row in rows]
+    ours = set(ADDED_METRICS) | {"Suspicion"}
+    keep = [i for i, column in enumerate(header) if column not in ours]
+    assert keep == list(range(len(keep))), "added columns come after 1.2.1's"
+    header, rows = [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
     return outcome, (header, rows, fills)
 
 

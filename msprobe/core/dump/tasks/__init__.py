@@ -12,9 +12,23 @@ builds the descriptors; at fixed points it asks the task:
                                                  output the user's code receives
     admit(record) -> bool                        (b) keep (True) or drop a finished record, having seen its
                                                  outputs; (c) a task may hold records and commit them later
-                                                 with `collector.commit(record)`
+                                                 with `self.context.commit(record)`
     step_end()                                   the step's files are about to be handed over
     saves_tensors                                whether dump.json names dump_tensor_data/
+
+A task sees the collector only through its `TaskContext` (self.context): config, adapter, current_step,
+rank, and commit(record), save(tensor, file_name), resolve() (fill statistics still on the device),
+finish(message) (end the dump). The calls it gets carry their structured name (call.key, call.index,
+call.is_module, call.name formatted once, call.entry_name). Routing is declared, not patched in:
+`selects_calls` (the task picks calls itself: the scope/list filter passes all) and `describes_calls`
+(False: no descriptors are built, calls are only routed to before_call/after_call).
+
+A task also declares its config.json section: `config_fields` (a tuple of config_fields.Field: key, rule,
+default, one-line doc), `levels` it accepts and the `frameworks` it runs on. core/config.py validates
+from these declarations, and the packaged config.json, the reference in docs/config.md and
+`msprobe -f pytorch config --explain TASK` are generated from them and from the class docstring, which
+describes what the task does. The registry is the one list of tasks: run_ut and grad_probe, which do not
+run in the collector, are entries too (`collects = False`), so their sections are declared the same way.
 
 Defaults do the plain thing (no files, keep every record), and the collector only calls `before_call` /
 `after_call` of a task that defines them, so a task pays for what it uses. A flight recorder, for example,
@@ -23,20 +37,27 @@ is one more module:
     @register_task("flight_recorder")
     class FlightRecorder(Task):
         '''Keeps the last `depth` records; writes them only when a non-finite value appears.'''
-        def __init__(self, collector):
-            super().__init__(collector)
-            self.ring = collections.deque(maxlen=collector.config.section.get("depth", 64))
+        config_fields = COMMON_FIELDS + (Field("depth", integer(1), 64, "records kept"),)
+        def __init__(self, context):
+            super().__init__(context)
+            self.ring = collections.deque(maxlen=context.config.section["depth"])
         def admit(self, record):
             self.ring.append(record)
             if has_non_finite(record.entry):
                 for held in self.ring:
-                    self.collector.commit(held)
+                    self.context.commit(held)
                 self.ring.clear()
             return False
 """
-from typing import Any, Callable, Dict, List, Optional, Type
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, Type
 
-__all__ = ["Task", "Record", "register_task", "task_class", "task_for", "registered_tasks"]
+from msprobe.core.config_fields import Field
+
+__all__ = ["Task", "TaskContext", "Record", "register_task", "task_class", "task_for", "registered_tasks", "config_tasks",
+           "section_fields", "ALL_FRAMEWORKS", "ALL_LEVELS"]
+
+ALL_FRAMEWORKS = ("pytorch", "mindspore")
+ALL_LEVELS = ("L0", "L1", "L2", "mix")
 
 _REGISTRY: Dict[str, Type["Task"]] = {}
 
@@ -58,22 +79,68 @@ class Record:
         self.tensors: List[tuple] = tensors if tensors is not None else []
 
 
+class TaskContext(Protocol):
+    """What a task may use of the collector (collector.CollectorContext implements it)."""
+    config: Any   # the DebuggerConfig; config.section is the task's validated section
+    adapter: Any  # the framework's dump adapter (copy_for_save, tensor_stats, framework, ...)
+
+    @property
+    def current_step(self) -> int: ...
+
+    @property
+    def rank(self) -> Optional[int]: ...
+
+    def commit(self, record: "Record") -> None:
+        """Put a record into the step's files (one the task held back, or took over)."""
+
+    def save(self, tensor: Any, file_name: str) -> None:
+        """Snapshot `tensor` now and write it as dump_tensor_data/`file_name` of this step."""
+
+    def write_snapshot(self, snapshot: Any, file_name: str) -> None:
+        """Write a snapshot the task took itself (`adapter.copy_for_save`) as dump_tensor_data/`file_name`."""
+
+    def resolve(self) -> None:
+        """Fill statistics still pending (on the device) into this step's descriptors."""
+
+    def finish(self, message: str) -> None:
+        """End the dump for good (e.g. overflow_nums reached): write what was kept, stop collecting."""
+
+
 class Task:
     """Base class: records every dumped call, saves no tensor files."""
 
     name = ""
     saves_tensors = False
+    #: the keys of its config.json section; None: the task has no section of its own (not a config.json task)
+    config_fields: Optional[Tuple[Field, ...]] = None
+    #: the section it reads, when it is not its own (online_run_ut adds its keys to "tensor")
+    section: Optional[str] = None
+    #: config.json may name it as "task" (False: selected another way, e.g. tensor.online_run_ut)
+    selectable = True
+    #: it runs in the dump collector (False: run_ut and grad_probe have their own drivers)
+    collects = True
+    levels: Tuple[str, ...] = ALL_LEVELS
+    frameworks: Tuple[str, ...] = ALL_FRAMEWORKS
+    #: the task picks its calls itself (the collector's scope/list filter lets every call through)
+    selects_calls = False
+    #: the collector builds descriptors (dump.json entries); False: calls are only routed to the task
+    describes_calls = True
 
-    def __init__(self, collector: Any) -> None:
-        self.collector = collector
-        self.config = collector.config
+    def __init__(self, context: TaskContext) -> None:
+        self.context = context
+        self.config = context.config
+
+    @property
+    def collector(self) -> TaskContext:
+        """The task's context (the name tasks of wave 2 used; they get the context, not the collector)."""
+        return self.context
 
     #: a method (tensor, file_name, desc) in tasks that want file names; None: descriptors get no file names
     tensor_seen: Optional[Callable[..., None]] = None
     #: the candidate list of the record being described (set by the collector before each description)
     sink: Optional[list] = None
 
-    def before_call(self, call: Any, args: tuple, kwargs: dict) -> None:
+    def before_call(self, call: Any, args: tuple, kwargs: Optional[dict]) -> None:
         """A dumped call's inputs (already described in call.entry), before the call runs."""
 
     def after_call(self, call: Any, output: Any) -> Any:
@@ -101,8 +168,9 @@ def register_task(name: str) -> Callable[[Type[Task]], Type[Task]]:
 
 
 def _load_builtin_tasks() -> None:
-    from msprobe.core.dump.tasks import overflow_check, statistics, tensor  # noqa: F401 - they register
-    from msprobe.core.dump.tasks import flight_recorder, free_benchmark  # noqa: F401 - they register
+    # in the order config.json and the docs list them
+    from msprobe.core.dump.tasks import statistics, tensor, overflow_check, run_ut  # noqa: F401 - they register
+    from msprobe.core.dump.tasks import free_benchmark, grad_probe, flight_recorder  # noqa: F401 - they register
     from msprobe.core.dump.tasks import online_run_ut  # noqa: F401 - it registers
 
 
@@ -126,3 +194,22 @@ def task_for(config: Any) -> Type[Task]:
 def registered_tasks() -> List[str]:
     _load_builtin_tasks()
     return sorted(_REGISTRY)
+
+
+def config_tasks(shipped_only: bool = False) -> List[Type[Task]]:
+    """The tasks config.json may name, in registration order; `shipped_only`: those of msprobe itself (the
+    packaged config.json and docs/config.md are generated from these, whatever tests register)."""
+    _load_builtin_tasks()
+    return [cls for cls in _REGISTRY.values() if cls.config_fields is not None and cls.selectable
+            and (not shipped_only or cls.__module__.startswith("msprobe."))]
+
+
+def section_fields(section: str) -> Tuple[Field, ...]:
+    """The keys of config.json section `section`: its task's, then those other tasks add to it."""
+    _load_builtin_tasks()
+    owner = _REGISTRY.get(section)
+    fields = tuple(owner.config_fields or ()) if owner is not None else ()
+    for cls in _REGISTRY.values():
+        if cls.section == section and cls is not owner:
+            fields += tuple(cls.config_fields or ())
+    return fields

@@ -1,6 +1,7 @@
 """The flight_recorder task: keep the last N call records in memory; write them only when inf/nan appears."""
 import collections
 
+from msprobe.core.config_fields import COMMON_FIELDS, IGNORE_NON_FINITE, RAISE_AT_PRODUCER, Field, boolean, integer, unlisted
 from msprobe.core.dump.tasks import Task, register_task
 from msprobe.core.log import logger
 from msprobe.core.overflow.origin import NanOrigin
@@ -16,36 +17,35 @@ class FlightRecorder(Task):
     together with the records before it (oldest first; stack.json, construct.json alike), its NaN-origin
     role goes to nan_origin.json, and recording stops. The window does not reach back across step().
 
-    config.json, "flight_recorder" section:
-      scope, list, data_mode   which calls are recorded (as for statistics)
-      depth                    records kept before the non-finite one (default 64)
-      save_tensors             also keep a copy of every recorded tensor (default false; memory!)
-      ignore_non_finite        expected infs, e.g. ["masked_fill:-inf"] (see msprobe/core/overflow/origin.py)
-      raise_at_producer        raise NaNProducerError into the training code at the first producer
-
     Cost while nothing overflows: the statistics of every recorded call (like a statistics dump without
     its files), plus one tensor copy per tensor with save_tensors.
     """
 
-    def __init__(self, collector):
-        super().__init__(collector)
-        section = collector.config.section
+    frameworks = ("pytorch",)
+    config_fields = unlisted(*COMMON_FIELDS) + unlisted(
+        Field("depth", integer(1), 64, "records kept before the non-finite one"),
+        Field("save_tensors", boolean, False, "also keep a copy of every recorded tensor (memory!)"),
+        IGNORE_NON_FINITE, RAISE_AT_PRODUCER)
+
+    def __init__(self, context):
+        super().__init__(context)
+        section = context.config.section
         self.depth = section.get("depth", 64)
         self.save_tensors = bool(section.get("save_tensors", False))
         self.saves_tensors = self.save_tensors
         if self.save_tensors:
             self.tensor_seen = self._keep_tensor
-        self.origin = NanOrigin(collector, section.get("ignore_non_finite"), section.get("raise_at_producer", False))
+        self.origin = NanOrigin(context, section.get("ignore_non_finite"), section.get("raise_at_producer", False))
         self.ring = collections.deque(maxlen=self.depth)
         self.triggered = False
 
     def _keep_tensor(self, tensor, file_name, desc):
         # copied now: the tensor may change in place before the ring is written (or never be written)
-        self.sink.append((self.collector.adapter.copy_for_save(tensor), file_name, desc))
+        self.sink.append((self.context.adapter.copy_for_save(tensor), file_name, desc))
 
     def admit(self, record):
-        collector = self.collector
-        collector.records.resolve()  # the statistics are needed now to see an inf/nan
+        context = self.context
+        context.resolve()  # the statistics are needed now to see an inf/nan
         role = self.origin.role(record)
         if role is None:
             self.ring.append(record)
@@ -56,15 +56,15 @@ class FlightRecorder(Task):
             for snapshot, file_name, desc in earlier.tensors:
                 desc["data_name"] = file_name
                 # already a copy_for_save snapshot (a numpy array on MindSpore): written as it is
-                collector.writer.save_tensor(collector.current_step, collector.rank, snapshot, file_name)
-            collector.commit(earlier)
+                context.write_snapshot(snapshot, file_name)
+            context.commit(earlier)
         self.triggered = True
         logger.warning(f"msprobe flight_recorder: inf/nan in {record.name} ({role}); wrote it with the "
                        f"{len(held)} record(s) before it.")
         try:
             self.origin.kept(record, role)
         finally:
-            collector.finish("msprobe flight_recorder: recording stops after the first inf/nan.")
+            context.finish("msprobe flight_recorder: recording stops after the first inf/nan.")
         return False
 
     def step_end(self):

@@ -1,9 +1,8 @@
 """The free_benchmark task: run each selected API again on perturbed inputs and report where the outputs
 disagree (check), or give the API's output the high-precision result (fix)."""
-import dataclasses
 from typing import Any, Dict, Optional
 
-from msprobe.core.dump.filters import CallFilter
+from msprobe.core.config_fields import Field, boolean, choice, integer, string_list
 
 from msprobe.core.dump.tasks import Task, register_task
 from msprobe.core.framework import get_framework
@@ -16,6 +15,7 @@ from msprobe.core.naming import is_inplace, is_random_api
 
 __all__ = ["FreeBenchmark"]
 
+PERT_MODES = ("improve_precision", "add_noise", "no_change", "bit_noise", "change_value", "to_cpu")
 # calls never re-run: collectives would wait for the other ranks' second run (deadlock)
 _NEVER = ("Distributed.",)
 
@@ -25,58 +25,65 @@ class FreeBenchmark(Task):
     """task "free_benchmark" (level L1): no bench run needed. Each selected API call runs a second time
     on perturbed inputs; in check mode the two outputs are compared (ratio of magnitudes, per-dtype
     thresholds, sign flips) and disagreeing calls are appended to {dump_path}/free_benchmark.csv; in fix
-    mode the high-precision (or CPU) result replaces the API's output. No dump.json is written.
-
-    config.json, "free_benchmark" section (docs/free_benchmark.md):
-      scope          exact API names ("Torch.prod.0.forward"); list: parts of names ("prod"); not both.
-                     MindSpore: list of full names ("mindspore.ops.bmm"), no scope.
-      pert_mode      improve_precision (default) | add_noise | bit_noise | change_value | no_change | to_cpu
-      fuzz_device    "npu" (default; the device the model runs on) | "cpu" (with to_cpu only)
-      handler_type   check (default) | fix (improve_precision or to_cpu, forward, no preheat)
-      fuzz_stage     forward (default) | backward (check: gradients w.r.t. the inputs)
-      if_preheat     learn per-API thresholds in the first preheat_step steps (default 15)
-      max_sample     preheat samples per API and step (default 20)
-      bench_dtype    float32 (default) | float64: the dtype improve_precision / to_cpu raise to
+    mode the high-precision (or CPU) result replaces the API's output. No dump.json is written
+    (docs/free_benchmark.md).
 
     In check mode the user's computation is untouched (re-runs work on copies, without autograd), so
     training is bit-identical to a run without the tool. In-place APIs are re-run on a copy of their
     inputs taken before the first run. Random APIs (dropout...) and collectives are never re-run.
     """
 
-    def __init__(self, collector: Any) -> None:
-        super().__init__(collector)
-        framework = collector.adapter.framework
-        self.settings = FreeBenchmarkSettings.from_section(collector.config.section, framework)
+    levels = ("L1",)
+    selects_calls = True      # scope is a set of names here, not a range: the collector's filter passes all
+    describes_calls = False   # no dump.json: calls are only routed here
+    config_fields = (
+        Field("scope", string_list, [], "exact API names (`\"Torch.prod.0.forward\"`); not with `list`"),
+        Field("list", string_list, [], "parts of API names (`\"prod\"`); MindSpore: full names "
+              "(`\"mindspore.ops.bmm\"`)"),
+        Field("fuzz_device", choice("npu", "cpu"), "npu", "`npu`: the device the model runs on; `cpu` with "
+              "`to_cpu` only"),
+        Field("pert_mode", choice(*PERT_MODES), "improve_precision", "how inputs are perturbed"),
+        Field("handler_type", choice("check", "fix"), "check", "`check` reports, `fix` replaces the output "
+              "(improve_precision or to_cpu, forward, no preheat)"),
+        Field("fuzz_level", choice("L1"), "L1", "API level only"),
+        Field("fuzz_stage", choice("forward", "backward"), "forward", "`backward`: check gradients w.r.t. the "
+              "inputs"),
+        Field("if_preheat", boolean, False, "learn per-API thresholds in the first `preheat_step` steps"),
+        Field("preheat_step", integer(1), 15, "steps of preheat"),
+        Field("max_sample", integer(1), 20, "preheat samples per API and step"),
+        Field("bench_dtype", choice("float32", "float64"), "float32", "the dtype improve_precision / to_cpu raise "
+              "to", listed=False),
+    )
+
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        framework = context.adapter.framework
+        self.settings = FreeBenchmarkSettings.from_section(context.config.section, framework)
         self.ops = get_framework(framework).perturbation_ops()
-        self.csv = ResultCsv(collector.config.dump_path)
+        self.csv = ResultCsv(context.config.dump_path)
         self.preheat = Preheat(self.settings.preheat_step, self.settings.max_sample) \
             if self.settings.if_preheat else None
         self.inputs: Dict[int, tuple] = {}   # id(call) -> (args, kwargs) until after_call
         self.handles: list = []               # backward-stage hooks of this step
-        self.skipped = set()
+        self.skipped: set = set()
         self.checked: Dict[str, None] = {}    # call names judged this step (in order)
-        self.checked_apis = set()              # their API keys
+        self.checked_apis: set = set()         # their API keys
         self.flagged = 0                       # rows written for this step
         self.fixed = 0                         # calls whose output got the high-precision result
-        self.reported = None                   # the counts of the last summary line
-        # scope/list select here (scope is a set of names, not a range): the collector's filter passes all
-        collector.filter = CallFilter(dataclasses.replace(collector.config, scope=[], list=[]))
-        # no dump.json: the collector describes nothing (no statistics), it only routes calls here
-        collector.want_forward_input = collector.want_forward_output = False
-        collector.want_backward_input = collector.want_backward_output = False
+        self.reported: Optional[tuple] = None  # the counts of the last summary line
 
     # -- the call ---------------------------------------------------------------------------
     def before_call(self, call, args, kwargs):
         if call.is_module or not self.settings.selects(call.name, call.key) or call.key.startswith(_NEVER):
             return
-        if is_random_api(call.key.split(".", 1)[-1]):
+        if is_random_api(call.api):
             self._skip(call.key, "its output is random")
             return
         kwargs = kwargs or {}
         settings = self.settings
         if not self.ops.has_work(args, kwargs, settings.pert_mode, settings.bench_dtype):
             return  # nothing to perturb (improve_precision of a float32 API): no copy, no re-run
-        if is_inplace(call.key.split(".", 1)[-1], kwargs) or (kwargs and "out" in kwargs):
+        if is_inplace(call.api, kwargs) or (kwargs and "out" in kwargs):
             # the first run overwrites them: keep the inputs as they are now
             args, kwargs = self.ops.snapshot(args, kwargs)
         self.inputs[id(call)] = (args, kwargs)
@@ -101,7 +108,7 @@ class FreeBenchmark(Task):
         outputs = ops.float_outputs(output)
         if not outputs:
             return output
-        step = self.collector.current_step
+        step = self.context.current_step
         if settings.fix:
             output = ops.fixed_output(function, args, kwargs, output, settings.pert_mode, settings.bench_dtype)
             self.fixed += 1
@@ -174,7 +181,8 @@ class FreeBenchmark(Task):
 
     # -- bookkeeping ------------------------------------------------------------------------
     def _rank(self):
-        return self.collector.rank if self.collector.rank is not None else 0
+        rank = self.context.rank
+        return rank if rank is not None else 0
 
     def _skip(self, key, reason):
         if key not in self.skipped:
@@ -188,7 +196,7 @@ class FreeBenchmark(Task):
     def summary(self):
         """The step's one-line account: what was checked, found and fixed, and where the CSV is."""
         settings = self.settings
-        text = (f"msprobe free_benchmark step {self.collector.current_step}: checked {len(self.checked)} call(s) of "
+        text = (f"msprobe free_benchmark step {self.context.current_step}: checked {len(self.checked)} call(s) of "
                 f"{len(self.checked_apis)} API(s) ({settings.pert_mode}, {settings.fuzz_stage} stage, "
                 f"{settings.handler_type} mode)")
         if settings.fix:
@@ -202,7 +210,7 @@ class FreeBenchmark(Task):
         self.handles = []
         self.inputs.clear()
         self.csv.flush(header_only=not self.settings.fix)
-        counts = (self.collector.current_step, len(self.checked), self.flagged, self.fixed)
+        counts = (self.context.current_step, len(self.checked), self.flagged, self.fixed)
         # stop() and step() both end a step, and exit ends an empty one: one line per step with news, and
         # one line in any case for a run that checked nothing
         if counts != self.reported and (self.checked or self.reported is None):
@@ -212,7 +220,7 @@ class FreeBenchmark(Task):
     def new_step(self):
         self.checked, self.checked_apis, self.flagged, self.fixed = {}, set(), 0, 0
         if self.preheat is not None:
-            step = self.collector.current_step
+            step = self.context.current_step
             if 2 <= step <= self.preheat.preheat_step:  # the previous step sampled: learn from it
                 self.preheat.adapt(judge.threshold)
             self.preheat.new_step(step)

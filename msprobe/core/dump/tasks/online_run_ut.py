@@ -12,6 +12,7 @@ and the calls that could not be checked are counted and reported at exit.
 """
 import atexit
 
+from msprobe.core.config_fields import ONLINE_FIELDS, Field, boolean, unlisted
 from msprobe.core.dump.tasks import Task, register_task
 from msprobe.core.errors import ConfigError
 from msprobe.core.framework import get_framework
@@ -26,25 +27,26 @@ __all__ = ["OnlineRunUt"]
 
 @register_task("online_run_ut")
 class OnlineRunUt(Task):
-    """task "tensor" with "online_run_ut": true — send every dumped API call to the run_ut bench side.
-
-    config.json, "tensor" section (docs 08):
-      online_run_ut            true selects this task
-      nfs_path                 shared directory (then host/port/tls_path are ignored)
-      host, port               the bench side's address (TCP)
-      tls_path                 folder with client.key, client.crt and ca.crt: TLS; "" : plain TCP
-      allow_plain_tcp          true: plain TCP to a host other than loopback is meant (refused otherwise)
-      online_run_ut_recompute  true: the model recomputes activations; backward entries are not sent
-      scope, list, data_mode   which calls are sent, as for dumping
-    Top-level rank / step select ranks and steps as for dumping (no process group: rank 0).
+    """task "tensor" with "online_run_ut": true — send every dumped API call to the run_ut bench side
+    (docs/online_run_ut.md). Its keys live in the "tensor" section; scope, list and data_mode select the calls
+    sent, top-level rank / step the ranks and steps (no process group: rank 0). With tls_path the folder holds
+    client.key, client.crt and ca.crt; without it, plain TCP to a host other than loopback needs
+    allow_plain_tcp. PyTorch only.
     """
 
     saves_tensors = False
+    section = "tensor"
+    selectable = False
+    frameworks = ("pytorch",)
+    config_fields = (Field("online_run_ut", boolean, False, "`true` sends every dumped API call to a run_ut bench "
+                           "side instead of writing a dump", listed=False),) + ONLINE_FIELDS + unlisted(
+        Field("online_run_ut_recompute", boolean, False, "the model recomputes activations: backward entries are "
+              "not sent"))
 
-    def __init__(self, collector):
-        super().__init__(collector)
-        section = dict(collector.config.section)
-        framework = collector.adapter.framework
+    def __init__(self, context):
+        super().__init__(context)
+        section = dict(context.config.section)
+        framework = context.adapter.framework
         self.pack_tensor = get_framework(framework).wire_packer()  # (snapshot, name) -> (blob meta, buffer)
         if self.pack_tensor is None:
             raise ConfigError(f"online_run_ut: not available for framework '{framework}' (PyTorch only).")
@@ -74,7 +76,7 @@ class OnlineRunUt(Task):
     # -- collector callbacks --------------------------------------------------------------------
     def tensor_seen(self, tensor, file_name, desc):
         desc["data_name"] = file_name  # the entry reads as a tensor dump's; the bench maps names to blobs
-        self.sink.append((self.collector.adapter.copy_for_save(tensor), file_name, desc))
+        self.sink.append((self.context.adapter.copy_for_save(tensor), file_name, desc))
 
     def admit(self, record):
         call = record.call
@@ -82,10 +84,10 @@ class OnlineRunUt(Task):
             return False
         if record.kind == "backward" and not self.send_backward:
             return False
-        self.collector.records.resolve()  # statistics still on the device are needed in the JSON
-        name = f"{call.key}.{call.index}"
+        self.context.resolve()  # statistics still on the device are needed in the JSON
+        name = call.call_name
         header = {"kind": "call" if record.kind == "forward" else "backward", "rank": self._rank(),
-                  "step": self.collector.current_step, "name": name}
+                  "step": self.context.current_step, "name": name}
         if record.kind == "forward":
             self.seq_of[name] = header["seq"] = self.seq
             self.seq += 1
@@ -101,7 +103,7 @@ class OnlineRunUt(Task):
 
     def step_end(self):
         if self.sent_in_step:
-            self._submit({"kind": "step_end", "rank": self._rank(), "step": self.collector.current_step}, [], False)
+            self._submit({"kind": "step_end", "rank": self._rank(), "step": self.context.current_step}, [], False)
             self.sent_in_step = False
 
     def new_step(self):
@@ -109,7 +111,7 @@ class OnlineRunUt(Task):
 
     # -- sending --------------------------------------------------------------------------------
     def _rank(self):
-        rank = self.collector.rank
+        rank = self.context.rank
         return 0 if rank is None else int(rank)
 
     def _sender(self):
@@ -132,7 +134,7 @@ class OnlineRunUt(Task):
     def close(self):
         """At exit: send what is queued and the end message, then say how many calls were not checked."""
         atexit.unregister(self.close)
-        ranks = self.collector.config.rank
+        ranks = self.context.config.rank
         if self.sender is None and ranks and self._rank() not in ranks:
             return  # a rank that is not checked has nothing to end
         sender = self._sender()

@@ -1,6 +1,8 @@
 """The overflow_check task: keep only the calls whose inputs or outputs hold inf/nan, with their tensor files."""
 import math
 
+from msprobe.core.config_fields import (COMMON_FIELDS, IGNORE_NON_FINITE, RAISE_AT_PRODUCER, Effect, Field, choice,
+                                        integer, unlisted)
 from msprobe.core.dump.stats import STAT_KEYS
 from msprobe.core.dump.tasks import Task, register_task
 from msprobe.core.log import logger
@@ -14,10 +16,7 @@ class OverflowCheck(Task):
     """task "overflow_check": dump.json keeps only the calls (forward, backward, parameter gradients) whose
     inputs or outputs hold an inf or nan, as msprobe 1.2.1 does (a call fed inf/nan is flagged too), each with
     its statistics and its tensor files in dump_tensor_data/. Dumping stops after `overflow_nums` such calls.
-
-    config.json, "overflow_check" section:
-      overflow_nums   how many overflowing calls to keep before dumping stops (default 1; -1: no limit)
-      check_mode      MindSpore L2 only
+    Each kept call's NaN-origin role (producer, propagator, consumer) goes to nan_origin.json.
 
     Cost: the statistics of every dumped call, as the statistics task computes them, and nothing more for a
     finite call; tensors are copied only for the calls kept. The decision is taken when the call has
@@ -25,34 +24,41 @@ class OverflowCheck(Task):
     """
 
     saves_tensors = True
+    config_fields = unlisted(*COMMON_FIELDS) + (
+        Field("overflow_nums", integer(1, allow=(-1,)), 1, "overflowing calls kept before dumping stops; `-1`: no "
+              "limit"),
+        Field("check_mode", choice("all", "aicore", "atomic"), "all", "`all`, `aicore` or `atomic` (MindSpore L2)",
+              effect=Effect("MindSpore level L2 only", lambda fw, task, level, value: task == "overflow_check"
+                            and fw != "pytorch" and level == "L2")),
+        IGNORE_NON_FINITE, RAISE_AT_PRODUCER)
 
-    def __init__(self, collector):
-        super().__init__(collector)
-        self.limit = collector.config.overflow_nums
+    def __init__(self, context):
+        super().__init__(context)
+        self.limit = context.config.overflow_nums
         self.count = 0
-        section = collector.config.section  # NaN origin: roles, ignore rules, raise (core/overflow/origin.py)
-        self.origin = NanOrigin(collector, section.get("ignore_non_finite"), section.get("raise_at_producer", False))
+        section = context.config.section  # NaN origin: roles, ignore rules, raise (core/overflow/origin.py)
+        self.origin = NanOrigin(context, section.get("ignore_non_finite"), section.get("raise_at_producer", False))
 
     def tensor_seen(self, tensor, file_name, desc):
         self.sink.append((tensor, file_name, desc))  # no copy yet: most calls are finite
 
     def admit(self, record):
-        collector = self.collector
-        collector.records.resolve()  # deferred (device) statistics are needed now
+        context = self.context
+        context.resolve()  # deferred (device) statistics are needed now
         role = self.origin.role(record)
         if role is None:
             return False
-        adapter = collector.adapter
+        adapter = context.adapter
         for tensor, file_name, desc in record.tensors:
             if _same_statistics(adapter, tensor, desc):
                 desc["data_name"] = file_name
-                collector.save_tensor_file(tensor, file_name)
-        collector.commit(record)
+                context.save(tensor, file_name)
+        context.commit(record)
         self.count += 1
         logger.warning(f"msprobe overflow_check: inf/nan found in {record.name} ({role}).")
         self.origin.kept(record, role)
         if self.limit != -1 and self.count >= self.limit:
-            collector.finish(f"msprobe overflow_check: reached overflow_nums={self.limit}; dumping stops.")
+            context.finish(f"msprobe overflow_check: reached overflow_nums={self.limit}; dumping stops.")
         return False  # committed above
 
     def step_end(self):
