@@ -3,7 +3,7 @@
 A framework's `PrecisionDebugger` subclasses `DebuggerBase`, names its framework and adds only what is its
 own (PyTorch: the DataLoader driver, module_dump; MindSpore: the L2 graph dump). The base owns:
 
-* the task list: every dump task of core/config.py (DUMP_TASKS, flight_recorder included), plus
+* the task list: every dump task the registry lists for the framework (flight_recorder included), plus
   grad_probe, which `monitor(...)` drives instead of start/stop;
 * the one-instance rule: creating a debugger closes the previous one (two sets of hooks would undo each
   other), whichever framework it belongs to;
@@ -16,7 +16,7 @@ States: idle -> start() -> window open -> stop() -> idle -> step() -> idle (next
 """
 from typing import Any, ClassVar, List, Optional, Protocol
 
-from msprobe.core.config import DUMP_TASKS, load_config
+from msprobe.core.config import dump_task_names, load_config
 from msprobe.core.dump.collector import DumpCollector
 from msprobe.core.dump.session import CollectWindow
 from msprobe.core.errors import ConfigError, MsprobeError, UnsupportedError
@@ -72,9 +72,10 @@ class DebuggerBase(CollectWindow):
         self.collector = self.hooks = self.session = self.driver = self.grad_probe = None
         self.models = []
         task = self.config.task
-        if task != "grad_probe" and task not in DUMP_TASKS:
+        dump_tasks = dump_task_names(self.framework.name)  # the registry's list for this framework
+        if task != "grad_probe" and task not in dump_tasks:
             raise TaskNotForDebugger(
-                f"PrecisionDebugger: task '{task}' is not a dump task; use one of {', '.join(DUMP_TASKS)} or "
+                f"PrecisionDebugger: task '{task}' is not a dump task; use one of {', '.join(dump_tasks)} or "
                 f"grad_probe (run_ut has its own command: msprobe -f {self.framework.name} run_ut).")
         self._close_previous()
         if task == "grad_probe":  # gradient monitoring: monitor(...) instead of start/stop
