@@ -16,7 +16,8 @@ written once and hard-linked, so writing through an existing name could change t
 A rank folder this writer writes holds only this run's files: the earlier run's JSON files and tensor
 files in it are removed when this run first writes there (folders of other steps and ranks are kept).
 Write failures (a full disk) never reach training: the first failure of each kind in a step is logged,
-the others counted, and `report()` says what was not written.
+the others counted, and `report()` says what was not written by the batches already finished (a batch
+still being written is reported whole by a later report, never in pieces).
 """
 import os
 import queue
@@ -42,19 +43,33 @@ def rank_dir_name(rank):
 
 
 class WriteFailures:
-    """Files that could not be written, by step and kind: the first of each kind in a step is logged."""
+    """Files that could not be written, by step and kind: the first of each kind in a step is logged.
+
+    Failures of a batch still being written are held back (`_pending`) until `settle()` (the batch is done):
+    a report then names each step's failures whole, in one line, however the writer thread and the training
+    thread's stop() interleave."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._logged = set()
-        self._unreported = {}  # what -> {step: count}
+        self._pending = {}  # what -> {step: count}, of the batch being written
+        self._unreported = {}  # what -> {step: count}, of finished batches
         self.totals = {}  # what -> count (whole run)
+
+    def settle(self):
+        """The batch being written is done: its failures may be reported."""
+        with self._lock:
+            for what, steps in self._pending.items():
+                target = self._unreported.setdefault(what, {})
+                for step, count in steps.items():
+                    target[step] = target.get(step, 0) + count
+            self._pending = {}
 
     def record(self, step, what, exc, path):
         reason = _reason(exc)
         with self._lock:
             self.totals[what] = self.totals.get(what, 0) + 1
-            steps = self._unreported.setdefault(what, {})
+            steps = self._pending.setdefault(what, {})
             steps[step] = steps.get(step, 0) + 1
             first = (step, what, reason) not in self._logged
             self._logged.add((step, what, reason))
@@ -219,6 +234,7 @@ class DumpWriter:
             self.failures.record(step, "dump folders", exc, self.dump_path)
         finally:
             batch.saves = batch.links = batch.json = None  # the snapshots go now
+            self.failures.settle()  # before done: a report after waiting for this batch sees all of it
             batch.done.set()
 
     def _prepare(self, folder, with_tensors):
