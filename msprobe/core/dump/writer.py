@@ -21,7 +21,6 @@ still being written is reported whole by a later report, never in pieces).
 """
 import os
 import queue
-import re
 import shutil
 import threading
 
@@ -29,76 +28,17 @@ from msprobe.core.dump.json_files import encode_dump_json, write_json_files
 from msprobe.core.dump.json_helper import json_helper
 from msprobe.core.log import logger
 from msprobe.core.paths import DIR_MODE, FILE_MODE
+from msprobe.core.write_failures import WriteFailures
 
 __all__ = ["DumpWriter", "WriteFailures", "rank_dir_name", "encode_dump_json", "write_json_files", "TENSOR_DIR"]
 
 TENSOR_DIR = "dump_tensor_data"
 JSON_NAMES = ("dump.json", "stack.json", "construct.json", "debug.json")
-_ERRNO_IN_TEXT = re.compile(r"\[Errno (\d+)\]")
 
 
 def rank_dir_name(rank):
     """'rank' for a single process, 'rank{R}' when distributed."""
     return "rank" if rank is None else f"rank{rank}"
-
-
-class WriteFailures:
-    """Files that could not be written, by step and kind: the first of each kind in a step is logged.
-
-    Failures of a batch still being written are held back (`_pending`) until `settle()` (the batch is done):
-    a report then names each step's failures whole, in one line, however the writer thread and the training
-    thread's stop() interleave."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._logged = set()
-        self._pending = {}  # what -> {step: count}, of the batch being written
-        self._unreported = {}  # what -> {step: count}, of finished batches
-        self.totals = {}  # what -> count (whole run)
-
-    def settle(self):
-        """The batch being written is done: its failures may be reported."""
-        with self._lock:
-            for what, steps in self._pending.items():
-                target = self._unreported.setdefault(what, {})
-                for step, count in steps.items():
-                    target[step] = target.get(step, 0) + count
-            self._pending = {}
-
-    def record(self, step, what, exc, path):
-        reason = _reason(exc)
-        with self._lock:
-            self.totals[what] = self.totals.get(what, 0) + 1
-            steps = self._pending.setdefault(what, {})
-            steps[step] = steps.get(step, 0) + 1
-            first = (step, what, reason) not in self._logged
-            self._logged.add((step, what, reason))
-        if first:
-            logger.error(f"msprobe dump writer: cannot write {what} of step {step} ({reason}: {path}); training "
-                         "goes on, further such failures of this step are counted.")
-
-    def report(self):
-        """Log one line naming what failed since the last report (None when nothing did)."""
-        with self._lock:
-            unreported, self._unreported = self._unreported, {}
-        if not unreported:
-            return None
-        parts = []
-        for what, steps in unreported.items():
-            numbers = sorted(steps)
-            shown = ", ".join(str(step) for step in numbers[:8]) + (", ..." if len(numbers) > 8 else "")
-            parts.append(f"{sum(steps.values())} {what} (step {shown})")
-        line = "msprobe dump writer: not written: " + "; ".join(parts) + "."
-        logger.error(line)
-        return line
-
-
-def _reason(exc):
-    number = getattr(exc, "errno", None)
-    if not number:  # the JSON helper sends the error as text
-        found = _ERRNO_IN_TEXT.search(str(exc))
-        number = int(found.group(1)) if found else None
-    return os.strerror(number) if number else type(exc).__name__
 
 
 class _Batch:
@@ -124,7 +64,7 @@ class DumpWriter:
     def __init__(self, dump_path, save_tensor_fn):
         self.dump_path = dump_path
         self.save_tensor_fn = save_tensor_fn
-        self.failures = WriteFailures()
+        self.failures = WriteFailures("msprobe dump writer")
         self._batch = _Batch()
         self._in_flight = None
         self._queue = queue.Queue()

@@ -5,12 +5,12 @@ Rows are kept in memory during a step and appended at the step's end (and at exi
 job appends to the same file under an exclusive lock, so rows and the single header never interleave.
 The file is opened without following a link and refused when another name shares it (hard link).
 """
-import csv
 import io
 import os
 from dataclasses import astuple, dataclass
 from typing import List, Optional, Union
 
+from msprobe.core.csv_cells import SafeCsvWriter
 from msprobe.core.errors import PathError
 from msprobe.core.log import logger
 from msprobe.core.paths import FILE_MODE, ensure_dir
@@ -57,7 +57,7 @@ class ResultCsv:
             return
         rows, self.pending = self.pending, []
         text = io.StringIO()
-        writer = csv.writer(text, lineterminator="\n")
+        writer = SafeCsvWriter(text, lineterminator="\n")
         for row in rows:
             writer.writerow(row.cells())
         ensure_dir(os.path.dirname(os.path.abspath(self.path)))

@@ -19,7 +19,7 @@ import numpy as np
 
 from msprobe.core.errors import CompareError, ParseError
 from msprobe.core.log import logger
-from msprobe.core.monitor.files import ensure_dir, read_csv_rows, write_csv
+from msprobe.core.monitor.files import ensure_dir, read_csv_rows, save_figure, write_csv
 from msprobe.core.paths import check_path, make_dir, safe_name
 
 __all__ = ["GradComparator", "CompareOutcome", "first_divergent_step", "FIRST_STEP_MIN", "MAX_DROP"]
@@ -225,7 +225,7 @@ def _plot_similarities(outcome: CompareOutcome, picture_dir: str) -> None:
         ax.set_title(name)
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        fig.savefig(os.path.join(picture_dir, f"{safe_name(name)}_similarities.png"), dpi=80)
+        save_figure(fig, os.path.join(picture_dir, f"{safe_name(name)}_similarities.png"), dpi=80)
         plt.close(fig)
 
 

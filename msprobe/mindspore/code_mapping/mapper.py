@@ -14,6 +14,7 @@ import os
 import time
 from typing import Dict, List, Tuple
 
+from msprobe.core.csv_cells import SafeCsvWriter
 from msprobe.core.errors import ParseError
 from msprobe.core.log import logger
 from msprobe.core.paths import atomic_write_text, check_path, make_dir
@@ -61,7 +62,7 @@ def _cells(matcher: ScopeMatcher, kernel: str) -> Tuple[str, str]:
 
 def _csv_text(header: List[str], rows) -> str:
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = SafeCsvWriter(buffer, lineterminator="\n")
     writer.writerow(header)
     writer.writerows(rows)
     return buffer.getvalue()
