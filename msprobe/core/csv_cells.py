@@ -1,14 +1,18 @@
-"""Every CSV msprobe writes goes through here: cells that a spreadsheet would run as a formula are defused.
+"""CSV files: every CSV msprobe writes goes through here: cells that a spreadsheet would run as a formula are defused.
 
 A cell that is text starting with `=`, `+`, `-`, `@`, a tab or a carriage return (an API, module or file
 name taken from a dump, e.g. `=HYPERLINK(...)` or `=cmd|' /C calc'!A0`) gets a leading `'`, which Excel and
 LibreOffice show as text. Text that reads as a number (`-0.5`, `-inf`, `+1e3`) is left alone, so our own
 readers and people still see numbers. The xlsx writer needs none of this: it writes inline strings only.
+`read_csv_rows` reads one back, turning a binary file or a field over the csv module's limit into one
+ParseError line.
 """
 import csv
 import io
 
-__all__ = ["safe_cell", "safe_row", "SafeCsvWriter", "csv_line", "csv_text"]
+from msprobe.core.errors import ParseError
+
+__all__ = ["safe_cell", "safe_row", "SafeCsvWriter", "csv_line", "csv_text", "read_csv_rows"]
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -32,18 +36,29 @@ def safe_row(cells):
     return [safe_cell(cell) for cell in cells]
 
 
+def _breaks_line(cell) -> bool:
+    return isinstance(cell, str) and ("\r" in cell or "\n" in cell)
+
+
 class SafeCsvWriter:
-    """csv.writer with every cell through safe_cell."""
+    """csv.writer with every cell through safe_cell.
+
+    A row with a CR or LF inside a cell is written with every cell quoted: csv.writer quotes only the
+    characters of its own line terminator, so a CR in a name written with "\n" lines would start a new row
+    (and that row's first cell could be a formula)."""
 
     def __init__(self, handle, **options):
         self._writer = csv.writer(handle, **options)
+        self._quoting_all = csv.writer(handle, **{**options, "quoting": csv.QUOTE_ALL})
 
     def writerow(self, cells):
-        return self._writer.writerow(safe_row(cells))
+        row = safe_row(cells)
+        writer = self._quoting_all if any(_breaks_line(cell) for cell in row) else self._writer
+        return writer.writerow(row)
 
     def writerows(self, rows):
         for row in rows:
-            self._writer.writerow(safe_row(row))
+            self.writerow(row)
 
 
 def csv_line(cells, lineterminator: str = "\n") -> str:
@@ -60,3 +75,16 @@ def csv_text(header, rows, lineterminator: str = "\n") -> str:
     writer.writerow(header)
     writer.writerows(rows)
     return buffer.getvalue()
+
+
+def read_csv_rows(path: str, what: str = "CSV file") -> list:
+    """All rows of a CSV file (BOM tolerated) as lists of strings; a file that is not UTF-8 CSV is a ParseError."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            return list(csv.reader(handle))
+    except UnicodeDecodeError:
+        raise ParseError(f"{what} '{path}' is not UTF-8 text; is it the right file?") from None
+    except csv.Error as exc:
+        raise ParseError(f"{what} '{path}' is not a readable CSV file ({exc}).") from None
+    except OSError as exc:
+        raise ParseError(f"{what} '{path}' cannot be read: {exc.strerror}.") from None

@@ -91,6 +91,10 @@ def merge_results(input_dir, output_dir, config_path):
         if mode_indices is not None and mode_indices is not available:
             raise CompareError("the compare results mix tensor and statistics modes; merge one mode at a time.")
         mode_indices = available
+        missing = [column for column in ["NPU Name", *available] if column not in frame.columns]
+        if missing:
+            raise ParseError(f"compare result '{path}' has no column {', '.join(map(repr, missing))}; is it an "
+                             "xlsx written by msprobe compare?")
         chosen = frame[frame["NPU Name"].map(lambda name: _selected(name, apis))]
         per_rank[rank] = chosen.drop_duplicates("NPU Name").set_index("NPU Name")[available]
     wanted = indices or mode_indices

@@ -8,6 +8,7 @@ import tempfile
 import numpy as np
 
 from msprobe.core.csv_cells import SafeCsvWriter
+from msprobe.core.csv_cells import read_csv_rows
 from msprobe.core.errors import ParseError
 from msprobe.core.log import logger
 from msprobe.core.paths import DIR_MODE, FILE_MODE, atomic_write_bytes, ensure_dir
@@ -79,17 +80,6 @@ def write_npy_folder(path: str, arrays: list) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def read_csv_rows(path: str, what: str = "CSV file") -> list:
-    """All rows of a CSV file (BOM tolerated) as lists of strings; a file that is not UTF-8 CSV is a ParseError."""
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            return list(csv.reader(handle))
-    except UnicodeDecodeError:
-        raise ParseError(f"{what} '{path}' is not UTF-8 text; is it the right file?") from None
-    except csv.Error as exc:
-        raise ParseError(f"{what} '{path}' is not a readable CSV file ({exc}).") from None
 
 
 def read_csv_table(path: str, what: str = "CSV file"):

@@ -15,11 +15,11 @@ the files equal offline run_ut's on a tensor dump of the same calls. Per rank r,
 
 `runner(case) -> (outcome, device_outcome)` is the framework part (msprobe.pytorch.online_run_ut.bench_ops).
 """
-import csv
 import os
 import time
 from dataclasses import dataclass, field
 
+from msprobe.core.csv_cells import SafeCsvWriter
 from msprobe.core.log import logger
 from msprobe.core.naming import parse_name
 from msprobe.core.paths import atomic_write_text, make_dir
@@ -44,7 +44,7 @@ class OnlineCase(ApiCase):
 def _csv_line(cells):
     import io
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow(cells)
+    SafeCsvWriter(buffer, lineterminator="\n").writerow(cells)
     return buffer.getvalue()
 
 
