@@ -4,8 +4,8 @@ A cell that is text starting with `=`, `+`, `-`, `@`, a tab or a carriage return
 name taken from a dump, e.g. `=HYPERLINK(...)` or `=cmd|' /C calc'!A0`) gets a leading `'`, which Excel and
 LibreOffice show as text. Text that reads as a number (`-0.5`, `-inf`, `+1e3`) is left alone, so our own
 readers and people still see numbers. The xlsx writer needs none of this: it writes inline strings only.
-`read_csv_rows` reads one back, turning a binary file or a field over the csv module's limit into one
-ParseError line.
+Column titles are ours and written as they are (`write_header`). `read_csv_rows` reads a CSV back, turning
+a binary file or a field over the csv module's limit into one ParseError line.
 """
 import csv
 import io
@@ -60,6 +60,10 @@ class SafeCsvWriter:
         for row in rows:
             self.writerow(row)
 
+    def write_header(self, titles):
+        """Our own column titles, written as they are: grad_probe's 1.2.1 header has a column called `=0`."""
+        return self._writer.writerow(titles)
+
 
 def csv_line(cells, lineterminator: str = "\n") -> str:
     """One CSV record as text."""
@@ -72,7 +76,7 @@ def csv_text(header, rows, lineterminator: str = "\n") -> str:
     """A header and rows as CSV text."""
     buffer = io.StringIO()
     writer = SafeCsvWriter(buffer, lineterminator=lineterminator)
-    writer.writerow(header)
+    writer.write_header(header)
     writer.writerows(rows)
     return buffer.getvalue()
 

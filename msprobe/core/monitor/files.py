@@ -52,7 +52,7 @@ def write_csv(path: str, header: list, rows: list, bom: bool = False, linetermin
     """A whole CSV file at once (`bom`: UTF-8 BOM as the reference's grad_probe files have)."""
     buffer = io.StringIO()
     writer = SafeCsvWriter(buffer, lineterminator=lineterminator)
-    writer.writerow(header)
+    writer.write_header(header)
     writer.writerows(rows)
     write_bytes(path, buffer.getvalue().encode("utf-8-sig" if bom else "utf-8"))
 

@@ -4,6 +4,8 @@ import csv
 import os
 import time
 
+import pytest
+
 from msprobe.cli import main
 from msprobe.mindspore.code_mapping.ir_parser import parse_ir
 
@@ -65,7 +67,15 @@ def _one_error_line(capsys, code):
     return errors[0]
 
 
-def test_binary_and_huge_field_csvs_are_one_error_line(tmp_path, capsys):
+@pytest.fixture
+def default_csv_field_limit():
+    # the limit is process-wide and importing some MindSpore modules raises it: pin the csv module's default
+    previous = csv.field_size_limit(131072)
+    yield
+    csv.field_size_limit(previous)
+
+
+def test_binary_and_huge_field_csvs_are_one_error_line(tmp_path, capsys, default_csv_field_limit):
     ir_file = _write_ir(tmp_path / "graph.ir")
     binary = tmp_path / "binary"
     binary.mkdir()
