@@ -6,10 +6,12 @@ modules (`Module.` / `Cell.`, node_type 0), APIs (node_type 1) and API collectio
 A parent that is neither a module nor an API (e.g. `optimizer`, whose `step()` ran inside start/stop)
 becomes a plain container instead of an error. Dump entries missing from construct.json (an L1
 dump) hang under the root in dump order. The root's children are split into micro steps: a forward
-module that follows a backward module starts the next one.
+module that follows a backward module starts the next one. A node that is its own ancestor (a parent
+cycle in construct.json, or a self-parent) is cut from its parent and hung under the root, with a warning.
 """
 from typing import Dict, List, Optional
 
+from msprobe.core.log import logger
 from msprobe.core.naming import is_module_name
 from msprobe.visualization.stacks import node_stack
 
@@ -23,7 +25,7 @@ COLLECTION_PREFIX = "Apis_Between_Modules"
 class Node:
     """One graph node. `input_rows` / `output_rows` index the dump table's rows."""
     __slots__ = ("id", "node_type", "parent", "children", "input_rows", "output_rows", "stack", "matched",
-                 "data", "micro_step_id", "order", "matched_distributed", "metrics")
+                 "data", "micro_step_id", "order", "matched_distributed", "metrics", "depth")
 
     def __init__(self, node_id: str, node_type: int):
         self.id = node_id
@@ -39,9 +41,10 @@ class Node:
         self.order = -1  # pre-order position: execution order of the dump
         self.matched_distributed: Optional[dict] = None
         self.metrics: Dict[int, dict] = {}  # row index -> metric cells (compare mode, NPU side)
+        self.depth = 0  # number of ancestors, set by build_graph
 
     def ancestors(self) -> List[str]:
-        """Ids from the root down to the parent."""
+        """Ids from the root down to the parent: O(depth), so callers must not ask it for every node."""
         chain, node = [], self.parent
         while node is not None:
             chain.append(node.id)
@@ -139,6 +142,40 @@ def _split_micro_steps(graph: Graph) -> None:
     graph.micro_steps = step + 1
 
 
+def _subtree(node: Node) -> List[Node]:
+    out, todo = [], [node]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        todo.extend(node.children)
+    return out
+
+
+def _break_parent_cycles(graph: Graph) -> None:
+    """Hang each node that is its own ancestor under the root (else it and its subtree vanish); warn once.
+
+    A node the root does not reach has a parent chain ending in a cycle; the walk up to it crosses only
+    nodes that the re-rooted node's subtree then holds, so the whole pass is linear in the node count."""
+    reached = {id(node) for node in _subtree(graph.root)}
+    cut = []
+    for node in list(graph.nodes.values()):
+        if id(node) in reached:
+            continue
+        seen, on_cycle = set(), node
+        while id(on_cycle) not in seen:
+            seen.add(id(on_cycle))
+            on_cycle = on_cycle.parent
+        on_cycle.parent.children.remove(on_cycle)
+        on_cycle.parent = graph.root
+        graph.root.children.append(on_cycle)
+        reached.update(id(member) for member in _subtree(on_cycle))
+        cut.append(on_cycle.id)
+    if cut:
+        shown = ", ".join(cut[:5]) + (f" and {len(cut) - 5} more" if len(cut) > 5 else "")
+        logger.warning("construct.json: %d node(s) are their own ancestor (parent cycle or self-parent): %s; "
+                       "each is shown under the root instead", len(cut), shown)
+
+
 def _attach_rows(graph: Graph, table) -> None:
     roles, entries = table.columns["role"], table.columns["entry"]
     nodes = graph.nodes
@@ -191,12 +228,14 @@ def build_graph(construct: dict, table, stacks: Dict[str, List[str]], complete_s
     for name in containers:  # an unknown parent name is a container, not an API
         if nodes[name].node_type == API and not is_module_name(name):
             nodes[name].node_type = MODULE
+    _break_parent_cycles(graph)
     _group_root_apis(graph)
     _split_micro_steps(graph)
     if table is not None:
         _attach_rows(graph, table)
     for order, node in enumerate(graph.preorder()):
         node.order = order
+        node.depth = node.parent.depth + 1 if node.parent is not None else 0  # preorder: parent first
         if node.node_type != API_COLLECTION and node is not graph.root:
             node.stack = node_stack(node.id, stacks, is_module_name(node.id), complete_stack)
     return graph

@@ -20,12 +20,19 @@ def _asset(name: str) -> str:
 
 
 def _script_safe(text: str) -> str:
-    """JSON placed inside <script>: no '</' (would close the tag) and no '<!--'."""
+    """Our own JS placed inside <script>: no '</' (would close the tag) and no '<!--'."""
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
+def _json_in_script(document: dict) -> str:
+    """The document as JSON that no '<' inside a string can cut short: '<' becomes the JSON escape \\u003c,
+    which JSON.parse reads back as '<' (a '<\\!--' escape would not be JSON at all)."""
+    text = json.dumps(document, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c")
+
+
 def render_html(document: dict, title: str = "msprobe graph") -> str:
-    data = _script_safe(json.dumps(document, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+    data = _json_in_script(document)
     page = _asset("viewer.html")
     # data last: it may contain any placeholder text
     for key, value in (("__TITLE__", escape(title)), ("__CSS__", _asset("viewer.css")),

@@ -139,9 +139,12 @@ def match_graphs(npu: Graph, bench: Graph, fuzzy: bool = False, layer_map: Optio
 
     count = 1
     if layer_map is None and not fuzzy:
+        chains: Dict[tuple, int] = {}  # (parent's chain number, id) -> chain number, shared by both graphs
+        npu_chain, bench_chain = _chain_numbers(npu, chains), _chain_numbers(bench, chains)
         for node in npu.preorder()[1:]:
             other = bench.nodes.get(node.id)
-            if (other is not None and other.matched is None and node.ancestors() == other.ancestors()
+            if (other is not None and other.matched is None
+                    and npu_chain[id(node.parent)] == bench_chain[id(other.parent)]  # same ancestor chain
                     and same_shapes(node, other)):
                 _link(node, other)
                 count += 1
@@ -169,6 +172,17 @@ def match_graphs(npu: Graph, bench: Graph, fuzzy: bool = False, layer_map: Optio
             elif layer_map is not None and child.children:
                 todo.extend(_matched_descendants(child))
     return count
+
+
+def _chain_numbers(graph: Graph, chains: Dict[tuple, int]) -> Dict[int, int]:
+    """id(node) -> a number equal for two nodes exactly when their id chains from the root are equal.
+
+    Linear in the node count, where comparing ancestor lists node by node is quadratic in depth."""
+    numbers: Dict[int, int] = {}
+    for node in graph.preorder():
+        parent = numbers[id(node.parent)] if node.parent is not None else -1
+        numbers[id(node)] = chains.setdefault((parent, node.id), len(chains))
+    return numbers
 
 
 def _match_mapped_modules(npu: Graph, bench: Graph, layer_map: LayerMap) -> int:

@@ -4,6 +4,11 @@ Build mode: `{"root", "dump_data_dir", "node", "MicroSteps", "OverflowCheck"}`; 
 "Bench": {...}, "ToolTip": "<JSON string>", "Colors": {...}, "MicroSteps", "task", "OverflowCheck"}`.
 Statistics are strings (`"1.234568"`, `"inf"`); the file is strict JSON (no NaN literals), because the
 plugin's parser and browsers reject them.
+
+`matched_node_link` is the counterpart's ancestor chain plus its id while that chain holds at most
+LINK_CHAIN_LIMIT ids, else just `[counterpart id]` (the form tb-graph-ascend itself writes for nodes matched
+by hand; its viewer reads only the last id). Whole chains for every node of a deep tree would make the file
+quadratic in depth: an 8,000-deep chain gave a 2 GB file.
 """
 import json
 import math
@@ -16,6 +21,7 @@ from msprobe.visualization.graph_model import API_COLLECTION, Graph, Node
 __all__ = ["format_number", "graph_nodes_json", "build_document", "compare_document", "write_vis"]
 
 _TENSOR_TYPE = {"pytorch": "torch.Tensor", "mindspore": "mindspore.Tensor"}
+LINK_CHAIN_LIMIT = 64
 _STATS = (("Max", "max", 1), ("Min", "min", 2), ("Mean", "mean", 4), ("Norm", "norm", 8))
 
 
@@ -74,6 +80,14 @@ class _RowFormatter:
         return stat
 
 
+def _link(matched: Optional[Node]) -> List[str]:
+    if matched is None:
+        return []
+    if matched.depth >= LINK_CHAIN_LIMIT:
+        return [matched.id]
+    return matched.ancestors() + [matched.id]
+
+
 def _node_json(node: Node, rows: _RowFormatter) -> dict:
     names = rows.columns.get("name")
     input_data, output_data = {}, {}
@@ -92,7 +106,7 @@ def _node_json(node: Node, rows: _RowFormatter) -> dict:
         "input_data": input_data,
         "upnode": node.parent.id if node.parent is not None else "None",
         "subnodes": [child.id for child in node.children],
-        "matched_node_link": (matched.ancestors() + [matched.id]) if matched is not None else [],
+        "matched_node_link": _link(matched),
         "suggestions": {},
         "stack_info": list(node.stack),
         "data": dict(node.data),

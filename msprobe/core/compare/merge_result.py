@@ -94,6 +94,10 @@ def merge_results(input_dir, output_dir, config_path):
         # reports of 1.2.1 (or older msprobe) lack the metric columns added since: merge what all of them have
         available = [i for i in mode if i in frame.columns and (mode_indices is None or i in mode_indices)]
         mode_indices = available
+        missing = [column for column in ["NPU Name", *available] if column not in frame.columns]
+        if missing:
+            raise ParseError(f"compare result '{path}' has no column {', '.join(map(repr, missing))}; is it an "
+                             "xlsx written by msprobe compare?")
         chosen = frame[frame["NPU Name"].map(lambda name: _selected(name, apis))]
         per_rank[rank] = chosen.drop_duplicates("NPU Name").set_index("NPU Name")[available]
     wanted = indices or mode_indices

@@ -20,6 +20,7 @@ import zlib
 
 import numpy as np
 
+from msprobe.core.csv_cells import SafeCsvWriter
 from msprobe.core.dump.array_stats import array_statistics
 from msprobe.core.errors import ParseError
 from msprobe.core.paths import FILE_MODE
@@ -145,7 +146,7 @@ def write_statistics(directory, want_md5=False, items=None):
     target = os.path.join(directory, STAT_FILE)
     exists = os.path.isfile(target)  # MindSpore may add files to an iteration after a first pass
     with open(target, "a" if exists else "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
+        writer = SafeCsvWriter(handle)
         if not exists:
             writer.writerow(header)
         writer.writerows(rows)

@@ -16,11 +16,11 @@ written once and hard-linked, so writing through an existing name could change t
 A rank folder this writer writes holds only this run's files: the earlier run's JSON files and tensor
 files in it are removed when this run first writes there (folders of other steps and ranks are kept).
 Write failures (a full disk) never reach training: the first failure of each kind in a step is logged,
-the others counted, and `report()` says what was not written.
+the others counted, and `report()` says what was not written by the batches already finished (a batch
+still being written is reported whole by a later report, never in pieces).
 """
 import os
 import queue
-import re
 import shutil
 import threading
 
@@ -28,62 +28,17 @@ from msprobe.core.dump.json_files import encode_dump_json, write_json_files
 from msprobe.core.dump.json_helper import json_helper
 from msprobe.core.log import logger
 from msprobe.core.paths import DIR_MODE, FILE_MODE
+from msprobe.core.write_failures import WriteFailures
 
 __all__ = ["DumpWriter", "WriteFailures", "rank_dir_name", "encode_dump_json", "write_json_files", "TENSOR_DIR"]
 
 TENSOR_DIR = "dump_tensor_data"
 JSON_NAMES = ("dump.json", "stack.json", "construct.json", "debug.json")
-_ERRNO_IN_TEXT = re.compile(r"\[Errno (\d+)\]")
 
 
 def rank_dir_name(rank):
     """'rank' for a single process, 'rank{R}' when distributed."""
     return "rank" if rank is None else f"rank{rank}"
-
-
-class WriteFailures:
-    """Files that could not be written, by step and kind: the first of each kind in a step is logged."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._logged = set()
-        self._unreported = {}  # what -> {step: count}
-        self.totals = {}  # what -> count (whole run)
-
-    def record(self, step, what, exc, path):
-        reason = _reason(exc)
-        with self._lock:
-            self.totals[what] = self.totals.get(what, 0) + 1
-            steps = self._unreported.setdefault(what, {})
-            steps[step] = steps.get(step, 0) + 1
-            first = (step, what, reason) not in self._logged
-            self._logged.add((step, what, reason))
-        if first:
-            logger.error(f"msprobe dump writer: cannot write {what} of step {step} ({reason}: {path}); training "
-                         "goes on, further such failures of this step are counted.")
-
-    def report(self):
-        """Log one line naming what failed since the last report (None when nothing did)."""
-        with self._lock:
-            unreported, self._unreported = self._unreported, {}
-        if not unreported:
-            return None
-        parts = []
-        for what, steps in unreported.items():
-            numbers = sorted(steps)
-            shown = ", ".join(str(step) for step in numbers[:8]) + (", ..." if len(numbers) > 8 else "")
-            parts.append(f"{sum(steps.values())} {what} (step {shown})")
-        line = "msprobe dump writer: not written: " + "; ".join(parts) + "."
-        logger.error(line)
-        return line
-
-
-def _reason(exc):
-    number = getattr(exc, "errno", None)
-    if not number:  # the JSON helper sends the error as text
-        found = _ERRNO_IN_TEXT.search(str(exc))
-        number = int(found.group(1)) if found else None
-    return os.strerror(number) if number else type(exc).__name__
 
 
 class _Batch:
@@ -109,7 +64,7 @@ class DumpWriter:
     def __init__(self, dump_path, save_tensor_fn):
         self.dump_path = dump_path
         self.save_tensor_fn = save_tensor_fn
-        self.failures = WriteFailures()
+        self.failures = WriteFailures("msprobe dump writer")
         self._batch = _Batch()
         self._in_flight = None
         self._queue = queue.Queue()
@@ -219,6 +174,7 @@ class DumpWriter:
             self.failures.record(step, "dump folders", exc, self.dump_path)
         finally:
             batch.saves = batch.links = batch.json = None  # the snapshots go now
+            self.failures.settle()  # before done: a report after waiting for this batch sees all of it
             batch.done.set()
 
     def _prepare(self, folder, with_tensors):

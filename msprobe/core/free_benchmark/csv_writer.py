@@ -6,12 +6,12 @@ finds nothing still leaves the file, with its header only. Every rank of a
 job appends to the same file under an exclusive lock, so rows and the single header never interleave.
 The file is opened without following a link and refused when another name shares it (hard link).
 """
-import csv
 import io
 import os
 from dataclasses import astuple, dataclass
 from typing import List, Optional, Union
 
+from msprobe.core.csv_cells import SafeCsvWriter
 from msprobe.core.errors import PathError
 from msprobe.core.paths import FILE_MODE, ensure_dir
 
@@ -58,7 +58,7 @@ class ResultCsv:
             return
         rows, self.pending = self.pending, []
         text = io.StringIO()
-        writer = csv.writer(text, lineterminator="\n")
+        writer = SafeCsvWriter(text, lineterminator="\n")
         for row in rows:
             writer.writerow(row.cells())
         ensure_dir(os.path.dirname(os.path.abspath(self.path)))

@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
-from msprobe.core.monitor.files import ensure_dir, read_csv_rows
+from msprobe.core.monitor.files import ensure_dir, event_writer, read_csv_table
 from msprobe.core.monitor.run_dirs import RUN_DIR_PATTERN, parse_stamp
 from msprobe.core.paths import check_path
 
@@ -34,9 +34,15 @@ def parse_run_time(text):
     return stamp
 
 
+def _int(text):
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
 def _convert_rank(run_dir, out_dir, data_types):
     from tensorboard.compat.proto import event_pb2, summary_pb2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
     writers = {}
     count = 0
@@ -47,17 +53,21 @@ def _convert_rank(run_dir, out_dir, data_types):
         data_type = match.group(1)
         if data_types and data_type not in data_types:
             continue
-        rows = read_csv_rows(os.path.join(run_dir, name))
-        if not rows:
+        header, rows = read_csv_table(os.path.join(run_dir, name), what="monitor csv")
+        if not header:
             continue
-        header = rows[0]
         has_vpp = header[0] == "vpp_stage"
         first_value = 3 if has_vpp else 2
+        if len(header) < first_value:
+            continue
         writer = writers.get(data_type)
         if writer is None:
-            writer = writers[data_type] = EventFileWriter(ensure_dir(os.path.join(out_dir, data_type)))
-        for row in rows[1:]:
-            vpp, tensor_name, step = (row[0], row[1], int(row[2])) if has_vpp else ("0", row[0], int(row[1]))
+            writer = writers[data_type] = event_writer(os.path.join(out_dir, data_type))
+        for row in rows:
+            step = _int(row[first_value - 1])
+            if step is None:
+                continue
+            vpp, tensor_name = (row[0], row[1]) if has_vpp else ("0", row[0])
             values = []
             for column, cell in zip(header[first_value:], row[first_value:]):
                 try:

@@ -14,6 +14,9 @@ Run directory: `{output_root}/{Mon DD_HH-MM-SS}-rank{r}-{id}`, new for each run,
 `append_output: [start, end]` names a time range holding one of this rank's directories: a resumed run then
 writes into the latest such directory (csv files of a window that exists are continued, TensorBoard adds an
 event file) and keeps the earlier run's entries in anomaly.json.
+
+A write that fails (a full disk) never reaches training: the first failure of each kind in a step is logged
+as one `[ERROR]` line, the rest are counted, and close() says what was not written (as the dump does).
 """
 import json
 import os
@@ -25,6 +28,7 @@ from msprobe.core.monitor.files import ensure_dir, write_bytes
 from msprobe.core.monitor.monitor_config import load_monitor_config
 from msprobe.core.monitor.run_dirs import find_resume_dir, run_dir_name
 from msprobe.core.monitor.writers import CsvWriter, TensorBoardWriter
+from msprobe.core.write_failures import WriteFailures
 
 __all__ = ["MonitorEngine", "output_root", "ANOMALY_DIR"]
 
@@ -72,6 +76,15 @@ class MonitorEngine:
         self.finished = False
         self.closed = False
         self._earlier_anomalies: Optional[dict] = None  # anomaly.json entries of the run a resumed run continues
+        self.failures = WriteFailures("msprobe monitor")
+
+    def _write(self, step, what, path, write, *args) -> None:
+        """`write(*args)`; an OSError is logged once per kind and step and counted, never raised."""
+        try:
+            write(*args)
+        except OSError as exc:
+            self.failures.record(step, what, exc, path)
+            self.failures.settle()
 
     def _choose_run_dir(self) -> str:
         root = output_root()
@@ -156,9 +169,9 @@ class MonitorEngine:
         if records or global_values:
             self.collected += 1
             if self.writer is not None:
-                self.writer.write_step(step, records)
+                self._write(step, "statistics files", self.run_dir, self.writer.write_step, step, records)
                 if global_values:
-                    self.writer.write_global(step, global_values)
+                    self._write(step, "global metrics", self.run_dir, self.writer.write_global, step, global_values)
             self.latest = {}
             for record in records:
                 self.latest.setdefault(record.prefix, {})[record.tag(self.rank)] = dict(record.values)
@@ -166,9 +179,9 @@ class MonitorEngine:
             for alert in alerts:
                 logger.warning(alert.message)
             if alerts and self.writer is not None:
-                self.writer.write_alerts(alerts)
+                self._write(step, "alerts", self.run_dir, self.writer.write_alerts, alerts)
             if alerts and self.config.alert["dump"]:
-                self._dump_anomalies()
+                self._write(step, "anomaly.json", os.path.join(output_root(), ANOMALY_DIR), self._dump_anomalies)
             if self.collected >= self.config.collect_times:
                 logger.info(f"monitor: collected {self.collected} step(s); finish monitor.")
                 if self.dynamic:
@@ -195,11 +208,12 @@ class MonitorEngine:
             return
         self.closed = True
         if self.writer is not None:
-            self.writer.close()
+            self._write(self.step, "statistics files", self.run_dir, self.writer.close)
         if self.config.format == "csv" and self.config.plots and os.path.isdir(self.run_dir):
             from msprobe.core.monitor.plots import plot_run
 
             try:
-                plot_run(self.run_dir)
+                self._write(self.step, "plots", self.run_dir, plot_run, self.run_dir)
             except ImportError:
                 logger.warning("monitor: matplotlib is not installed; no plots drawn (pip install matplotlib).")
+        self.failures.report()

@@ -7,10 +7,14 @@ import tempfile
 
 import numpy as np
 
+from msprobe.core.csv_cells import SafeCsvWriter
+from msprobe.core.csv_cells import read_csv_rows
 from msprobe.core.errors import ParseError
+from msprobe.core.log import logger
 from msprobe.core.paths import DIR_MODE, FILE_MODE, atomic_write_bytes, ensure_dir
 
-__all__ = ["ensure_dir", "write_bytes", "write_csv", "write_npy_folder", "read_csv_rows"]
+__all__ = ["ensure_dir", "write_bytes", "write_csv", "write_npy_folder", "read_csv_rows", "save_figure",
+           "event_writer", "read_csv_table"]
 
 
 def write_bytes(path: str, data: bytes) -> None:
@@ -19,11 +23,36 @@ def write_bytes(path: str, data: bytes) -> None:
     atomic_write_bytes(path, data, durable=False)
 
 
+def save_figure(fig, path: str, dpi: int) -> None:
+    """A matplotlib figure as a PNG file of mode 0640 (savefig alone would leave it to the umask)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    write_bytes(path, buffer.getvalue())
+
+
+def event_writer(logdir: str):
+    """tensorboard's EventFileWriter for `logdir` (made 0750) whose event file is 0640 whatever the umask.
+
+    The writer names its file itself and writes it from a thread later; the file is created here first,
+    with our mode, and the writer then opens it for writing and keeps that mode."""
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(ensure_dir(logdir))
+    path = getattr(writer, "_file_name", None)
+    if path:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
+        try:
+            os.fchmod(descriptor, FILE_MODE)
+        finally:
+            os.close(descriptor)
+    return writer
+
+
 def write_csv(path: str, header: list, rows: list, bom: bool = False, lineterminator: str = "\r\n") -> None:
     """A whole CSV file at once (`bom`: UTF-8 BOM as the reference's grad_probe files have)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator=lineterminator)
-    writer.writerow(header)
+    writer = SafeCsvWriter(buffer, lineterminator=lineterminator)
+    writer.write_header(header)
     writer.writerows(rows)
     write_bytes(path, buffer.getvalue().encode("utf-8-sig" if bom else "utf-8"))
 
@@ -53,12 +82,29 @@ def write_npy_folder(path: str, arrays: list) -> None:
         raise
 
 
-def read_csv_rows(path: str, what: str = "CSV file") -> list:
-    """All rows of a CSV file (BOM tolerated) as lists of strings; a file that is not UTF-8 CSV is a ParseError."""
+def read_csv_table(path: str, what: str = "CSV file"):
+    """(header, rows) of a CSV file that a run appends to, [] rows for an empty file.
+
+    A kill -9 can leave the last line cut: a line without its newline is left out (the cut is made on bytes,
+    so a character cut in two does not matter), as is any row whose cell count is not the header's;
+    one warning names the file."""
     try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            return list(csv.reader(handle))
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise ParseError(f"{what} '{path}' cannot be read: {exc.strerror}.") from None
+    whole = data[:data.rfind(b"\n") + 1]
+    try:
+        rows = list(csv.reader(io.StringIO(whole.decode("utf-8-sig"), newline="")))
     except UnicodeDecodeError:
         raise ParseError(f"{what} '{path}' is not UTF-8 text; is it the right file?") from None
     except csv.Error as exc:
         raise ParseError(f"{what} '{path}' is not a readable CSV file ({exc}).") from None
+    if not rows:
+        return [], []
+    header = rows[0]
+    body = [row for row in rows[1:] if len(row) == len(header)]
+    dropped = len(rows) - 1 - len(body) + (1 if len(whole) < len(data) else 0)
+    if dropped:
+        logger.warning("%s '%s': %d incomplete row(s) left out (a run killed while writing?)", what, path, dropped)
+    return header, body

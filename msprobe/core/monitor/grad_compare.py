@@ -20,7 +20,7 @@ import numpy as np
 
 from msprobe.core.errors import CompareError, ParseError
 from msprobe.core.log import logger
-from msprobe.core.monitor.files import ensure_dir, read_csv_rows, write_csv
+from msprobe.core.monitor.files import ensure_dir, read_csv_rows, save_figure, write_csv
 from msprobe.core.paths import check_path, make_dir, safe_name
 
 __all__ = ["GradComparator", "CompareOutcome", "first_divergent_step", "ranked_divergence", "FIRST_STEP_MIN",
@@ -80,10 +80,34 @@ def _read_summary(rank_dir: str, step: int) -> tuple:
     return rows[0], rows[1:]
 
 
+_DIRECTION_LIMIT = 2 ** 34  # elements of one direction file read at most (16 GiB of bools)
+
+
 def _load_direction(path: str):
+    """A direction file (bool .npy) or None when absent; anything else is one ParseError line.
+
+    The header is read first: a pickled array, a dtype that is not bool or a shape of more than
+    _DIRECTION_LIMIT elements (a 2^40-element header would ask for a terabyte) is refused before any data."""
     if not os.path.isfile(path):
         return None
-    return np.load(path, allow_pickle=False)
+    try:
+        with open(path, "rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read_header(handle)
+    except (OSError, ValueError, SyntaxError, TypeError) as exc:
+        raise ParseError(f"grad_probe direction file '{path}' is not a .npy file ({exc}).") from None
+    if dtype.hasobject or dtype != np.bool_:
+        raise ParseError(f"grad_probe direction file '{path}' holds {dtype}, not bool: "
+                         "is it a file written by grad_probe?")
+    if math.prod(shape) > _DIRECTION_LIMIT:
+        raise ParseError(f"grad_probe direction file '{path}' claims shape {shape}, more than "
+                         f"{_DIRECTION_LIMIT} elements.")
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, MemoryError) as exc:
+        raise ParseError(f"grad_probe direction file '{path}' cannot be read ({type(exc).__name__}: {exc}).") from None
 
 
 class GradComparator:
@@ -256,7 +280,7 @@ def _plot_similarities(outcome: CompareOutcome, picture_dir: str) -> None:
         ax.set_title(name)
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        fig.savefig(os.path.join(picture_dir, f"{safe_name(name)}_similarities.png"), dpi=80)
+        save_figure(fig, os.path.join(picture_dir, f"{safe_name(name)}_similarities.png"), dpi=80)
         plt.close(fig)
 
 

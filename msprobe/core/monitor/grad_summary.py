@@ -23,6 +23,7 @@ from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
 from msprobe.core.monitor.files import ensure_dir, write_csv, write_npy_folder
 from msprobe.core.paths import atomic_write_json, make_dir, safe_name
+from msprobe.core.write_failures import WriteFailures
 
 __all__ = ["GradProbeSettings", "GradSummaryWriter", "ParamGradStats", "host_grad_stats", "interval_labels",
            "summary_header", "INDEX_FILE"]
@@ -154,6 +155,7 @@ class GradSummaryWriter:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="msprobe-grad-probe")
         self._pending: list = []
         self.steps_written: List[int] = []
+        self.failures = WriteFailures("msprobe grad_probe")
 
     def submit(self, step: int, stats: list) -> None:
         """Queue the files of one step; `stats` is a list of ParamGradStats in parameter order."""
@@ -163,14 +165,21 @@ class GradSummaryWriter:
 
     def _write_step(self, step: int, stats: list) -> None:
         level = self.settings.level
-        write_csv(os.path.join(self.rank_dir, f"grad_summary_{step}.csv"), self.header,
-                  [s.row(level) for s in stats], bom=True)
+        path = os.path.join(self.rank_dir, f"grad_summary_{step}.csv")
+        try:
+            write_csv(path, self.header, [s.row(level) for s in stats], bom=True)
+        except OSError as exc:  # a full disk: logged once per kind and step, never raised into training
+            self.failures.record(step, "summary files", exc, path)
         if self.settings.needs_direction:
-            write_npy_folder(os.path.join(self.rank_dir, f"step{step}"),
-                             [(f"{safe_name(s.name)}.npy", s.direction) for s in stats])
+            path = os.path.join(self.rank_dir, f"step{step}")
+            try:
+                write_npy_folder(path, [(f"{safe_name(s.name)}.npy", s.direction) for s in stats])
+            except OSError as exc:
+                self.failures.record(step, "direction folders", exc, path)
+        self.failures.settle()
 
     def flush(self) -> None:
-        """Wait for every queued step; a failed write is raised here."""
+        """Wait for every queued step (a failed write was logged and counted by the step's job)."""
         pending, self._pending = self._pending, []
         for future in pending:
             future.result()
@@ -216,8 +225,13 @@ class GradProbeBase(abc.ABC):
     def _finish(self) -> None:
         if self.writer is None:
             return
-        self.writer.close()
-        atomic_write_json(os.path.join(self.writer.rank_dir, INDEX_FILE),
-                          {"grad_level": self.settings.level, "bounds": self.settings.bounds,
-                           "steps": self.writer.steps_written, "params": self.param_names()})
-        self.writer = None
+        writer, self.writer = self.writer, None
+        writer.close()
+        path = os.path.join(writer.rank_dir, INDEX_FILE)
+        try:
+            atomic_write_json(path, {"grad_level": self.settings.level, "bounds": self.settings.bounds,
+                                     "steps": writer.steps_written, "params": self.param_names()})
+        except OSError as exc:  # stop() returns: training goes on whatever the disk says
+            writer.failures.record(self.step, "index file", exc, path)
+            writer.failures.settle()
+        writer.failures.report()

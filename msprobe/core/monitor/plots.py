@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-from msprobe.core.monitor.files import read_csv_rows, write_bytes
+from msprobe.core.monitor.files import read_csv_table, save_figure, write_bytes
 from msprobe.core.monitor.writers import ALERTS_FILE, GLOBAL_FILE
 
 __all__ = ["plot_run", "HEATMAP_FILE", "GLOBAL_PLOT_FILE", "SUMMARY_FILE"]
@@ -29,6 +29,13 @@ def _float(text):
         return math.nan
 
 
+def _step(text):
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
 def _grad_norms(run_dir):
     """(names, steps, {(name, step): norm}) from grad_reduced csv files (grad_unreduced when absent)."""
     for prefix in ("grad_reduced", "grad_unreduced"):
@@ -38,12 +45,14 @@ def _grad_norms(run_dir):
             continue
         names, steps, norms = [], set(), {}
         for _, file_name in files:
-            rows = read_csv_rows(os.path.join(run_dir, file_name))
-            if not rows or "norm" not in rows[0]:
+            header, rows = read_csv_table(os.path.join(run_dir, file_name), what="monitor csv")
+            if "norm" not in header or len(header) < 3:
                 return [], [], {}
-            col = rows[0].index("norm")
-            for row in rows[1:]:
-                name, step = row[1], int(row[2])
+            col = header.index("norm")
+            for row in rows:
+                name, step = row[1], _step(row[2])
+                if step is None:
+                    continue
                 if name not in norms and name not in names:
                     names.append(name)
                 norms[(name, step)] = _float(row[col])
@@ -56,9 +65,8 @@ def _alerts(run_dir):
     path = os.path.join(run_dir, ALERTS_FILE)
     if not os.path.isfile(path):
         return []
-    rows = read_csv_rows(path)
-    header = rows[0]
-    return [dict(zip(header, row)) for row in rows[1:]]
+    header, rows = read_csv_table(path, what="monitor csv")
+    return [dict(zip(header, row)) for row in rows if _step(row[0] if row else "") is not None]
 
 
 def plot_run(run_dir):
@@ -105,15 +113,16 @@ def plot_run(run_dir):
         fig.subplots_adjust(left=min(0.6, label_inches / fig.get_figwidth()), right=0.97, top=1 - 0.45 / height,
                             bottom=0.55 / height)
         path = os.path.join(run_dir, HEATMAP_FILE)
-        fig.savefig(path, dpi=90)
+        save_figure(fig, path, dpi=90)
         plt.close(fig)
         written.append(path)
     global_path = os.path.join(run_dir, GLOBAL_FILE)
     if os.path.isfile(global_path):
-        rows = read_csv_rows(global_path)
-        header, data = rows[0], rows[1:]
+        header, data = read_csv_table(global_path, what="monitor csv")
+        data = [row for row in data if _step(row[0]) is not None] if header and header[0] == "step" else []
         columns = {name: [_float(row[i]) for row in data] for i, name in enumerate(header)}
-        series = [(c, columns[c]) for c in ("grad_norm", "update_ratio") if any(math.isfinite(v) for v in columns[c])]
+        series = [(c, columns[c]) for c in ("grad_norm", "update_ratio")
+                  if any(math.isfinite(v) for v in columns.get(c, []))]
         if series:
             fig, axes = plt.subplots(len(series), 1, figsize=(7, 2.6 * len(series)), sharex=True, squeeze=False)
             for ax, (label, values) in zip(axes[:, 0], series):
@@ -128,7 +137,7 @@ def plot_run(run_dir):
             fig.suptitle("global gradient norm and update/weight ratio")
             fig.tight_layout()
             path = os.path.join(run_dir, GLOBAL_PLOT_FILE)
-            fig.savefig(path, dpi=90)
+            save_figure(fig, path, dpi=90)
             plt.close(fig)
             written.append(path)
     write_bytes(os.path.join(run_dir, SUMMARY_FILE), _summary(alerts).encode("utf-8"))

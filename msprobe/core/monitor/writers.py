@@ -12,7 +12,9 @@ import csv
 import math
 import os
 
-from msprobe.core.monitor.files import ensure_dir
+from msprobe.core.csv_cells import SafeCsvWriter
+from msprobe.core.monitor.files import ensure_dir, event_writer
+from msprobe.core.paths import FILE_MODE
 
 __all__ = ["CsvWriter", "TensorBoardWriter", "GLOBAL_FILE", "ALERTS_FILE", "MODULE_IOS"]
 
@@ -38,14 +40,15 @@ class _AppendCsv:
 
     def __init__(self, path, header, existing=False):
         self.path = path
-        if not existing:
-            with open(path, "x", newline="", encoding="utf-8") as handle:
-                csv.writer(handle).writerow(header)
-            os.chmod(path, 0o640)
+        if not existing:  # 0640 from the start, whatever the umask: never readable by others, not even briefly
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            os.fchmod(descriptor, FILE_MODE)
+            with os.fdopen(descriptor, "w", newline="", encoding="utf-8") as handle:
+                SafeCsvWriter(handle).writerow(header)
 
     def append(self, rows):
         with open(self.path, "a", newline="", encoding="utf-8") as handle:
-            csv.writer(handle).writerows(rows)
+            SafeCsvWriter(handle).writerows(rows)
 
 
 def _header_of(path):
@@ -144,9 +147,7 @@ class TensorBoardWriter:
     """Scalars through tensorboard's own event-file writer (no torch needed)."""
 
     def __init__(self, run_dir, ops, rank):
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-        self._writer = EventFileWriter(ensure_dir(run_dir))
+        self._writer = event_writer(run_dir)
         self.ops = list(ops)
         self.rank = rank
 

@@ -10,13 +10,13 @@ CPU run in the same dtype overflows too (the values really leave the dtype's ran
 does not (the device's kernel overflowed where a CPU kernel does not). The float32 run says whether
 the overflow goes away in higher precision (then a wider dtype or rescaling would avoid it).
 """
-import csv
 import io
 import os
 import time
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from msprobe.core.csv_cells import SafeCsvWriter
 from msprobe.core.log import logger
 from msprobe.core.overflow.origin import IgnoreRules
 from msprobe.core.paths import atomic_write_text
@@ -91,7 +91,7 @@ def terminal_line(row: RerunRow) -> str:
 
 def write_report(rows: List[RerunRow], out_dir: str) -> str:
     text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
+    writer = SafeCsvWriter(text, lineterminator="\n")
     writer.writerow(COLUMNS)
     for row in rows:
         writer.writerow(row.cells())

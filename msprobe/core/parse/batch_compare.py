@@ -3,7 +3,6 @@
 Files are paired by their path relative to each directory. Columns: NPU File Name, Bench File Name, Shape,
 Mean, Bench Mean, Md5 Consistency, Max Abs Error, Max Relative Error, Cosine, Message.
 """
-import csv
 import hashlib
 import io
 import os
@@ -12,6 +11,7 @@ from typing import List
 
 import numpy as np
 
+from msprobe.core.csv_cells import SafeCsvWriter
 from msprobe.core.errors import ParseError
 from msprobe.core.parse.tensor_file import TENSOR_SUFFIXES, read_tensor_file
 from msprobe.core.paths import atomic_write_text, check_path, make_dir
@@ -68,7 +68,7 @@ def batch_compare(npu_dir: str, bench_dir: str, output_dir: str) -> str:
                          "with CANN's msaccucmp (see 'help dc').")
     output_dir = make_dir(output_dir, what="-out")
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = SafeCsvWriter(buffer, lineterminator="\n")
     writer.writerow(COLUMNS)
     writer.writerows(_row(name, npu_dir, bench_dir) for name in names)
     path = os.path.join(output_dir, f"batch_compare_{time.strftime('%Y%m%d%H%M%S')}.csv")

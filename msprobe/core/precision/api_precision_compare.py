@@ -8,6 +8,7 @@ import io
 import os
 import time
 
+from msprobe.core.csv_cells import SafeCsvWriter
 from msprobe.core.errors import ParseError, PathError
 from msprobe.core.log import logger
 from msprobe.core.naming import parse_row_name
@@ -104,7 +105,7 @@ def compare_rows(npu_rows, gpu_rows):
 
 def _write_csv(path, header, rows):
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = SafeCsvWriter(buffer)
     writer.writerow(header)
     writer.writerows(rows)
     try:

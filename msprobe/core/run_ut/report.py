@@ -11,6 +11,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from msprobe.core.csv_cells import SafeCsvWriter
 from msprobe.core.errors import ParseError, PathError
 from msprobe.core.log import logger
 from msprobe.core.naming import parse_row_name
@@ -48,7 +49,7 @@ def details_path_for(result_path):
 
 def _csv_line(cells):
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow(cells)
+    SafeCsvWriter(buffer, lineterminator="\n").writerow(cells)
     return buffer.getvalue()
 
 

@@ -4,7 +4,8 @@ A node starts with `%N(name) = Op(...)`; the comment lines that follow it give i
 (`# Fullname with scope: (Default/fc-Dense/MatMul-op0)`) and its source lines (`# In file PATH:LINE, COLS/CODE/`).
 Backward nodes (scope `Gradients/...`) carry `forward_unique_id`; they get the source lines of the forward
 node with that `unique_id`, because their own lines point into MindSpore's autodiff machinery.
-Text only: MindSpore is not imported.
+Text only: MindSpore is not imported. Every line is read in time linear in its length (no pattern that
+backtracks over a long line: a 168 KB line used to take 30 s).
 """
 import re
 from dataclasses import dataclass, field
@@ -17,9 +18,10 @@ __all__ = ["IrNode", "parse_ir", "scope_key"]
 
 _NODE = re.compile(r"^\s*%\d+\([^)]*\)\s*=\s*\S+\(")
 _SCOPE = re.compile(r"^\s*#\s*Fullname with scope:\s*\((?P<scope>.*)\)\s*$")
-_CODE = re.compile(r"^\s*#\s*(?P<code>In file .*?)/?\s*$")
-_UNIQUE_ID = re.compile(r"cnode_primal_attrs:\s*\{[^}]*?\bunique_id:\s*\"(?P<id>\d+)\"")
-_FORWARD_ID = re.compile(r"cnode_primal_attrs:\s*\{[^}]*?\bforward_unique_id:\s*\"(?P<id>\d+)\"")
+_CODE = re.compile(r"\s*#\s*In file ")
+_ATTRS = re.compile(r"cnode_primal_attrs:\s*\{")
+_UNIQUE_ID = re.compile(r"\bunique_id:\s*\"(?P<id>\d+)\"")
+_FORWARD_ID = re.compile(r"\bforward_unique_id:\s*\"(?P<id>\d+)\"")
 
 
 @dataclass
@@ -35,13 +37,39 @@ def scope_key(scope: str) -> str:
     return scope.replace("/", "_")
 
 
+def _primal_attr(line: str, pattern) -> str:
+    """The first id `pattern` finds inside a `cnode_primal_attrs: {...}` block of the line, or ''.
+
+    Blocks are cut at their '}' with str.find and searched one after the other, so each character is looked
+    at a bounded number of times."""
+    position = 0
+    while True:
+        block = _ATTRS.search(line, position)
+        if block is None:
+            return ""
+        close = line.find("}", block.end())
+        close = len(line) if close < 0 else close
+        found = pattern.search(line, block.end(), close)
+        if found:
+            return found.group("id")
+        position = close
+
+
+def _code(line: str) -> str:
+    """'In file PATH:LINE, COLS/CODE' without the trailing '/' and blanks, or '' for another line."""
+    start = _CODE.match(line)
+    if start is None:
+        return ""
+    body = line[start.end():].rstrip()
+    return "In file " + (body[:-1] if body.endswith("/") else body)
+
+
 def _nodes(lines: List[str]) -> List[IrNode]:
     nodes, current = [], None
     for line in lines:
         if _NODE.match(line):
-            unique, forward = _UNIQUE_ID.search(line), _FORWARD_ID.search(line)
-            current = IrNode("", unique_id=unique.group("id") if unique and not forward else "",
-                             forward_unique_id=forward.group("id") if forward else "")
+            unique, forward = _primal_attr(line, _UNIQUE_ID), _primal_attr(line, _FORWARD_ID)
+            current = IrNode("", unique_id=unique if not forward else "", forward_unique_id=forward)
             nodes.append(current)
             continue
         if current is None:
@@ -50,9 +78,9 @@ def _nodes(lines: List[str]) -> List[IrNode]:
         if scope:
             current.scope = scope.group("scope")
             continue
-        code = _CODE.match(line)
+        code = _code(line)
         if code and current.scope:
-            current.code.append(code.group("code"))
+            current.code.append(code)
         elif line.strip() == "}" or line.startswith("subgraph "):
             current = None
     return [node for node in nodes if node.scope]

@@ -8,12 +8,12 @@ statistic mode (no npy found): beside each `statistic.csv` a new `statistic_code
 the same rows and two more columns, `Code Stack` and `Scope Name`; statistic.csv itself is left as it is.
 Several matching scopes are joined with newlines; no match leaves both cells empty.
 """
-import csv
 import io
 import os
 import time
 from typing import Dict, List, Tuple
 
+from msprobe.core.csv_cells import SafeCsvWriter, read_csv_rows
 from msprobe.core.errors import ParseError
 from msprobe.core.log import logger
 from msprobe.core.paths import atomic_write_text, check_path, make_dir
@@ -40,8 +40,7 @@ def _renamed_files(directory: str, cache: Dict[str, Dict[str, str]]) -> Dict[str
     if directory not in cache:
         mapping, path = {}, os.path.join(directory, "mapping.csv")
         if os.path.isfile(path):
-            with open(path, newline="", encoding="utf-8") as handle:
-                mapping = {row[0]: row[1] for row in csv.reader(handle) if len(row) >= 2}
+            mapping = {row[0]: row[1] for row in read_csv_rows(path, what="mapping.csv") if len(row) >= 2}
         cache[directory] = mapping
     return cache[directory]
 
@@ -61,7 +60,7 @@ def _cells(matcher: ScopeMatcher, kernel: str) -> Tuple[str, str]:
 
 def _csv_text(header: List[str], rows) -> str:
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = SafeCsvWriter(buffer, lineterminator="\n")
     writer.writerow(header)
     writer.writerows(rows)
     return buffer.getvalue()
@@ -79,8 +78,7 @@ def _new_path(directory: str, prefix: str) -> str:
 def _map_statistics(matcher: ScopeMatcher, statistic_files: List[str]) -> List[str]:
     written = []
     for path in statistic_files:
-        with open(path, newline="", encoding="utf-8") as handle:
-            rows = list(csv.reader(handle))
+        rows = read_csv_rows(path, what="statistic.csv")
         if not rows or _STAT_OP_NAME not in rows[0]:
             logger.warning("code_mapping: %s has no '%s' column; skipped.", path, _STAT_OP_NAME)
             continue

@@ -4,12 +4,12 @@ Layout (18.online_dispatch.md): `{dump_path}/atat_{tag}_rank{r}_{ts}/` holding
 `compare_result_rank{r}_{ts}.csv` (one row per checked op), `compare_details_rank{r}_{ts}.csv` (one row per
 output tensor) and the `npu/` and `cpu/` tensor dumps.
 """
-import csv
 import io
 import os
 import time
 from typing import Dict, List, Optional
 
+from msprobe.core.csv_cells import SafeCsvWriter
 from msprobe.core.paths import DIR_MODE, atomic_write_text, make_dir, safe_name
 
 __all__ = ["SUMMARY_COLUMNS", "DETAIL_COLUMNS", "create_run_dir", "write_reports"]
@@ -37,7 +37,7 @@ def create_run_dir(dump_path: str, tag: Optional[str], rank: int) -> (str, str):
 
 def _csv_text(columns: List[str], rows: List[Dict[str, object]]) -> str:
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = SafeCsvWriter(buffer, lineterminator="\n")
     writer.writerow(columns)
     for row in sorted(rows, key=lambda r: (r["sequence"], r.get("Output Index", 0))):
         writer.writerow(["" if row.get(c) is None else row.get(c) for c in columns])

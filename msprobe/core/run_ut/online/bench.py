@@ -16,11 +16,11 @@ the files equal offline run_ut's on a tensor dump of the same calls. Per rank r,
 `runner(case) -> (outcome, device_outcome)` is the framework part (the Framework's `online_runner`;
 PyTorch: msprobe/pytorch/online_run_ut/bench_ops.py).
 """
-import csv
 import os
 import time
 from dataclasses import dataclass, field
 
+from msprobe.core.csv_cells import SafeCsvWriter
 from msprobe.core.log import logger
 from msprobe.core.naming import parse_name
 from msprobe.core.paths import atomic_write_text, make_dir
@@ -50,7 +50,7 @@ def _is_int(value):
 def _csv_line(cells):
     import io
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow(cells)
+    SafeCsvWriter(buffer, lineterminator="\n").writerow(cells)
     return buffer.getvalue()
 
 
