@@ -141,3 +141,48 @@ def test_bench_falls_back_to_upcast_mindspore_without_torch(ms_statistics_dump):
     outcome = execute(cases["Mint.tanh.0"])
     assert outcome["forward"] == "pass" and outcome["backward"] == "pass"
     assert outcome["details"][0]["bench_dtype"] == "Float64"
+
+
+def _linear_transpose_dump(out_dir):
+    """L1 statistics dump of mint.nn.Linear layers (recorded as Primitive.dense.Dense) and both forms
+    of Tensor.transpose: two dims swapped, and a permutation."""
+    import mindspore as ms
+    from mindspore import Tensor, mint, nn
+
+    from msprobe.mindspore import PrecisionDebugger
+
+    class LinearTranspose(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.proj = mint.nn.Linear(8, 6)
+            self.out = mint.nn.Linear(6, 4, bias=False)
+
+        def construct(self, x):
+            h = self.out(self.proj(x))
+            return mint.sum(mint.matmul(h.transpose(0, 2, 1), h.transpose(-1, -2).transpose(0, 2, 1)))
+
+    from ms_runtime import mindspore_on_cpu
+
+    mindspore_on_cpu()
+    net = LinearTranspose()
+    debugger = PrecisionDebugger(task="statistics", dump_path=str(out_dir), level="L1")
+    debugger.start(net)
+    ms.grad(net)(Tensor(np.random.RandomState(2).randn(2, 3, 8).astype(np.float32)))
+    debugger.stop()
+    debugger.close()
+    return os.path.join(str(out_dir), "step0", "rank", "dump.json")
+
+
+def test_mint_linear_primitives_and_tensor_transpose_are_checked_and_pass(tmp_path):
+    dump = _linear_transpose_dump(tmp_path / "dump")
+    assert run_ms("run_ut", "-api_info", dump, "-o", str(tmp_path / "o")) == 0
+    results = by_name(reports(tmp_path / "o")[0])
+    expected = ["Primitive.dense.Dense.0", "Primitive.dense.Dense.1", "Tensor.transpose.0", "Tensor.transpose.1",
+                "Tensor.transpose.2"]
+    assert [name for name in results if name in expected] == expected
+    for api in expected:
+        assert results[api]["Forward Test Success"] == "pass", results[api]
+        assert results[api]["Backward Test Success"] == "pass", results[api]
+    details = by_name(reports(tmp_path / "o")[1])
+    assert details["Primitive.dense.Dense.0.forward.output.0"]["Bench Dtype"] == "torch.float64"
+    assert "Primitive.dense.Dense.0.backward.output.1" in details    # gradient of the weight
