@@ -186,3 +186,31 @@ def test_mint_linear_primitives_and_tensor_transpose_are_checked_and_pass(tmp_pa
     details = by_name(reports(tmp_path / "o")[1])
     assert details["Primitive.dense.Dense.0.forward.output.0"]["Bench Dtype"] == "torch.float64"
     assert "Primitive.dense.Dense.0.backward.output.1" in details    # gradient of the weight
+
+
+def test_softmax_backward_that_is_truly_zero_passes(tmp_path):
+    """Each row of the softmax output gets the same gradient: the true input gradient is exactly 0 and
+    the computed one rounding noise, whose cosine to the bench's noise is arbitrary."""
+    import mindspore as ms
+    from mindspore import Tensor, mint
+
+    from msprobe.mindspore import PrecisionDebugger
+    from ms_runtime import mindspore_on_cpu
+
+    mindspore_on_cpu()
+    rng = np.random.RandomState(0)
+    x, row_weights = rng.randn(16, 32).astype(np.float32), Tensor(rng.randn(16).astype(np.float32))
+
+    def f(a):
+        return mint.sum(mint.sum(mint.nn.functional.softmax(a * 3.0, dim=-1), -1) * row_weights)
+    debugger = PrecisionDebugger(task="tensor", dump_path=str(tmp_path / "dump"), level="L1")
+    debugger.start()
+    grad = ms.grad(f)(Tensor(x))
+    debugger.stop()
+    debugger.close()
+    assert np.abs(grad.asnumpy()).max() < 1e-6      # zero up to rounding
+    dump = str(tmp_path / "dump" / "step0" / "rank" / "dump.json")
+    assert run_ms("run_ut", "-api_info", dump, "-o", str(tmp_path / "o")) == 0
+    assert by_name(reports(tmp_path / "o")[0])["MintFunctional.softmax.0"]["Backward Test Success"] == "pass"
+    row = by_name(reports(tmp_path / "o")[1])["MintFunctional.softmax.0.backward.output.0"]
+    assert row["Status"] == "pass" and "zero up to rounding" in row["Message"], row
