@@ -86,3 +86,44 @@ def test_per_call_gradients_of_primitives_and_mint_linear(ms, tmp_path):
     got = [np.load(os.path.join(files, data[n]["output"][0]["data_name"])) for n in dense]
     np.testing.assert_allclose(got[0], want_a, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got[1], want_b, rtol=1e-5, atol=1e-6)
+
+
+def test_random_and_multi_output_calls_get_their_backward(ms, tmp_path):
+    """dropout is not differentiated again (another run would draw another mask): its backward has the
+    output gradient and null input gradients, and the training's random stream is untouched;
+    split / max, whose other outputs get no gradient, get their per-call input gradients."""
+    from mindspore import Tensor, mint, ops
+    from msprobe.mindspore import PrecisionDebugger
+    x = fixed_input((4, 6), 8)
+
+    def f(a):
+        values, _ = mint.max(a, 1)
+        first, _ = mint.split(a, 3, 1)
+        return mint.sum(values) + mint.sum(first * 2) + mint.sum(ops.dropout(a, 0.5))
+    ms.set_seed(3)
+    plain = ms.grad(f)(Tensor(x)).asnumpy()
+    path, dump_path = write_config(tmp_path, task="tensor", level="L1")
+    debugger = PrecisionDebugger(config_path=path)
+    ms.set_seed(3)
+    debugger.start()
+    dumped = ms.grad(f)(Tensor(x)).asnumpy()
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    assert plain.tobytes() == dumped.tobytes() and not debugger.collector.guard.failed
+    data = load_dump(dump_path)[0]["data"]
+    files = os.path.join(dump_path, "step0", "rank", "dump_tensor_data")
+
+    def array(record):
+        return np.load(os.path.join(files, record["data_name"]))
+    dropout = data["Functional.dropout.0.backward"]
+    np.testing.assert_array_equal(array(dropout["input"][0]), np.ones_like(x))
+    assert dropout["output"] == [None, None]
+    split = data["Mint.split.0.backward"]
+    assert split["input"][1] is None and split["output"][1:] == [None, None]
+    want = np.zeros_like(x)
+    want[:, :3] = 2.0
+    np.testing.assert_array_equal(array(split["output"][0]), want)
+    want = np.zeros_like(x)
+    want[np.arange(4), x.argmax(1)] = 1.0
+    np.testing.assert_array_equal(array(data["Mint.max.0.backward"]["output"][0]), want)

@@ -101,8 +101,9 @@ class HookContext:
         self.collector.backward(call, grads_of_outputs, grads_of_inputs)
 
     def _gather(self, call, original, args, kwargs):
-        """The backward capture of one API call: output hooks, input gradients by replay."""
-        replay = CallReplay(original, args, kwargs, self.tensor_type, random=is_random_api(call.key))
+        """The backward capture of one API call: output hooks, input gradients by replay (none for
+        random APIs: a replay would draw other random numbers)."""
+        replay = None if is_random_api(call.key) else CallReplay(original, args, kwargs, self.tensor_type)
         return GradGather(call, len(args), self._commit_backward, self.pending, replay)
 
     def _watch_outputs(self, gather, output):

@@ -8,7 +8,9 @@ the bits of the training (measured: 29 of 40 gradients of a two-layer attention 
   * for an API call, the gradient it sends to each floating input alone (backward "output"), computed
     when the output gradients are complete by `ms.vjp` of the call on its own inputs, outside the
     training graph (a tensor hook on an input would give its total gradient, summed over all of
-    its consumers). Random APIs replay with the generator state they ran with, which is put back.
+    its consumers). Random APIs (dropout...) are not replayed: a second run draws another mask (saving
+    and restoring `get_rng_state` does not bring back the mask of ops.dropout on the CPU), so their
+    backward "output" is null.
   * for a Cell (L0), a tensor hook on every floating input: its gradient as the training computes it.
 When every hook has fired the backward entry is committed; `flush_pending` commits calls whose
 hooks never all fired (an output nobody used) with null for the missing gradients.
@@ -16,7 +18,7 @@ hooks never all fired (an output nobody used) with null for the missing gradient
 __all__ = ["GradGather", "CallReplay", "grad_enabled", "is_float_tensor", "flush_pending", "is_random_api"]
 
 _FLOAT_DTYPES = None
-# name parts of the APIs that draw random numbers: their replay needs the generator state of the call
+# name parts of the APIs that draw random numbers: a replay would not reproduce them
 _RANDOM_PARTS = ("dropout", "rand", "bernoulli", "multinomial", "normal", "uniform", "rrelu", "gumbel")
 
 
@@ -44,23 +46,19 @@ def grad_enabled():
 
 
 class CallReplay:
-    """What `input_grads` needs to differentiate one call again: the function, its arguments, the
-    positions of its floating inputs and, for random APIs, the generator state before the call."""
+    """What `input_grads` needs to differentiate one call again: the function, its arguments and the
+    positions of its floating inputs."""
 
-    __slots__ = ("function", "args", "kwargs", "positions", "rng_state")
+    __slots__ = ("function", "args", "kwargs", "positions")
 
-    def __init__(self, function, args, kwargs, tensor_type, random=False):
+    def __init__(self, function, args, kwargs, tensor_type):
         self.function, self.args, self.kwargs = function, args, kwargs
         self.positions = [i for i, arg in enumerate(args) if is_float_tensor(arg, tensor_type)]
-        self.rng_state = None
-        if random:
-            import mindspore
-            self.rng_state = mindspore.get_rng_state()
 
     def input_grads(self, outputs, out_grads):
         """[gradient the call sends to each positional argument (None for non-floating ones)]."""
         import mindspore
-        from mindspore import mint, ops
+        from mindspore import ops  # mint.zeros_like has no CPU kernel for some dtypes
         args, positions = self.args, self.positions
         grads = [None] * len(args)
         if not positions:
@@ -74,23 +72,16 @@ class CallReplay:
         # new tensor objects cut from the training graph: the same tensor passed twice (x * x) must be
         # two variables (mindspore.Tensor(t) of a tensor ms.grad differentiates is not cut: zero grads)
         primals = [ops.stop_gradient(args[p]) for p in positions]
-        sens = tuple(g if g is not None else mint.zeros_like(o) for o, g in zip(outputs, out_grads))
-        resume = mindspore.get_rng_state() if self.rng_state is not None else None
-        try:
-            if resume is not None:
-                mindspore.set_rng_state(self.rng_state)
-            produced, vjp_fn = mindspore.vjp(call, *primals)
-            found = vjp_fn(sens if isinstance(produced, (tuple, list)) else sens[0])
-        finally:
-            if resume is not None:
-                mindspore.set_rng_state(resume)
+        sens = tuple(g if g is not None else ops.zeros_like(o) for o, g in zip(outputs, out_grads))
+        produced, vjp_fn = mindspore.vjp(call, *primals)
+        found = vjp_fn(sens if isinstance(produced, (tuple, list)) else sens[0])
         found = found if isinstance(found, (tuple, list)) else (found,)
         for position, grad in zip(positions, found):
             grads[position] = grad
         return grads
 
     def clear(self):
-        self.function = self.args = self.kwargs = self.rng_state = None
+        self.function = self.args = self.kwargs = None
 
 
 class GradGather:
