@@ -85,3 +85,91 @@ def train_steps(debugger, net, x, steps=1, pass_model=True, lr=0.1):
         debugger.step()
         results.append((loss, grads))
     return results
+
+
+class RMSNorm(nn.Cell):
+    """x * rsqrt(mean(x * x) + eps) * weight, computed in float32 (as LLaMA does)."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = Parameter(Tensor(np.ones(dim, np.float32)), name="weight")
+
+    def construct(self, x):
+        xf = x.astype(ms.float32)
+        scale = mint.rsqrt(mint.mean(xf * xf, -1, keepdim=True) + 1e-6)
+        return (xf * scale * self.weight.astype(ms.float32)).astype(x.dtype)
+
+
+class CastLinear(nn.Cell):
+    """A linear layer holding `dtype` weights and multiplying in float32 (MindSpore's CPU MatMul has
+    no bfloat16 kernel); float32 models use mint.nn.Linear itself."""
+
+    def __init__(self, d_in, d_out, dtype):
+        super().__init__()
+        rng = np.random.RandomState(d_in * 31 + d_out)
+        self.weight = Parameter(Tensor(rng.randn(d_out, d_in).astype(np.float32) * 0.3).astype(dtype), name="weight")
+        self.bias = Parameter(Tensor(rng.randn(d_out).astype(np.float32) * 0.1).astype(dtype), name="bias")
+
+    def construct(self, x):
+        out = mint.nn.functional.linear(x.astype(ms.float32), self.weight.astype(ms.float32),
+                                        self.bias.astype(ms.float32))
+        return out.astype(x.dtype)
+
+
+def _linear(d_in, d_out, dtype):
+    return mint.nn.Linear(d_in, d_out) if dtype == ms.float32 else CastLinear(d_in, d_out, dtype)
+
+
+class AttentionBlock(nn.Cell):
+    """Pre-norm self-attention with a residual: the normed input feeds three projections and the
+    block input two consumers, so gradients are sums whose order decides their bits."""
+
+    def __init__(self, dim, dtype):
+        super().__init__()
+        self.norm = RMSNorm(dim)
+        self.q, self.k, self.v, self.o = (_linear(dim, dim, dtype) for _ in range(4))
+
+    def construct(self, x):
+        h = self.norm(x)
+        scores = mint.matmul(self.q(h).astype(ms.float32), self.k(h).astype(ms.float32).transpose(-1, -2))
+        attn = mint.softmax(scores * 0.25, -1)
+        return x + self.o(mint.matmul(attn, self.v(h).astype(ms.float32)).astype(x.dtype))
+
+
+class TinyAttentionModel(nn.Cell):
+    """Attention blocks and a head; `dtype` float32 or bfloat16 parameters and activations."""
+
+    def __init__(self, dim=16, dtype=ms.float32, layers=2):
+        super().__init__()
+        ms.set_seed(0)
+        self.layers = nn.CellList([AttentionBlock(dim, dtype) for _ in range(layers)])
+        self.head = _linear(dim, 3, dtype)
+
+    def construct(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+def train_to_bits(net, x, debugger=None, steps=2, lr=0.1):
+    """Train `steps` SGD steps (under `debugger` when given; the update, in float32, after stop());
+    returns the losses, the gradients of every step and the final parameters as float32 numpy arrays
+    (bfloat16 widens exactly). nn.SGD has no bfloat16 kernel on the CPU, hence the update by hand."""
+    params = net.trainable_params()
+
+    def loss_fn(data):
+        return mint.mean(mint.square(net(data).astype(ms.float32)))
+    grad_fn = ms.value_and_grad(loss_fn, None, params)
+    losses, grads_per_step = [], []
+    for _ in range(steps):
+        if debugger is not None:
+            debugger.start(net)
+        loss, grads = grad_fn(x)
+        if debugger is not None:
+            debugger.stop()
+            debugger.step()
+        for param, grad in zip(params, grads):
+            param.set_data((param.astype(ms.float32) - lr * grad.astype(ms.float32)).astype(param.dtype))
+        losses.append(loss.asnumpy())
+        grads_per_step.append([g.astype(ms.float32).asnumpy() for g in grads])
+    return losses, grads_per_step, [p.astype(ms.float32).asnumpy() for p in params]

@@ -4,8 +4,12 @@ Inputs are the metric dicts of `output_check.check_output` (or a details-CSV row
 Rules (docs 07 §5): benchmark standard compares NPU/GPU ratios (small-value error, RMSE, mean relative
 error <= 2, max relative error <= 10; error balance reported only); absolute threshold needs zero
 inf/nan, relative and absolute error rates; binary needs a zero error rate; ULP (float16/bfloat16):
-share above threshold < 0.001 or below the GPU's; ULP (float32): mean < 64, share < 0.05, or share below
-the GPU's; thousandth: 双千 > 0.999.
+share above threshold < 0.001 or not above the GPU's; ULP (float32): mean < 64, share < 0.05, or share
+not above the GPU's; thousandth: 双千 > 0.999.
+Every standard also passes an NPU that is no worse than the GPU on the metric it judges (a rate not
+above the GPU's, 双千 not below it; equal values give ratio 1): the GPU run is the benchmark, so the same
+CSV given as -npu and -gpu passes. Without this, a bfloat16 broadcast `mul` backward, which sums in
+bfloat16 on every device, was an error of the absolute threshold standard against itself.
 """
 import math
 
@@ -34,10 +38,19 @@ CHECK_NAMES_EN = {
 }
 
 
+def _missing(value):
+    return value is None or math.isnan(value)
+
+
 def ratio(npu, gpu):
-    """npu / gpu, 1.0 when both are 0, inf when only the GPU is exact."""
-    if npu is None or gpu is None or math.isnan(npu) or math.isnan(gpu):
+    """npu / gpu: 1.0 when both are equal (0 and inf included) or both not computed, inf when only the
+    GPU is exact, NaN when only one side was computed."""
+    if _missing(npu) and _missing(gpu):
+        return 1.0
+    if _missing(npu) or _missing(gpu):
         return float("nan")
+    if npu == gpu:
+        return 1.0
     if gpu == 0:
         return 1.0 if npu == 0 else float("inf")
     return npu / gpu
@@ -51,8 +64,11 @@ def judge_ratio(value, limits):
     return WARNING if value <= error_limit else ERROR
 
 
-def _zero_is_pass(value):
-    return PASS if value == 0 else ERROR
+def _zero_is_pass(value, gpu_value=None):
+    """pass for a zero error rate, or one not above the GPU's (the benchmark device does no better)."""
+    if value == 0 or (value is not None and gpu_value is not None and value <= gpu_value):
+        return PASS
+    return ERROR
 
 
 def _benchmark(npu, gpu, limits):
@@ -66,29 +82,29 @@ def _benchmark(npu, gpu, limits):
     return cells, failed
 
 
-def _absolute(npu):
+def _absolute(npu, gpu):
     cells, failed = {}, []
     for key, title, result in (("inf_nan_err_rate", "inf/nan错误率", "inf/nan判定结果"),
                                ("rel_err_rate", "相对误差错误率", "相对误差判定结果"),
                                ("abs_err_rate", "绝对误差错误率", "绝对误差判定结果")):
         value = npu.get(key)
-        verdict = _zero_is_pass(value)
+        verdict = _zero_is_pass(value, gpu.get(key))
         cells[title], cells[result] = value, verdict
         if verdict != PASS:
             failed.append((verdict, title))
     return cells, failed
 
 
-def _binary(npu):
+def _binary(npu, gpu):
     value = npu.get("binary_err_rate")
-    verdict = _zero_is_pass(value)
+    verdict = _zero_is_pass(value, gpu.get("binary_err_rate"))
     cells = {"二进制一致错误率": value, "二进制一致错误率判定结果": verdict}
     return cells, [] if verdict == PASS else [(verdict, "二进制一致错误率")]
 
 
 def _ulp(npu, gpu, dtype_name):
     mean, share, gpu_share = npu.get("ulp_mean"), npu.get("ulp_ratio"), gpu.get("ulp_ratio")
-    below_gpu = share is not None and gpu_share is not None and share < gpu_share
+    below_gpu = share is not None and gpu_share is not None and share <= gpu_share
     if dtype_name == "float32":
         ok = (mean is not None and mean < 64) or (share is not None and share < 0.05) or below_gpu
     else:
@@ -99,9 +115,10 @@ def _ulp(npu, gpu, dtype_name):
     return cells, [] if ok else [(ERROR, "ULP误差")]
 
 
-def _thousandth(npu):
-    value = npu.get("thousandth")
-    verdict = PASS if value is not None and value > 0.999 else ERROR
+def _thousandth(npu, gpu):
+    value, gpu_value = npu.get("thousandth"), gpu.get("thousandth")
+    ok = value is not None and (value > 0.999 or (gpu_value is not None and value >= gpu_value))
+    verdict = PASS if ok else ERROR
     return {"双千指标": value, "双千指标判定结果": verdict}, [] if verdict == PASS else [(ERROR, "双千指标")]
 
 
@@ -114,13 +131,13 @@ def judge_row(standard, npu, gpu, dtype_name, limits=None):
                 "Standard": STANDARD_NAMES_EN[standard],
                 "Message": f"dtype {dtype_name} is not judged by the new precision standard"}
     if standard == ABSOLUTE_THRESHOLD:
-        cells, failed = _absolute(npu)
+        cells, failed = _absolute(npu, gpu)
     elif standard == BINARY:
-        cells, failed = _binary(npu)
+        cells, failed = _binary(npu, gpu)
     elif standard == ULP:
         cells, failed = _ulp(npu, gpu, dtype_name)
     elif standard == THOUSANDTH:
-        cells, failed = _thousandth(npu)
+        cells, failed = _thousandth(npu, gpu)
     else:
         cells, failed = _benchmark(npu, gpu, limits or {})
     worst = ERROR if any(v == ERROR for v, _ in failed) else (WARNING if failed else PASS)

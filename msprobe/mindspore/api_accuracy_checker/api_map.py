@@ -6,7 +6,8 @@ from msprobe.core.api_resolver import ApiNameRefused, resolve, shown_name
 from msprobe.core.errors import UnsupportedError
 from msprobe.core.naming import is_random_api
 
-__all__ = ["SUPPORTED_TENSOR_APIS", "resolve_mindspore", "resolve_torch", "ms_dtype", "torch_dtype_of"]
+__all__ = ["SUPPORTED_TENSOR_APIS", "SUPPORTED_PRIMITIVES", "resolve_mindspore", "resolve_torch", "ms_dtype",
+           "torch_dtype_of"]
 
 # Tensor methods with a well-defined benchmark (msprobe 1.2.1 checker_support_api.yaml)
 SUPPORTED_TENSOR_APIS = frozenset((
@@ -15,6 +16,39 @@ SUPPORTED_TENSOR_APIS = frozenset((
     "repeat_interleave reshape round select sin size split sqrt square sub swapaxes to t tolist topk transpose "
     "trunc type unsqueeze view view_as fill_ floor_ clamp_ type_as zero_ __add__ __sub__ __mul__ __truediv__ "
     "__matmul__ __neg__ __pow__ __radd__ __rsub__ __rmul__").split())
+# primitives held by cells ("Primitive.{attr}.{Class}", e.g. mint.nn.Linear's dense), by class: the
+# primitive takes no constructor arguments, so a new instance computes what the recorded one did;
+# the value is the PyTorch bench, a (prefix, api) of PyTorch's allow-list
+SUPPORTED_PRIMITIVES = {"Dense": ("Functional", "linear")}
+
+
+def _primitive_class(api):
+    """'dense.Dense' -> 'Dense' when it is a supported primitive, else None."""
+    name = api.rsplit(".", 1)[-1]
+    return name if name in SUPPORTED_PRIMITIVES else None
+
+
+def _new_primitive(api):
+    from mindspore.ops.auto_generate import gen_ops_prim
+
+    cls = getattr(gen_ops_prim, _primitive_class(api) or "", None)
+    if cls is None:
+        raise UnsupportedError(f"Primitive.{shown_name(api)} is not a primitive run_ut supports "
+                               f"({', '.join(sorted(SUPPORTED_PRIMITIVES))})")
+    return cls()
+
+
+def _torch_transpose(tensor, *axes):
+    """MindSpore's Tensor.transpose: two dims swap them, a permutation (or none: reversed) permutes."""
+    if len(axes) == 2 and all(isinstance(a, int) for a in axes):
+        return tensor.transpose(*axes)
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = tuple(axes[0])
+    return tensor.permute(*(axes or reversed(range(tensor.dim()))))
+
+
+# torch benches whose argument conventions differ from the MindSpore API of the same name
+_TORCH_ADAPTERS = {("Tensor", "transpose"): _torch_transpose}
 
 
 def resolve_mindspore(prefix, api):
@@ -22,9 +56,11 @@ def resolve_mindspore(prefix, api):
     the APIs the dump wraps (msprobe.core.api_resolver); UnsupportedError otherwise."""
     if is_random_api(api):
         raise UnsupportedError("random or uninitialised output: two runs cannot be compared")
+    if prefix == "Primitive":
+        return _new_primitive(api)
     if prefix not in ("Mint", "MintFunctional", "Tensor"):
         raise UnsupportedError(f"'{shown_name(prefix)}' APIs are not checked: MindSpore run_ut covers mint, "
-                               "mint.nn.functional and the supported Tensor APIs")
+                               "mint.nn.functional, the supported Tensor APIs and primitives")
     if prefix == "Tensor" and api not in SUPPORTED_TENSOR_APIS:
         raise UnsupportedError(f"Tensor.{shown_name(api)} is not in the list of Tensor APIs run_ut supports")
     from msprobe.mindspore.dump.api_registry import api_allow_list
@@ -54,7 +90,13 @@ def resolve_torch(prefix, api):
         torch_allow_list = get_framework("pytorch").api_allow_list()
     except ImportError:
         return None
-    for torch_prefix, torch_api in _torch_candidates(prefix, api):
+    if (prefix, api) in _TORCH_ADAPTERS:
+        return _TORCH_ADAPTERS[(prefix, api)]
+    candidates = _torch_candidates(prefix, api)
+    if prefix == "Primitive":
+        name = _primitive_class(api)
+        candidates = [SUPPORTED_PRIMITIVES[name]] if name else []
+    for torch_prefix, torch_api in candidates:
         try:
             return resolve(torch_allow_list, torch_prefix, torch_api, warn=False)
         except ApiNameRefused:

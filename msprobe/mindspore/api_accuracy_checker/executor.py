@@ -11,7 +11,7 @@ import numpy as np
 
 from msprobe.core.errors import UnsupportedError
 from msprobe.core.precision import metrics
-from msprobe.core.precision.output_check import ERROR, PASS, judge_cosine_abs
+from msprobe.core.precision.output_check import ERROR, PASS, ZERO_MESSAGE, judge_cosine_abs, zero_up_to_rounding
 from msprobe.core.run_ut.arg_template import fill, plain_scalar, slot_arrays, template_of, tensor_file_path
 from msprobe.core.run_ut.executor import SideRun, executor_factory, save_error_arrays
 from msprobe.core.run_ut.executor import run_case as run_checked_case
@@ -221,6 +221,8 @@ def _compare(prefix, tested, bench, tested_dtypes, bench_dtypes):
                 row.update(status=PASS, message="empty output")
             elif metrics.inf_nan_error_rate(t, rounded) > 0:
                 row.update(status=ERROR, message="NaN/Inf differ from the bench")
+            elif zero_up_to_rounding(pair, _short(tested_dtypes[index])):
+                row.update(status=PASS, message=ZERO_MESSAGE)
             else:
                 row["status"], row["message"] = judge_cosine_abs(row["cosine"], row["max_abs_err"])
         rows.append(row)

@@ -9,7 +9,8 @@ and the user's call goes on undumped. The patchers install into a `HookSession` 
 from msprobe.core.dump.session import Reentrancy
 from msprobe.core.naming import is_inplace
 from msprobe.mindspore.dump.api_registry import ApiPatcher
-from msprobe.mindspore.dump.grad_capture import GradGather, flush_pending, grad_enabled, is_float_tensor
+from msprobe.mindspore.dump.grad_capture import (CallReplay, GradGather, flush_pending, grad_enabled,
+                                                  is_random_api)
 
 __all__ = ["HookContext", "PrimitivePatcher", "JitPatcher"]
 
@@ -69,9 +70,7 @@ class HookContext:
             call.function = original  # for tasks that run the call again (free_benchmark)
             gather = None
             if call.dump and backward and not inplace and not collective and grad_enabled():
-                watched = self.guarded(key, self._watch_inputs, call, args, kwargs)
-                if watched is not None:
-                    gather, args, kwargs = watched
+                gather = self.guarded(key, self._gather, call, original, args, kwargs)
             output = original(*args, **kwargs)
             if collective:
                 self.guarded(key, self._end_collective, call, output, args)
@@ -93,28 +92,23 @@ class HookContext:
         return self.run_call(f"{prefix}.{api}", original, args, kwargs, inplace=is_inplace(api),
                              collective=prefix == "Distributed")
 
-    def _commit_backward(self, call, grads_of_outputs, grads_of_inputs):
-        self.inside(call.backward_name, self.collector.backward, call, grads_of_outputs, grads_of_inputs)
+    def _commit_backward(self, call, grads_of_outputs, grads_of_inputs, replay=None, outputs=()):
+        self.inside(call.backward_name, self._backward, call, grads_of_outputs, grads_of_inputs, replay, outputs)
 
-    def _watch_inputs(self, call, args, kwargs):
-        tensor_type = self.tensor_type
-        gather = GradGather(call, 0, len(args), self._commit_backward, self.pending)
-        new_args = list(args)
-        for i, arg in enumerate(args):
-            if is_float_tensor(arg, tensor_type):
-                new_args[i] = gather.watch_input(arg, i)
-        return gather, tuple(new_args), kwargs
+    def _backward(self, call, grads_of_outputs, grads_of_inputs, replay, outputs):
+        if replay is not None and self.collector.want_backward_output:
+            grads_of_inputs = replay.input_grads(outputs, grads_of_outputs)
+        self.collector.backward(call, grads_of_outputs, grads_of_inputs)
+
+    def _gather(self, call, original, args, kwargs):
+        """The backward capture of one API call: output hooks, input gradients by replay (none for
+        random APIs: a replay would draw other random numbers)."""
+        replay = None if is_random_api(call.key) else CallReplay(original, args, kwargs, self.tensor_type)
+        return GradGather(call, len(args), self._commit_backward, self.pending, replay)
 
     def _watch_outputs(self, gather, output):
-        outputs = output if isinstance(output, (tuple, list)) else (output,)
-        gather.out_grads = [None] * len(outputs)
-        watched = 0
-        for i, out in enumerate(outputs):
-            if is_float_tensor(out, self.tensor_type):
-                gather.watch_output(out, i)
-                watched += 1
-        if not watched:  # no differentiable output (Shape, argmax...): no backward entry
-            gather.close()
+        if not gather.watch_outputs(output, self.tensor_type):
+            gather.close()  # no differentiable output (Shape, argmax...): no backward entry
 
     def flush(self):
         """Commit backward entries whose hooks did not all fire (called before stop/step)."""

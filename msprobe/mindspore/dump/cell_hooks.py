@@ -1,12 +1,15 @@
 """L0 hooks: every sub-Cell of a model as `Cell.{path}.{Class}.forward.N`, its backward and its
 parameter gradients (`Cell.{path}.{Class}.parameters_grad`).
 
-Hooks are registered with MindSpore's own Cell hook API into the debugger's `HookSession`, so
+Forward hooks are registered with MindSpore's own Cell hook API into the debugger's `HookSession`, so
 closing it leaves the cells as they were: the handles are removed, and the state MindSpore creates
-on a first registration (the hook dicts, the `CellBackwardHook` primitive in `_primitives`) is put
-back when nothing else was registered meanwhile. Backward entries are paired with forward calls in
-reverse order (backward runs the calls of a cell last-first).
+on a first registration (the hook dicts) is put back when nothing else was registered meanwhile.
+The backward is observed with tensor hooks on the inputs and outputs of each call (see grad_capture),
+not with `Cell.register_backward_hook`: that one inserts `CellBackwardHook` nodes in front of the
+cell, which reorder MindSpore's gradient sums and change the training's bits.
 """
+from msprobe.mindspore.dump.grad_capture import GradGather, grad_enabled, is_float_tensor
+
 __all__ = ["CellHooks"]
 
 # created lazily by MindSpore on the first registration of each kind; None before
@@ -43,8 +46,7 @@ class CellHooks:
     def __init__(self, context):
         self.context = context          # api_hooks.HookContext: collector + re-entrancy guard
         self.models = set()             # ids of the models hooked in the open session
-        self._open = {}                 # id(cell) -> forward calls not finished yet
-        self._done = {}                 # id(cell) -> dumped forward calls awaiting backward
+        self._open = {}                 # id(cell) -> (forward call, its GradGather or None) not finished yet
 
     def install(self, session, model):
         """Hook every sub-cell of `model`; every handle and state change is undone by the session."""
@@ -60,7 +62,6 @@ class CellHooks:
             session.callback(_restore_cell, cell, _cell_state(cell))  # runs after the handles are removed
             session.add_handle(cell.register_forward_pre_hook(self._pre_hook(key), with_kwargs=True))
             session.add_handle(cell.register_forward_hook(self._post_hook(key)))
-            session.add_handle(cell.register_backward_hook(self._backward_hook()))
             for param_name, param in cell.parameters_and_names(expand=False):
                 if param.requires_grad:
                     session.add_handle(param.register_hook(self._param_hook(key, param_name)))
@@ -71,7 +72,6 @@ class CellHooks:
 
     def new_step(self):
         self._open.clear()
-        self._done.clear()
 
     # -- hooks ------------------------------------------------------------------------------
     def _active(self):
@@ -83,35 +83,35 @@ class CellHooks:
             if self._active():
                 call = self.context.inside(key, self.context.collector.begin_forward, key, args, kwargs, True)
                 if call is not None:
-                    self._open.setdefault(id(cell), []).append(call)
+                    gather = None
+                    if call.dump and grad_enabled():
+                        gather = self.context.inside(key, self._watch_inputs, call, args)
+                    self._open.setdefault(id(cell), []).append((call, gather))
             return None
         return hook
+
+    def _watch_inputs(self, call, args):
+        context = self.context
+        gather = GradGather(call, len(args), context._commit_backward, context.pending)
+        for index, arg in enumerate(args):
+            if is_float_tensor(arg, context.tensor_type):
+                gather.watch_input(arg, index)
+        return gather
 
     def _post_hook(self, key):
         def hook(cell, args, output):
             calls = self._open.get(id(cell))
             if calls:
-                self.context.inside(key, self._end_forward, cell, calls.pop(), output)
+                call, gather = calls.pop()
+                self.context.inside(key, self._end_forward, cell, call, gather, output)
             return None
         return hook
 
-    def _end_forward(self, cell, call, output):
+    def _end_forward(self, cell, call, gather, output):
         params = {name: p for name, p in cell.parameters_and_names(expand=False)}
         self.context.collector.end_forward(call, output, params or None)
-        if call.dump:
-            self._done.setdefault(id(cell), []).append(call)
-
-    def _backward_hook(self):
-        def hook(cell, grad_input, grad_output):
-            calls = self._done.get(id(cell))
-            if calls:
-                call = calls.pop()
-                self.context.inside(call.backward_name, self._backward, call, grad_input, grad_output)
-            return None
-        return hook
-
-    def _backward(self, call, grad_input, grad_output):
-        self.context.collector.backward(call, _as_list(grad_output), _as_list(grad_input))
+        if gather is not None and not gather.watch_outputs(output, self.context.tensor_type):
+            gather.close()
 
     def _param_hook(self, key, param_name):
         def hook(grad):
@@ -120,8 +120,3 @@ class CellHooks:
             return None
         return hook
 
-
-def _as_list(grads):
-    if grads is None:
-        return []
-    return list(grads) if isinstance(grads, (tuple, list)) else [grads]

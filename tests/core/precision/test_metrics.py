@@ -154,7 +154,8 @@ def test_standard_of_api_names():
     assert bare_api_name("Tensor.__add__.12.forward.output.0") == "__add__"
 
 
-@pytest.mark.parametrize("npu, gpu, expected", [(1.0, 0.5, 2.0), (0.0, 0.0, 1.0), (1.0, 0.0, INF)])
+@pytest.mark.parametrize("npu, gpu, expected", [(1.0, 0.5, 2.0), (0.0, 0.0, 1.0), (1.0, 0.0, INF),
+                                               (INF, INF, 1.0), (None, None, 1.0)])
 def test_ratio(npu, gpu, expected):
     assert ratio(npu, gpu) == expected
 
@@ -175,4 +176,11 @@ def test_judge_row_per_standard():
     assert judge_row("ulp", {"ulp_mean": 1, "ulp_ratio": 0.01}, {"ulp_ratio": 0.0}, "bfloat16")["比对结果"] == "error"
     assert judge_row("ulp", {"ulp_mean": 1, "ulp_ratio": 0.01}, {"ulp_ratio": 0.02}, "bfloat16")["比对结果"] == "pass"
     assert judge_row("thousandth", {"thousandth": 0.998}, {}, "float32")["比对结果"] == "error"
+    # an NPU no worse than the GPU passes every standard
+    absolute = {"inf_nan_err_rate": 0, "rel_err_rate": 0.01, "abs_err_rate": 0.2}
+    assert judge_row("absolute_threshold", absolute, absolute, "bfloat16")["比对结果"] == "pass"
+    assert judge_row("absolute_threshold", absolute, dict(absolute, rel_err_rate=0.005), "bfloat16")["比对结果"] == "error"
+    assert judge_row("ulp", {"ulp_mean": 1, "ulp_ratio": 0.01}, {"ulp_ratio": 0.01}, "bfloat16")["比对结果"] == "pass"
+    assert judge_row("thousandth", {"thousandth": 0.998}, {"thousandth": 0.998}, "float32")["比对结果"] == "pass"
+    assert judge_row("binary", {"binary_err_rate": 0.1}, {"binary_err_rate": 0.1}, "float16")["比对结果"] == "pass"
     assert judge_row("benchmark", base, base, "float64")["比对结果"] == "SKIP"

@@ -141,3 +141,76 @@ def test_bench_falls_back_to_upcast_mindspore_without_torch(ms_statistics_dump):
     outcome = execute(cases["Mint.tanh.0"])
     assert outcome["forward"] == "pass" and outcome["backward"] == "pass"
     assert outcome["details"][0]["bench_dtype"] == "Float64"
+
+
+def _linear_transpose_dump(out_dir):
+    """L1 statistics dump of mint.nn.Linear layers (recorded as Primitive.dense.Dense) and both forms
+    of Tensor.transpose: two dims swapped, and a permutation."""
+    import mindspore as ms
+    from mindspore import Tensor, mint, nn
+
+    from msprobe.mindspore import PrecisionDebugger
+
+    class LinearTranspose(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.proj = mint.nn.Linear(8, 6)
+            self.out = mint.nn.Linear(6, 4, bias=False)
+
+        def construct(self, x):
+            h = self.out(self.proj(x))
+            return mint.sum(mint.matmul(h.transpose(0, 2, 1), h.transpose(-1, -2).transpose(0, 2, 1)))
+
+    from ms_runtime import mindspore_on_cpu
+
+    mindspore_on_cpu()
+    net = LinearTranspose()
+    debugger = PrecisionDebugger(task="statistics", dump_path=str(out_dir), level="L1")
+    debugger.start(net)
+    ms.grad(net)(Tensor(np.random.RandomState(2).randn(2, 3, 8).astype(np.float32)))
+    debugger.stop()
+    debugger.close()
+    return os.path.join(str(out_dir), "step0", "rank", "dump.json")
+
+
+def test_mint_linear_primitives_and_tensor_transpose_are_checked_and_pass(tmp_path):
+    dump = _linear_transpose_dump(tmp_path / "dump")
+    assert run_ms("run_ut", "-api_info", dump, "-o", str(tmp_path / "o")) == 0
+    results = by_name(reports(tmp_path / "o")[0])
+    expected = ["Primitive.dense.Dense.0", "Primitive.dense.Dense.1", "Tensor.transpose.0", "Tensor.transpose.1",
+                "Tensor.transpose.2"]
+    assert [name for name in results if name in expected] == expected
+    for api in expected:
+        assert results[api]["Forward Test Success"] == "pass", results[api]
+        assert results[api]["Backward Test Success"] == "pass", results[api]
+    details = by_name(reports(tmp_path / "o")[1])
+    assert details["Primitive.dense.Dense.0.forward.output.0"]["Bench Dtype"] == "torch.float64"
+    assert "Primitive.dense.Dense.0.backward.output.1" in details    # gradient of the weight
+
+
+def test_softmax_backward_that_is_truly_zero_passes(tmp_path):
+    """Each row of the softmax output gets the same gradient: the true input gradient is exactly 0 and
+    the computed one rounding noise, whose cosine to the bench's noise is arbitrary."""
+    import mindspore as ms
+    from mindspore import Tensor, mint
+
+    from msprobe.mindspore import PrecisionDebugger
+    from ms_runtime import mindspore_on_cpu
+
+    mindspore_on_cpu()
+    rng = np.random.RandomState(0)
+    x, row_weights = rng.randn(16, 32).astype(np.float32), Tensor(rng.randn(16).astype(np.float32))
+
+    def f(a):
+        return mint.sum(mint.sum(mint.nn.functional.softmax(a * 3.0, dim=-1), -1) * row_weights)
+    debugger = PrecisionDebugger(task="tensor", dump_path=str(tmp_path / "dump"), level="L1")
+    debugger.start()
+    grad = ms.grad(f)(Tensor(x))
+    debugger.stop()
+    debugger.close()
+    assert np.abs(grad.asnumpy()).max() < 1e-6      # zero up to rounding
+    dump = str(tmp_path / "dump" / "step0" / "rank" / "dump.json")
+    assert run_ms("run_ut", "-api_info", dump, "-o", str(tmp_path / "o")) == 0
+    assert by_name(reports(tmp_path / "o")[0])["MintFunctional.softmax.0"]["Backward Test Success"] == "pass"
+    row = by_name(reports(tmp_path / "o")[1])["MintFunctional.softmax.0.backward.output.0"]
+    assert row["Status"] == "pass" and "zero up to rounding" in row["Message"], row

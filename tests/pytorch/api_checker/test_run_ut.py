@@ -133,3 +133,25 @@ def test_bad_inputs_are_user_errors(tmp_path, capsys):
     dump.write_text(json.dumps({"task": "statistics", "data": {}}))
     assert run_cli("run_ut", "-api_info", str(dump), "-csv_path", str(bad)) == 1
     assert "details file" in capsys.readouterr().out
+
+
+def test_softmax_backward_that_is_truly_zero_passes(tmp_path):
+    """Each row of the softmax output gets the same gradient, so the true input gradient is exactly 0;
+    the float32 one is rounding noise (~1e-7) whose cosine to the float64 noise is arbitrary."""
+    from msprobe.pytorch import PrecisionDebugger
+
+    torch.manual_seed(0)
+    x = torch.randn(16, 32, requires_grad=True)
+    row_weights = torch.randn(16)
+    debugger = PrecisionDebugger(task="tensor", dump_path=str(tmp_path / "dump"), level="L1")
+    debugger.start()
+    (F.softmax(x * 3.0, dim=-1).sum(-1) * row_weights).sum().backward()
+    debugger.stop()
+    debugger.close()
+    assert x.grad.abs().max() < 1e-6      # zero up to rounding
+    dump = str(tmp_path / "dump" / "step0" / "rank" / "dump.json")
+    assert run_cli("run_ut", "-api_info", dump, "-o", str(tmp_path / "out")) == 0
+    assert results_by_api(tmp_path / "out")["Functional.softmax.0"]["Backward Test Success"] == "pass"
+    details = {row["API name"]: row for row in read_rows(report_paths(tmp_path / "out")[1])}
+    row = details["Functional.softmax.0.backward.output.0"]
+    assert row["Status"] == "pass" and "zero up to rounding" in row["Message"], row

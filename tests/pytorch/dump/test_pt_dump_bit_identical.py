@@ -85,3 +85,30 @@ def test_input_grads_of_a_module_using_its_input_twice(tmp_path):
     want_input_grad = torch.autograd.grad(normed, h, grad_of_normed)[0]
     torch.testing.assert_close(torch.load(files / entry["input"][0]["data_name"]), grad_of_normed)
     torch.testing.assert_close(torch.load(files / entry["output"][0]["data_name"]), want_input_grad)
+
+
+def _bf16_llama():
+    return tiny_llama().to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("level", ["L0", "L1", "mix", "L2"])
+def test_bf16_training_with_md5_is_bit_identical(tmp_path, level):
+    """bfloat16 parameters and activations, md5 summaries: the same bits with and without the debugger."""
+    torch.manual_seed(0)
+    plain_model = _bf16_llama()
+    torch.manual_seed(0)
+    dumped_model = _bf16_llama()
+    plain = train_lm(plain_model)
+    config = write_config(tmp_path, "statistics", level, section={"summary_mode": "md5"})
+    debugger = PrecisionDebugger(config_path=config, model=dumped_model)
+    dumped = train_lm(dumped_model, debugger)
+    debugger.close()
+    _assert_same_training(plain, dumped)
+    dump, _, _ = load_rank(tmp_path / "dump", step=1)
+    assert any("md5" in str(entry) for entry in dump["data"].values())
+
+
+@pytest.mark.parametrize("level", ["mix", "L2"])   # mix runs the L0 and L1 hooks together
+def test_bf16_tensor_mode_training_is_bit_identical(tmp_path, level):
+    plain, dumped, _ = _train_twice(tmp_path, _bf16_llama, "tensor", level)
+    _assert_same_training(plain, dumped)
