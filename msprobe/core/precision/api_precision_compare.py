@@ -127,4 +127,8 @@ def compare_details_csvs(npu_csv, gpu_csv, out_dir="./"):
     verdicts = [aggregate_status(row[1:3]) for row in results]
     logger.info("api_precision_compare: %d APIs: %s (%d output rows); results in %s and %s", len(results),
                 status_counts(verdicts), len(details), result_path, details_path)
+    from msprobe.core.run_ut.verdict_table import print_api_verdicts
+
+    print_api_verdicts("api_precision_compare", {row[0]: verdict for row, verdict in zip(results, verdicts)},
+                       {row[0]: row[3] for row in results})
     return result_path, details_path

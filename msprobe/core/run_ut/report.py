@@ -83,6 +83,7 @@ class ResultWriter:
         self.layout = layout
         self.done = set()
         self.statuses = {}  # API -> its verdict (the worse of forward and backward), resumed ones included
+        self.messages = {}  # API -> its message
         if resume_csv:
             self.result_path = check_path(resume_csv, kind="file", what="-csv_path")
             self.details_path = details_path_for(self.result_path)
@@ -105,6 +106,7 @@ class ResultWriter:
             raise PathError(f"-csv_path '{self.result_path}' is not a run_ut result file of this framework.")
         self.done = {row[0] for row in results[1:] if row}
         self.statuses = {row[0]: aggregate_status(row[1:3]) for row in results[1:] if row}
+        self.messages = {row[0]: row[3] if len(row) > 3 else "" for row in results[1:] if row}
         details = _complete_rows(self.details_path)
         if not details or list(details[0]) != [title for _, title in self.layout.detail_keys]:
             raise PathError(f"-csv_path: '{self.details_path}' is not the details file of a run_ut of this framework.")
@@ -124,6 +126,7 @@ class ResultWriter:
         self._result.flush()
         self.done.add(outcome["api"])
         self.statuses[outcome["api"]] = aggregate_status([outcome["forward"], outcome.get("backward", "")])
+        self.messages[outcome["api"]] = outcome.get("message", "")
 
     def summary(self):
         """'N APIs: P pass, W warning, E error, S skipped' over every API in the result file."""

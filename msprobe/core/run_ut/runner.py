@@ -19,6 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from msprobe.core.errors import MsprobeError, UnsupportedError
 from msprobe.core.log import logger
+from msprobe.core.run_ut.verdict_table import print_api_verdicts
 
 __all__ = ["load_factory", "run_cases", "skip_outcome", "run_or_skip", "device_plan", "WorkerPool",
            "keep_freed_memory"]
@@ -166,6 +167,7 @@ def run_cases(cases, writer, factory_path, settings, skipped=(), pool=None, devi
         bar.close()
         writer.close()
     logger.info("run_ut: %s; results in %s and %s", writer.summary(), writer.result_path, writer.details_path)
+    print_api_verdicts("run_ut", writer.statuses, writer.messages)
 
 
 def _run_parallel(todo, runnable, skip_reason, writer, settings, pool, bar):

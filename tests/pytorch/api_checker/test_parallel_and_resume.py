@@ -176,7 +176,7 @@ def _api_verdict(row):
 
 
 def test_run_ut_and_api_precision_compare_print_their_verdict_counts(bf16_statistics_dump, tmp_path, monkeypatch,
-                                                                     caplog):
+                                                                     caplog, capsys):
     import logging
     caplog.set_level(logging.INFO, logger="msprobe")
     gpu_out, npu_out, cmp_out = tmp_path / "gpu", tmp_path / "npu", tmp_path / "cmp"
@@ -193,6 +193,15 @@ def test_run_ut_and_api_precision_compare_print_their_verdict_counts(bf16_statis
     verdicts = [_api_verdict(row) for row in read_rows(report_paths(npu_out)[0])]
     line = _summary_line(caplog, "run_ut: ")
     assert f"run_ut: {len(verdicts)} APIs: {_counts(verdicts)}; results in" in line and "error" in verdicts
+    # the table under it names every API that did not pass, errors first (plain ASCII: not a terminal)
+    rows = read_rows(report_paths(npu_out)[0])
+    failing = [row["API name"] for row in rows if _api_verdict(row) != "pass"]
+    table = capsys.readouterr().out
+    assert f"run_ut: {len(failing)} of {len(rows)} APIs did not pass" in table and "\x1b[" not in table
+    table_rows = [line for line in table.splitlines() if line.startswith("| ") and "status" not in line]
+    assert [line.split("|")[2].strip() for line in table_rows] == sorted(
+        failing, key=lambda api: ("error", "warning", "SKIP").index(_api_verdict(next(r for r in rows
+                                                                                      if r["API name"] == api))))
     caplog.clear()
     assert run_cli("api_precision_compare", "-npu", report_paths(npu_out)[1], "-gpu", report_paths(gpu_out)[1],
                    "-o", str(cmp_out)) == 0
@@ -201,6 +210,9 @@ def test_run_ut_and_api_precision_compare_print_their_verdict_counts(bf16_statis
     line = _summary_line(caplog, "api_precision_compare: ")
     assert f"api_precision_compare: {len(verdicts)} APIs: {_counts(verdicts)}" in line
     assert verdicts.count("error") == 1 and verdicts.count("pass") >= 4
+    table = capsys.readouterr().out
+    [error_api] = [row["API name"] for row, verdict in zip(results, verdicts) if verdict == "error"]
+    assert "api_precision_compare:" in table and f"| error  | {error_api}" in table
 
 
 def test_api_precision_compare_details_keep_the_chinese_columns_and_add_english(tmp_path):
