@@ -27,7 +27,6 @@ model on both sides (side 'faulty' or 'bench', so both make the same calls) and 
 span is the fault's site (or None with a `hit(suspect)` rule of its own); `base` is the precision pair.
 """
 import argparse
-import copy
 import json
 import os
 import random
@@ -35,7 +34,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
