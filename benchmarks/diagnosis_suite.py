@@ -6,7 +6,10 @@ usage: python benchmarks/diagnosis_suite.py [--quick] [--models gpt2,llama] [--f
 Every entry of MODELS (a `transformers` model built from a tiny config, nothing downloaded) is trained
 `--steps` AdamW steps under PrecisionDebugger (task tensor, level mix) on the two sides of each pair:
 
-  clean pairs    bf16 vs fp32, fp16 vs fp32, fp32 (1 thread) vs fp32 (2 threads): every step is scored;
+  clean pairs    bf16 vs fp32 (a pure bf16 port: weights, activations and AdamW state in bf16), fp16 vs
+                 fp32 (autocast to fp16 with fp32 weights and optimizer and a static loss scale of 4096
+                 on both sides, as fp16 is trained), fp32 with 1
+                 thread vs fp32 with 2 threads: every step is scored;
                  any suspect is a false suspect.
   faulty pairs   one FAULTS entry injected in one place of the faulty side (the layer chosen by the seed)
                  on its `base` precision pair; step 0 is scored. The fault's site is a module of the
@@ -127,12 +130,13 @@ class Rounded(nn.Module):
 
     def __init__(self, inner, dtype):
         super().__init__()
-        self.inner, self.dtype = inner, dtype
+        self.inner = inner
+        self.probe = torch.zeros((), dtype=dtype)  # not a buffer: model.to() leaves its dtype alone
 
     def forward(self, *args, **kwargs):
         out = self.inner(*args, **kwargs)
         first = out[0] if isinstance(out, tuple) else out
-        first = first.to(self.dtype).to(first.dtype)
+        first = first.type_as(self.probe).type_as(first)  # type_as is a dumped API (Tensor.to is not)
         return (first,) + tuple(out[1:]) if isinstance(out, tuple) else first
 
 
@@ -282,7 +286,7 @@ class SpanRecorder:
             handle.remove()
 
 
-def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench", threads=None):
+def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench", threads=None, loss_scale=None):
     """Train `steps` AdamW steps of the model under the debugger (tensor task, level mix); returns
     ([dump.json dicts per step], span names of the fault's site, first call names)."""
     from msprobe.pytorch import PrecisionDebugger
@@ -292,10 +296,15 @@ def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench",
     model = builder()
     rng = random.Random(seed)
     site = fault.install(model, blocks_of, side, rng) if fault and fault.install else None
-    model = model.to(DTYPES[dtype]).train()
+    # fp16 is run as users run it: autocast with fp32 weights and optimizer (pure fp16 Adam underflows:
+    # g*g and eps=1e-8 flush to 0 and the update divides by zero); bf16 is a pure bf16 port
+    autocast = dtype == "fp16"
+    model = model.to(torch.float32 if autocast else DTYPES[dtype]).train()
     eps = (fault.optimizer_eps[0 if side == "faulty" else 1]) if fault else 1e-8
     shift = (fault.batch_shift[0 if side == "faulty" else 1]) if fault else 0
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=eps)
+    # a static loss scale on both sides of an fp16 pair keeps fp16 gradients out of the subnormal range
+    scaler = torch.amp.GradScaler("cpu", init_scale=loss_scale, growth_interval=10 ** 6) if loss_scale else None
     config = {"task": "tensor", "dump_path": out_dir, "rank": [], "step": [], "level": "mix",
               "tensor": {"scope": [], "list": [], "data_mode": ["all"]}}
     os.makedirs(out_dir, exist_ok=True)
@@ -312,9 +321,15 @@ def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench",
             debugger.start()
             recorder = SpanRecorder(debugger, site) if site is not None and step == 0 else None
             first_rec = SpanRecorder(debugger, model.get_input_embeddings()) if step == 0 else None
-            loss = model(**batch).loss
-            loss.backward()
-            optimizer.step()
+            with torch.autocast("cpu", dtype=torch.float16, enabled=autocast):
+                loss = model(**batch).loss
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                loss.backward()
+                optimizer.step()
             optimizer.zero_grad()
             if recorder:
                 spans = recorder.names
@@ -395,9 +410,11 @@ def score_pair(model_name, pair, faulty, bench, steps_scored, fault, spans):
 def run_pair(work, model_name, pair, seed, steps, fault=None):
     base = fault.base if fault else CLEAN[pair]
     threads = (1, 2) if pair == "clean_threads" else (None, None)
+    scale = 4096.0 if "fp16" in base else None
     faulty, spans, first = dump_side(os.path.join(work, "faulty"), model_name, base[0], seed, steps, fault, "faulty",
-                                     threads[0])
-    bench, _, _ = dump_side(os.path.join(work, "bench"), model_name, base[1], seed, steps, fault, "bench", threads[1])
+                                     threads[0], scale)
+    bench, _, _ = dump_side(os.path.join(work, "bench"), model_name, base[1], seed, steps, fault, "bench", threads[1],
+                            scale)
     site_prefixes = set()
     for name in spans:
         if name.startswith("Module."):
