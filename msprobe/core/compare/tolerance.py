@@ -11,8 +11,9 @@ epsilons (nothing), while a 1 % scale fault in an fp32 run is 0.01 / 2^-23 = 84,
     tensor      ||npu - bench|| / (eps * ||bench||)            (tensor mode only, from the tensor files)
 
 `eps` is the coarser of the two sides' epsilons, where a side's epsilon is that of the row's dtype or
-of the lowest-precision float dtype its run used, whichever is coarser: a float32 tensor of a bf16
-run (an RMSNorm upcast) still carries bf16 rounding. Integer and bool tensors have epsilon 0: any
+of the lowest-precision float dtype its run used (for at least 5 % of its float tensors), whichever is
+coarser: a float32 tensor of a bf16 run (an RMSNorm upcast) still carries bf16 rounding, while one norm
+computed in fp16 inside an fp32 run does not make the whole run fp16. Integer and bool tensors have epsilon 0: any
 difference is suspicious. A row is suspicious when a score exceeds its allowance (in epsilons):
 
     dtypes     Max  Min  Mean  Norm  tensor
@@ -93,10 +94,20 @@ def epsilon_name(eps):
     return _NAMES.get(float(eps), f"eps={eps:.3g}")
 
 
+RUN_SHARE = 0.05  # a float dtype sets a run's precision when it holds at least 5 % of its float tensors
+
+
 def run_epsilon(dtypes):
-    """The coarsest float epsilon among a run's dtypes (0.0 when the run holds no float tensor)."""
-    found = [dtype_epsilon(d) for d in set(dtypes)]
-    return max([e for e in found if e], default=0.0)
+    """The coarsest float epsilon among a run's dtypes (one per tensor row; 0.0 when the run holds no
+    float tensor). A dtype held by fewer than RUN_SHARE of the float tensors (an fp32 run with one norm
+    computed in fp16) is a local precision change, not the run's precision: its own rows are judged at
+    its epsilon, but it does not lower the tolerance of every other row."""
+    counts = {}
+    for dtype in dtypes:
+        counts[dtype] = counts.get(dtype, 0) + 1
+    floats = {d: n for d, n in counts.items() if dtype_epsilon(d)}
+    total = sum(floats.values())
+    return max([dtype_epsilon(d) for d, n in floats.items() if n >= RUN_SHARE * total], default=0.0)
 
 
 def _scores(diff, scale, eps):
