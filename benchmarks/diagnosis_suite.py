@@ -424,21 +424,27 @@ def run_pair(work, model_name, pair, seed, steps, fault=None):
     return score_pair(model_name, pair, faulty, bench, scored, fault, info)
 
 
+def _rate(count, total):
+    return f"{count}/{total} ({100.0 * count / total:.0f} %)" if total else "-"
+
+
 def table(results):
-    """Markdown table: per mode/level, false suspects on clean pairs and hit rate on faulty ones."""
-    lines = ["| tool | mode | level | false suspects (clean) | hit rate (faulty) | missed faults (rank of site) |",
-             "|---|---|---|---|---|---|"]
-    keys = sorted({(r["mode"], r["level"]) for r in results})
-    for mode, level in keys:
+    """Markdown table per mode/level: false suspects on clean pairs at step 0 (both sides start from the
+    same weights) and at later steps (weights already moved by each side's optimizer), hit rate on
+    faulty pairs, and the faults missed (with the rank of the fault's first row among the rows beyond
+    tolerance, '-' when it never exceeds it)."""
+    lines = ["| tool | mode | level | false suspects, clean, step 0 | false suspects, clean, later steps "
+             "| hit rate, faulty | missed (rank of the fault's site) |", "|---|---|---|---|---|---|---|"]
+    for mode, level in sorted({(r["mode"], r["level"]) for r in results}):
         rows = [r for r in results if (r["mode"], r["level"]) == (mode, level)]
-        clean = [r for r in rows if "false_suspect" in r]
+        first = [r for r in rows if "false_suspect" in r and r["step"] == 0]
+        later = [r for r in rows if "false_suspect" in r and r["step"] > 0]
         faulty = [r for r in rows if "hit" in r]
-        false = sum(r["false_suspect"] for r in clean)
-        hits = sum(r["hit"] for r in faulty)
-        missed = ", ".join(f"{r['model']}/{r['pair']}({r.get('rank', '-')})" for r in faulty if not r["hit"])
-        rate = f"{hits}/{len(faulty)} ({100.0 * hits / len(faulty):.0f} %)" if faulty else "-"
-        lines.append(f"| advisor | {mode} | {level} | {false}/{len(clean)} | {rate} | {missed or '-'} |")
-    lines.append("| graph worst node | - | - | pending | pending | graph_suspect not exposed yet |")
+        missed = ", ".join(f"{r['model']}/{r['pair']} ({r.get('rank') or '-'})" for r in faulty if not r["hit"])
+        lines.append(f"| advisor | {mode} | {level} | {_rate(sum(r['false_suspect'] for r in first), len(first))} | "
+                     f"{_rate(sum(r['false_suspect'] for r in later), len(later))} | "
+                     f"{_rate(sum(r['hit'] for r in faulty), len(faulty))} | {missed or '-'} |")
+    lines.append("| graph worst node | - | - | pending | pending | pending | graph_suspect not exposed yet |")
     return "\n".join(lines)
 
 
@@ -451,7 +457,15 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--json-only", action="store_true")
     parser.add_argument("--keep", default=None, help="keep the dumps under this directory")
+    parser.add_argument("--table-from", nargs="+", default=None, help="only print the table of JSON-line files")
     args = parser.parse_args(argv)
+    if args.table_from:
+        results = []
+        for path in args.table_from:
+            with open(path) as handle:
+                results += [json.loads(line) for line in handle if line.startswith("{")]
+        print(table(results))
+        return results
     models = args.models.split(",") if not args.quick or args.models != ",".join(MODELS) else ["gpt2", "llama"]
     steps = 1 if args.quick else args.steps
     torch.set_num_threads(2)
