@@ -298,6 +298,27 @@ def _update_rule(records, judgement, stats, tensor_error):
     return judgement._replace(scores=scores, suspicious=suspicious, worst=worst)
 
 
+UNINITIALIZED_APIS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+
+
+def _uninitialized_rows(records):
+    """Rows holding memory no call has written yet: outputs of torch.empty-like allocations, and later
+    input rows holding the same tensor (the same statistics on both sides) before a call fills it.
+    Their values are whatever the allocator left there: not data, never judged."""
+    rows = []
+    for row, entry in enumerate(records.entries):
+        parsed = parse_name(entry) if isinstance(entry, str) else None
+        if parsed is not None and not parsed.is_module and parsed.api in UNINITIALIZED_APIS \
+                and records.roles[row] == "output":
+            rows.append(row)
+    if not rows:
+        return np.zeros(0, dtype=np.int64)
+    keys = {(tuple(records.npu_stats[r].tolist()), tuple(records.bench_stats[r].tolist())) for r in rows}
+    same = [r for r in np.flatnonzero(np.isin(records.roles, ["input", "parameters"])).tolist()
+            if (tuple(records.npu_stats[r].tolist()), tuple(records.bench_stats[r].tolist())) in keys]
+    return np.asarray(sorted(set(rows) | set(same)), dtype=np.int64)
+
+
 def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     """CompareRecords of NPU rows (in dump order) followed by bench rows no NPU row matched."""
     npu_pos = np.concatenate([np.arange(len(npu), dtype=np.int64), np.full(len(unmatched_bench), -1, np.int64)])
@@ -358,6 +379,11 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     judgement = judge_rows(judged_stats[0], judged_stats[1], _numel(bench, bench_pos), npu_eps, bench_eps,
                            tensor_error, tensor_norm, records.phases)
     judgement = _update_rule(records, judgement, judged_stats, tensor_error)
+    garbage = _uninitialized_rows(records)
+    if len(garbage):
+        judgement.scores[garbage] = np.nan
+        judgement.suspicious[garbage] = False
+        judgement.worst[garbage] = -1
     compared = ~records.not_compared() & (reason != Reason.SHAPE_MISMATCH)
     shapes_n, shapes_b = records.column("npu", "shape_key"), records.column("bench", "shape_key")
     compared &= np.array([a == b for a, b in zip(shapes_n, shapes_b)], dtype=bool) | ~is_tensor
@@ -366,4 +392,6 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     records.judgement = judgement
     within = (judgement.worst >= 0) & ~suspicious
     records.color, records.highlights, records.overruled = judge.gate_highlights(color, highlights, within)
+    for row in garbage.tolist():  # uninitialized memory is no evidence of anything: never coloured
+        records.color[row], records.highlights[row] = 0, []
     return records

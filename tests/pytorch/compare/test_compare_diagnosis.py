@@ -109,3 +109,25 @@ def test_md5_summary_counts_different_rows(tmp_path):
     assert different > 0
     text = summary_text(records)
     assert f"{different} Different" in text and " red," not in text
+
+
+def test_uninitialized_memory_is_never_a_suspect(tmp_path):
+    """torch.empty_like (Mixtral's expert dispatch) returns whatever memory held: not data."""
+    import torch
+
+    from compare_models import dump_calls
+
+    def calls(fill):
+        def run():
+            x = torch.ones(64, 64)
+            out = torch.empty_like(x)
+            out.copy_(torch.randn(64, 64, generator=torch.Generator().manual_seed(fill)))
+            torch.relu(x)
+        return run
+
+    npu = dump_calls(str(tmp_path / "npu"), calls(1))
+    bench = dump_calls(str(tmp_path / "bench"), calls(2))
+    records = compare_tables(load_dump(f"{npu}/dump.json"), load_dump(f"{bench}/dump.json"),
+                             CompareOptions(progress=False))
+    rows = [r for r, n in enumerate(records.names) if n.startswith("Torch.empty_like.0.forward.output")]
+    assert rows and not records.judgement.suspicious[rows].any() and records.color[rows].max() == 0
