@@ -419,6 +419,9 @@ def run_pair(work, model_name, pair, seed, steps, fault=None):
     for name in spans:
         if name.startswith("Module."):
             site_prefixes.add(name)
+    # the data enters at the first call of the dump (the embedding; T5's encoder embeds through its own
+    # module, not get_input_embeddings())
+    first = set(first) | {next(iter(faulty[0][0]["data"]), None)}
     info = {"site": spans, "site_prefixes": site_prefixes, "first_call": first}
     scored = range(steps) if fault is None else [0]
     return score_pair(model_name, pair, faulty, bench, scored, fault, info)
