@@ -30,6 +30,7 @@ import numpy as np
 from msprobe.core.compare.reasons import Reason
 from msprobe.core.compare.records import PHASES
 from msprobe.core.compare.tolerance import AMPLIFICATION
+from msprobe.core.naming import parse_name
 from msprobe.core.paths import atomic_write_text
 
 __all__ = ["Suspect", "find_suspect", "advisor_text", "write_advisor", "advice_for"]
@@ -134,9 +135,50 @@ def find_suspect(records):
         members = [c for c in calls if (c[0] in ("backward", "parameters_grad")) == (phase == "backward+grads")
                    and (c[0] == "after backward") == (phase == "after backward")]
         suspect = _suspect_in(records, members, bad, compared, is_input, names)
+        if phase == "forward":
+            suspect = _prefer_parameter(records, suspect, bad & compared, names) or suspect
         if suspect is not None:  # a later phase is looked at only when every row of this one passes
             return suspect
     return None
+
+
+def _prefer_parameter(records, suspect, bad, names):
+    """When a module's parameter differs in the forward pass, the parameter is the finding: it differs
+    before any call uses it. An input named as the first difference that holds the same tensor as a
+    differing parameter row (`Tensor.__mul__...input.0` of an RMSNorm: same statistics on both sides),
+    or a module named as a cause that encloses a differing parameter's module (the block around a
+    scaled norm), gives way to that parameter row. A differing data input stays the finding."""
+    if suspect is None or ".parameters." in suspect.name:
+        return None
+    rows = np.flatnonzero(bad & (records.roles == "parameters") & (records.phases == 0)
+                          & np.array([".parameters." in n for n in names], dtype=bool))
+    if suspect.kind == "input":
+        chosen = [r for r in rows if _same_tensor(records, r, suspect.row)]
+    else:
+        scope = _module_path(suspect.entry)
+        chosen = [r for r in rows if scope is not None and _module_path(records.entries[r]) is not None
+                  and (_module_path(records.entries[r]) + ".").startswith(scope + ".")]
+    if not chosen:
+        return None
+    row = int(chosen[0])
+    found = Suspect(row, names[row], records.entries[row], "forward", "input",
+                    list(suspect.output_rows) if suspect.kind == "input" else [])
+    found.summary = _describe(records, found) + f" (first seen as {names[suspect.row]})"
+    return found
+
+
+def _module_path(entry):
+    """'model.layers.1.mlp' of 'Module.model.layers.1.mlp.LlamaMLP.forward.0'; None for API calls."""
+    parsed = parse_name(entry) if isinstance(entry, str) else None
+    if parsed is None or not parsed.is_module or "." not in parsed.api:
+        return None
+    return parsed.api.rsplit(".", 1)[0]
+
+
+def _same_tensor(records, row, other):
+    """Both rows hold the same tensor on both sides (equal statistics, NaN equal to NaN)."""
+    return all(np.array_equal(stats[row], stats[other], equal_nan=True)
+               for stats in (records.npu_stats, records.bench_stats))
 
 
 def _new_error(records, out_rows, in_rows):

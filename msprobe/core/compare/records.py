@@ -16,7 +16,8 @@ from msprobe.core.compare.load import MODE_MD5, MODE_TENSOR, DumpTable
 from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE, statistics_diffs
 from msprobe.core.compare.reasons import NOT_COMPARED, UNREADABLE, Reason
 from msprobe.core.compare.tensor_io import compare_tensor_files
-from msprobe.core.compare.tolerance import Judgement, dtype_epsilon, judge_rows, run_epsilon
+from msprobe.core.compare.tolerance import (Judgement, dtype_epsilon, judge_rows, run_epsilon, same_fill,
+                                            update_scores)
 from msprobe.core.naming import BACKWARD, FORWARD, parse_name
 
 __all__ = ["CompareRecords", "build_records", "row_phases", "FLOAT_DTYPES", "PHASES"]
@@ -154,6 +155,11 @@ def _entry_ids(records_entries):
     return ids
 
 
+def _same_fill_value(npu, bench):
+    """Two float arguments that are the same dtype-extreme fill (finfo(bf16).min against finfo(fp32).min)."""
+    return isinstance(npu, float) and isinstance(bench, float) and bool(same_fill(npu, bench))
+
+
 def _base_reasons(npu, bench, npu_pos, bench_pos, kinds_n, kinds_b):
     """Reason per row from matching and the kinds of the two values (before any tensor file is read)."""
     reason = np.full(len(npu_pos), int(Reason.OK), dtype=np.int8)
@@ -165,7 +171,7 @@ def _base_reasons(npu, bench, npu_pos, bench_pos, kinds_n, kinds_b):
             reason[row] = Reason.NO_NPU
         elif j < 0:
             reason[row] = Reason.NO_BENCH
-        elif kinds_n[row] == kinds_b[row] and values_n[i] == values_b[j]:
+        elif kinds_n[row] == kinds_b[row] and (values_n[i] == values_b[j] or _same_fill_value(values_n[i], values_b[j])):
             reason[row] = Reason.NON_TENSOR
         elif kinds_b[row] == "none":
             reason[row] = Reason.BENCH_NONE
@@ -233,6 +239,86 @@ def _numel(table, positions):
     return out
 
 
+UPDATE_APIS = frozenset({"addcdiv_"})  # normalized optimizer updates: param.addcdiv_(m, d, value=-step)
+_AFTER_BACKWARD = 3
+
+
+def _update_calls(records):
+    """{entry: (parameter input row, step)} of optimizer updates after the backward pass whose arguments
+    all agree (a differing step size is a finding of its own, judged as usual)."""
+    calls = {}
+    names, entries = records.names, records.entries
+    values = records.column("npu", "value")
+    for row in np.flatnonzero(records.phases == _AFTER_BACKWARD).tolist():
+        entry = entries[row]
+        parsed = parse_name(entry) if isinstance(entry, str) else None
+        if parsed is None or parsed.api.rsplit(".", 1)[-1] not in UPDATE_APIS:
+            continue
+        info = calls.setdefault(entry, [None, None, True])
+        tail = names[row][len(entry) + 1:]
+        if tail == "input.0":
+            info[0] = row
+        elif tail in ("input.value", "input.3") and isinstance(values[row], (int, float)):
+            info[1] = float(values[row])
+        if records.reason[row] == Reason.VALUE_DIFF:
+            info[2] = False
+    return {e: (p, v) for e, (p, v, agree) in calls.items() if p is not None and v is not None and agree}
+
+
+def _update_rule(records, judgement, stats, tensor_error):
+    """The judgement with optimizer update outputs judged by tolerance.update_scores."""
+    calls = _update_calls(records)
+    if not calls:
+        return judgement
+    rows, params, steps = [], [], []
+    for row, entry in enumerate(records.entries):
+        if entry in calls and records.roles[row] == "output":
+            rows.append(row)
+            params.append(calls[entry][0])
+            steps.append(calls[entry][1])
+    rows, params = np.asarray(rows, dtype=np.int64), np.asarray(params, dtype=np.int64)
+    npu_stats, bench_stats = stats
+    diffs = np.full((len(rows), 5), np.nan)
+    carried = np.full((len(rows), 5), np.nan)
+    with np.errstate(invalid="ignore"):
+        diffs[:, :4] = npu_stats[rows] - bench_stats[rows]
+        carried[:, :4] = npu_stats[params] - bench_stats[params]
+    if tensor_error is not None:
+        diffs[:, 4], carried[:, 4] = tensor_error[rows], tensor_error[params]
+    scores = judgement.scores.copy()
+    scores[rows] = update_scores(scores[rows], judgement.allowed[rows], diffs, carried, steps,
+                                 _numel(records.bench, records.bench_pos[rows]))
+    with np.errstate(invalid="ignore"):
+        ratio = scores / judgement.allowed
+    suspicious = judgement.suspicious.copy()
+    suspicious[rows] = np.nan_to_num(ratio[rows], nan=0.0).max(axis=1) > 1.0
+    worst = judgement.worst.copy()
+    judged = rows[worst[rows] >= 0]
+    worst[judged] = np.argmax(np.nan_to_num(ratio[judged], nan=-1.0), axis=1)
+    return judgement._replace(scores=scores, suspicious=suspicious, worst=worst)
+
+
+UNINITIALIZED_APIS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+
+
+def _uninitialized_rows(records):
+    """Rows holding memory no call has written yet: outputs of torch.empty-like allocations, and later
+    input rows holding the same tensor (the same statistics on both sides) before a call fills it.
+    Their values are whatever the allocator left there: not data, never judged."""
+    rows = []
+    for row, entry in enumerate(records.entries):
+        parsed = parse_name(entry) if isinstance(entry, str) else None
+        if parsed is not None and not parsed.is_module and parsed.api in UNINITIALIZED_APIS \
+                and records.roles[row] == "output":
+            rows.append(row)
+    if not rows:
+        return np.zeros(0, dtype=np.int64)
+    keys = {(tuple(records.npu_stats[r].tolist()), tuple(records.bench_stats[r].tolist())) for r in rows}
+    same = [r for r in np.flatnonzero(np.isin(records.roles, ["input", "parameters"])).tolist()
+            if (tuple(records.npu_stats[r].tolist()), tuple(records.bench_stats[r].tolist())) in keys]
+    return np.asarray(sorted(set(rows) | set(same)), dtype=np.int64)
+
+
 def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     """CompareRecords of NPU rows (in dump order) followed by bench rows no NPU row matched."""
     npu_pos = np.concatenate([np.arange(len(npu), dtype=np.int64), np.full(len(unmatched_bench), -1, np.int64)])
@@ -259,6 +345,12 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
         return records
     is_tensor = kinds_n == "tensor"
     npu_absent = _absent_array(npu, npu_pos)
+    # statistics that are the same dtype-extreme fill on both sides (a finfo.min mask) compare as equal
+    fills = same_fill(npu_stats, bench_stats)
+    npu_stats = np.where(fills, bench_stats, npu_stats)
+    # a tensor holding fills (a masked score) has a Mean and Norm made of fill count x fill value, which
+    # differ with the dtype of the fill (-65504 in fp16): those two are not judged on such rows
+    fill_rows = fills[:, 0] | fills[:, 1]
     with np.errstate(divide="ignore", invalid="ignore"):
         output_relative = np.abs(npu_stats[:, 0] - bench_stats[:, 0]) / np.maximum(0.01, np.abs(bench_stats[:, 0]))
     # a null statistic (empty tensor, mean of a bool tensor) was not computed: it is not a NaN
@@ -282,9 +374,16 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     records.metrics = metrics
     npu_eps = _side_epsilon(npu, npu_pos, kinds_n)
     bench_eps = _side_epsilon(bench, bench_pos, kinds_b)
-    judged_stats = np.where(absent, np.nan, npu_stats), np.where(absent, np.nan, bench_stats)
+    unjudged = absent | (fill_rows[:, None] & np.array([False, False, True, True]))
+    judged_stats = np.where(unjudged, np.nan, npu_stats), np.where(unjudged, np.nan, bench_stats)
     judgement = judge_rows(judged_stats[0], judged_stats[1], _numel(bench, bench_pos), npu_eps, bench_eps,
                            tensor_error, tensor_norm, records.phases)
+    judgement = _update_rule(records, judgement, judged_stats, tensor_error)
+    garbage = _uninitialized_rows(records)
+    if len(garbage):
+        judgement.scores[garbage] = np.nan
+        judgement.suspicious[garbage] = False
+        judgement.worst[garbage] = -1
     compared = ~records.not_compared() & (reason != Reason.SHAPE_MISMATCH)
     shapes_n, shapes_b = records.column("npu", "shape_key"), records.column("bench", "shape_key")
     compared &= np.array([a == b for a, b in zip(shapes_n, shapes_b)], dtype=bool) | ~is_tensor
@@ -293,4 +392,6 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     records.judgement = judgement
     within = (judgement.worst >= 0) & ~suspicious
     records.color, records.highlights, records.overruled = judge.gate_highlights(color, highlights, within)
+    for row in garbage.tolist():  # uninitialized memory is no evidence of anything: never coloured
+        records.color[row], records.highlights[row] = 0, []
     return records

@@ -260,7 +260,9 @@ def suspicion_text(records, row, within_note=False, worst_only=False):
                 "eps)")
         if records.overruled[row]:
             rules = "; ".join((RED_MESSAGES if lv == "red" else YELLOW_MESSAGES)[key] for lv, key in records.overruled[row])
-            text += f"; not coloured although: {rules}"
+            # a row may stay red for an absolute rule (NaN/Inf, 1e+10) the judgement does not overrule
+            text += (f"; not coloured although: {rules}" if records.color[row] == 0
+                     else f"; overruled (the row is coloured for another rule): {rules}")
         return text
     return None
 
@@ -334,9 +336,14 @@ def render_result(records, stacks=None, with_stack=False):
 
 
 def summary_counts(records):
-    """{'rows', 'compared', 'red', 'yellow', 'suspicious', 'unreadable', 'unmatched'} of one compare."""
+    """{'rows', 'compared', 'red', 'yellow', 'suspicious', 'unreadable', 'unmatched'} of one compare;
+    md5 mode: {'rows', 'compared', 'different', 'same', 'unmatched', 'unreadable'} (no colours there)."""
     not_compared = records.not_compared()
     unmatched = (records.npu_pos < 0) | (records.bench_pos < 0)
+    if records.mode == MODE_MD5:
+        verdict = np.asarray(records.verdict, dtype=object)
+        return {"rows": len(records), "compared": int((~unmatched).sum()), "different": int((verdict == "Different").sum()),
+                "same": int((verdict == "pass").sum()), "unmatched": int(unmatched.sum()), "unreadable": 0}
     suspicious = records.judgement.suspicious if records.judgement is not None else np.zeros(len(records), bool)
     return {"rows": len(records), "compared": int((~not_compared).sum()), "red": int((records.color == 2).sum()),
             "yellow": int((records.color == 1).sum()), "suspicious": int(suspicious.sum()),
@@ -346,6 +353,12 @@ def summary_counts(records):
 def summary_text(records, report_path=None):
     """A few lines for the terminal: counts, unreadable rows, the suspect."""
     counts = summary_counts(records)
+    if records.mode == MODE_MD5:  # md5 rows are the same or not: no colours, no tolerance
+        lines = [f"compare (md5 mode): {counts['rows']} rows, {counts['compared']} compared, {counts['different']} "
+                 f"Different, {counts['same']} the same, {counts['unmatched']} without counterpart"]
+        if report_path:
+            lines.append(f"  report: {report_path}")
+        return "\n".join(lines)
     lines = [f"compare ({records.mode} mode): {counts['rows']} rows, {counts['compared']} compared, "
              f"{counts['red']} red, {counts['yellow']} yellow, {counts['suspicious']} beyond dtype tolerance, "
              f"{counts['unmatched']} without counterpart, {counts['unreadable']} unreadable"]

@@ -11,8 +11,9 @@ epsilons (nothing), while a 1 % scale fault in an fp32 run is 0.01 / 2^-23 = 84,
     tensor      ||npu - bench|| / (eps * ||bench||)            (tensor mode only, from the tensor files)
 
 `eps` is the coarser of the two sides' epsilons, where a side's epsilon is that of the row's dtype or
-of the lowest-precision float dtype its run used, whichever is coarser: a float32 tensor of a bf16
-run (an RMSNorm upcast) still carries bf16 rounding. Integer and bool tensors have epsilon 0: any
+of the lowest-precision float dtype its run used (for at least 5 % of its float tensors), whichever is
+coarser: a float32 tensor of a bf16 run (an RMSNorm upcast) still carries bf16 rounding, while one norm
+computed in fp16 inside an fp32 run does not make the whole run fp16. Integer and bool tensors have epsilon 0: any
 difference is suspicious. A row is suspicious when a score exceeds its allowance (in epsilons):
 
     dtypes     Max  Min  Mean  Norm  tensor
@@ -24,6 +25,18 @@ elements average out, while a fault (a scale, a wrong constant) moves them all t
 Gradients carry the rounding of the forward pass and of the backward pass: rows of backward calls and
 parameter gradients get 4 times these allowances, and rows recorded after the backward pass (the
 optimizer step, which squares gradients) 8 times.
+Fills at a dtype's extremes are not errors: a causal mask filled with `finfo(dtype).min` holds
+-3.39e38 in bf16 and -3.40e38 in fp32, the same "minus infinity" spelled in each side's dtype.
+`same_fill` finds such pairs (both sides at a float dtype's largest finite magnitude, same sign);
+statistics, scalar arguments and tensor elements that are the same fill compare as equal.
+An optimizer's normalized update (Adam's `param.addcdiv_(m, d, value=-step)`, recorded after the
+backward pass) is judged by what it does to the parameter, not by its output's relative error: Adam
+moves each element by at most about |step|, and where a gradient is zero up to rounding (the key bias
+of attention, whose gradient is mathematically zero) the sign of that move is rounding noise. Two
+clean sides may then differ by up to 2 |step| per element; `update_scores` rescales the update's
+checks so that exactly this is the allowance (|diff| beyond what the parameter input carried, against
+2 |step| for Max/Min/Mean and 2 |step| sqrt(n) for Norm and the tensor error norm). A wrong step size,
+beta or epsilon shows as a differing argument of the optimizer's calls and is judged as usual.
 All functions are pure and vectorised over rows.
 """
 from typing import NamedTuple
@@ -31,7 +44,8 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["dtype_epsilon", "run_epsilon", "epsilon_name", "statistic_scores", "tensor_scores", "judge_rows",
-           "Judgement", "STATISTICS", "ALLOWED_SAME", "ALLOWED_MIXED", "PHASE_FACTOR", "AMPLIFICATION", "CHECKS"]
+           "Judgement", "update_scores", "same_fill", "FILL_MAGNITUDES",
+           "STATISTICS", "ALLOWED_SAME", "ALLOWED_MIXED", "PHASE_FACTOR", "AMPLIFICATION", "CHECKS"]
 
 STATISTICS = ("Max", "Min", "Mean", "Norm")
 CHECKS = STATISTICS + ("tensor",)
@@ -47,6 +61,19 @@ _EXACT = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint6
           "short", "char", "byte"}
 _NAMES = {2.0 ** -52: "fp64", 2.0 ** -23: "fp32", 2.0 ** -10: "fp16", 2.0 ** -7: "bf16", 2.0 ** -3: "fp8",
           2.0 ** -2: "fp8", 0.0: "integer"}
+
+
+# the largest finite magnitude of each float dtype (fp16, bf16, fp32, fp64): what finfo(dtype).min/max fill
+FILL_MAGNITUDES = np.array([65504.0, 3.3895313892515355e38, 3.4028234663852886e38, 1.7976931348623157e308])
+
+
+def same_fill(npu, bench):
+    """Bool (elementwise): both values are a float dtype's largest finite magnitude with the same sign
+    (finfo(dtype).min or .max written in each side's dtype), so they are the same fill."""
+    npu, bench = np.asarray(npu, dtype=np.float64), np.asarray(bench, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return (np.isin(np.abs(npu), FILL_MAGNITUDES) & np.isin(np.abs(bench), FILL_MAGNITUDES)
+                & (np.sign(npu) == np.sign(bench)))
 
 
 def dtype_epsilon(dtype):
@@ -67,10 +94,20 @@ def epsilon_name(eps):
     return _NAMES.get(float(eps), f"eps={eps:.3g}")
 
 
+RUN_SHARE = 0.05  # a float dtype sets a run's precision when it holds at least 5 % of its float tensors
+
+
 def run_epsilon(dtypes):
-    """The coarsest float epsilon among a run's dtypes (0.0 when the run holds no float tensor)."""
-    found = [dtype_epsilon(d) for d in set(dtypes)]
-    return max([e for e in found if e], default=0.0)
+    """The coarsest float epsilon among a run's dtypes (one per tensor row; 0.0 when the run holds no
+    float tensor). A dtype held by fewer than RUN_SHARE of the float tensors (an fp32 run with one norm
+    computed in fp16) is a local precision change, not the run's precision: its own rows are judged at
+    its epsilon, but it does not lower the tolerance of every other row."""
+    counts = {}
+    for dtype in dtypes:
+        counts[dtype] = counts.get(dtype, 0) + 1
+    floats = {d: n for d, n in counts.items() if dtype_epsilon(d)}
+    total = sum(floats.values())
+    return max([dtype_epsilon(d) for d, n in floats.items() if n >= RUN_SHARE * total], default=0.0)
 
 
 def _scores(diff, scale, eps):
@@ -159,3 +196,17 @@ def judge_rows(npu_stats, bench_stats, numel, npu_eps, bench_eps, tensor_error=N
     with np.errstate(invalid="ignore"):
         suspicious = np.nan_to_num(ratio, nan=0.0).max(axis=1) > 1.0 if rows else np.zeros(0, dtype=bool)
     return Judgement(scores, allowed, suspicious, worst, eps, mixed)
+
+
+def update_scores(scores, allowed, diff, carried, step, numel):
+    """Scores of optimizer update rows (rows, 5) after the update rule: the smaller of the dtype score
+    and allowed * (|diff| - |carried|) / (2 |step| * (1, 1, 1, sqrt(n), sqrt(n))). diff, carried:
+    (rows, 5) absolute differences of the update's output and of its parameter input (Max, Min, Mean,
+    Norm, tensor error norm; NaN where unknown: the dtype score stands); step: |step| per row."""
+    root = np.sqrt(np.maximum(np.asarray(numel, dtype=np.float64), 1.0))
+    span = 2.0 * np.abs(np.asarray(step, dtype=np.float64))[:, None] * np.stack(
+        [np.ones_like(root)] * 3 + [root, root], axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        own = np.maximum(np.abs(diff) - np.nan_to_num(np.abs(carried), nan=0.0), 0.0)
+        by_step = allowed * own / span
+    return np.where(np.isnan(by_step) | (span == 0), scores, np.fmin(scores, by_step))

@@ -101,3 +101,15 @@ def test_gate_drops_relative_rules_on_rows_within_tolerance_but_keeps_nan_and_hu
     assert gated.tolist() == [0, judge.RED, 0, judge.RED]
     assert kept == [[], [("red", "nan_inf")], [], [("red", "relative")]]
     assert overruled == [[("red", "relative")], [], [("yellow", "relative")], []]
+
+
+def test_a_few_fp16_tensors_do_not_make_an_fp32_run_fp16():
+    from msprobe.core.compare.tolerance import run_epsilon
+
+    leak = ["torch.float32"] * 998 + ["torch.float16"] * 2 + ["torch.int64"] * 50
+    assert run_epsilon(leak) == 2.0 ** -23
+    autocast = ["torch.float32"] * 77 + ["torch.float16"] * 23
+    assert run_epsilon(autocast) == 2.0 ** -10
+    bf16_port = ["torch.bfloat16"] * 87 + ["torch.float32"] * 13
+    assert run_epsilon(bf16_port) == 2.0 ** -7
+    assert run_epsilon(["torch.int64", "torch.bool"]) == 0.0

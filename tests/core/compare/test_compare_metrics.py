@@ -148,3 +148,31 @@ def test_euclidean_distance_is_a_column_after_the_reference_columns(out_dir):
     files = [os.path.join(os.path.dirname(path), "dump_tensor_data", columns["Data_name"][row]) for path in (npu, bench)]
     a, b = (torch.load(f, weights_only=True).double().numpy() for f in files)
     assert columns["EucDist"][row] == pytest.approx(float(np.linalg.norm(a - b)), rel=1e-5, abs=1e-12)
+
+
+def test_same_fill_pairs_dtype_extremes_of_the_same_sign():
+    from msprobe.core.compare.tolerance import same_fill
+
+    bf16_min, fp32_min, fp16_min = -3.3895313892515355e38, -3.4028234663852886e38, -65504.0
+    npu = np.array([bf16_min, fp16_min, bf16_min, -3.0e38, 65504.0])
+    bench = np.array([fp32_min, fp32_min, -bf16_min, fp32_min, 65504.0])
+    assert same_fill(npu, bench).tolist() == [True, True, False, False, True]
+
+
+def test_masked_scores_compare_without_their_fills():
+    bench = np.array([[0.5, -3.4028234663852886e38], [0.25, 0.75]], dtype=np.float32)
+    npu = bench.copy()
+    npu[0, 1] = -3.3895313892515355e38  # the same mask, filled with finfo(bfloat16).min
+    npu[1, 1] = 0.75 + 0.01
+    result = tensor_metrics(npu, bench)
+    assert result.reason == Reason.OK
+    assert result.max_abs == pytest.approx(0.01, rel=1e-4)
+    kept = np.array([0.5, 0.25, 0.75])
+    assert result.error_norm == pytest.approx(0.01, rel=1e-4)
+    assert result.bench_norm == pytest.approx(float(np.linalg.norm(kept)), rel=1e-6)
+
+
+def test_a_fill_against_an_ordinary_value_still_differs():
+    bench = np.array([0.5, -1.0e30], dtype=np.float32)
+    npu = np.array([0.5, -3.3895313892515355e38], dtype=np.float32)
+    assert tensor_metrics(npu, bench).max_abs > 1e37

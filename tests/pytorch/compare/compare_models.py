@@ -269,3 +269,55 @@ def fault_entry(dump_json, factor):
         if ".forward" in entry and len(args) > 1 and isinstance(args[1], dict) and args[1].get("value") == factor:
             return entry
     raise AssertionError(f"no call multiplies by {factor}")
+
+
+# -- transformers models of the diagnosis benchmark (tiny configs, eager attention, AdamW) ----------
+
+def tiny_gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    return GPT2LMHeadModel(GPT2Config(vocab_size=96, n_positions=32, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0.0,
+                                      embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager",
+                                      bos_token_id=0, eos_token_id=0))
+
+
+def tiny_eager_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return LlamaForCausalLM(LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                                        attn_implementation="eager"))
+
+
+def dump_transformer(out_dir, build, dtype="fp32", task="tensor", level="mix", edit=None, lr=1e-3, eps=1e-8,
+                     seed=0, steps=1):
+    """`steps` AdamW steps of the transformers model `build()` (edited by `edit(model)` before the cast
+    to `dtype`) under the debugger; returns the step0 dump.json path."""
+    from msprobe.pytorch import PrecisionDebugger
+
+    torch.manual_seed(seed)
+    model = build()
+    if edit is not None:
+        edit(model)
+    model = model.to({"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]).train()
+    summary = "md5" if task == "md5" else "statistics"
+    task = "statistics" if task == "md5" else task
+    config = {"task": task, "dump_path": out_dir, "rank": [], "step": [], "level": level,
+              task: {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": summary}}
+    os.makedirs(out_dir, exist_ok=True)
+    config_path = os.path.join(out_dir, "config.json")
+    with open(config_path, "w") as handle:
+        json.dump(config, handle)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, eps=eps)
+    debugger = PrecisionDebugger(config_path=config_path, model=model)
+    ids = torch.randint(1, 96, (2, 8), generator=torch.Generator().manual_seed(seed + 1))
+    for _ in range(steps):
+        debugger.start()
+        model(input_ids=ids, labels=ids).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        debugger.stop()
+        debugger.step()
+    debugger.close()
+    step0 = os.path.join(out_dir, "step0")
+    return os.path.join(step0, sorted(os.listdir(step0))[0], "dump.json")

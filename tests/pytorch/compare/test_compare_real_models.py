@@ -63,7 +63,12 @@ def test_different_seeds_diverge_and_advisor_names_a_row(dumps, tmp_path):
     first_no = verdicts.index("No")
     with open(outcome.advisor_path) as handle:
         text = handle.read()
-    assert f"Line: {first_no}\nSuspect Nodes: {_column(outcome.result, 'NPU Name')[first_no]}" in text
+    # the first differing row is the weight operand of l1's linear call; the parameter row holding the
+    # same tensor is named (the parameter is the finding), saying where it was first seen
+    first_name = _column(outcome.result, "NPU Name")[first_no]
+    assert first_name == "Functional.linear.0.forward.input.1"
+    assert "Suspect Nodes: Module.l1.Linear.forward.0.parameters.weight\n" in text
+    assert f"(first seen as {first_name})" in text
 
 
 @pytest.mark.parametrize("npu, bench", [("tensor_broken", "tensor_fp32"), ("stat_broken", "stat_fp32")])

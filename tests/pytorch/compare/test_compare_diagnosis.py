@@ -1,0 +1,133 @@
+"""The advisor's verdict on real transformers ports (issue 20): a clean bf16 GPT-2 or Llama against fp32
+raises no suspect (Adam's noisy update of a zero-gradient bias, the causal mask's finfo.min fill), a
+scaled RMSNorm weight is named as the parameter row, and the md5 summary counts Different rows."""
+import logging
+
+import numpy as np
+import pytest
+
+from compare_models import as_statistics_dump, dump_transformer, tiny_eager_llama, tiny_gpt2
+from msprobe.core.compare import CompareOptions, compare_tables
+from msprobe.core.compare.load import load_dump
+from msprobe.core.compare.reasons import Reason
+from msprobe.core.compare.render import render_result, summary_text, SUSPICION
+
+
+def _scale_norm(model):
+    model.model.layers[1].post_attention_layernorm.weight.data.mul_(1.02)
+
+
+RUNS = {
+    "gpt2_fp32": (tiny_gpt2, "fp32", {}),
+    "gpt2_bf16": (tiny_gpt2, "bf16", {}),
+    "gpt2_fp32_lr": (tiny_gpt2, "fp32", {"lr": 2e-3}),
+    "gpt2_fp32_eps": (tiny_gpt2, "fp32", {"eps": 1e-3}),
+    "llama_fp32": (tiny_eager_llama, "fp32", {}),
+    "llama_bf16": (tiny_eager_llama, "bf16", {}),
+    "llama_bf16_norm": (tiny_eager_llama, "bf16", {"edit": _scale_norm}),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """name -> {'tensor': dump.json (level mix), 'statistics': the same run as a statistics dump}."""
+    logging.getLogger("msprobe").setLevel(logging.WARNING)
+    root = tmp_path_factory.mktemp("diagnosis_runs")
+    found = {}
+    for name, (build, dtype, extra) in RUNS.items():
+        tensor = dump_transformer(str(root / name), build, dtype, **extra)
+        found[name] = {"tensor": tensor, "statistics": as_statistics_dump(tensor, str(root / f"{name}_s" / "dump.json"))}
+    return found
+
+
+def _compare(runs, npu, bench, mode):
+    return compare_tables(load_dump(runs[npu][mode]), load_dump(runs[bench][mode]), CompareOptions(progress=False))
+
+
+@pytest.mark.parametrize("mode", ["statistics", "tensor"])
+def test_clean_bf16_gpt2_port_names_no_optimizer_update(runs, mode):
+    records = _compare(runs, "gpt2_bf16", "gpt2_fp32", mode)
+    updates = [r for r, n in enumerate(records.names) if ".addcdiv_." in n and n.endswith("output.0")]
+    assert updates, "AdamW's updates are dumped after the backward pass"
+    assert records.suspect is None, records.suspect.summary
+    assert not records.judgement.suspicious[updates].any()
+
+
+@pytest.mark.parametrize("mode", ["statistics", "tensor"])
+def test_a_wrong_learning_rate_is_still_named_in_the_optimizer_step(runs, mode):
+    records = _compare(runs, "gpt2_fp32_lr", "gpt2_fp32", mode)
+    assert records.suspect is not None and records.suspect.phase == "after backward"
+    assert records.suspect.differing_arguments or records.reason[records.suspect.row] == Reason.VALUE_DIFF
+
+
+@pytest.mark.parametrize("mode", ["statistics", "tensor"])
+def test_a_wrong_adam_epsilon_is_named_where_it_is_added(runs, mode):
+    records = _compare(runs, "gpt2_fp32_eps", "gpt2_fp32", mode)
+    suspect = records.suspect
+    assert suspect is not None and suspect.phase == "after backward", suspect and suspect.summary
+    values = [records.npu.columns["value"][records.npu_pos[r]] for r in suspect.differing_arguments]
+    assert 1e-3 in values
+
+
+@pytest.mark.parametrize("mode", ["statistics", "tensor"])
+def test_causal_mask_fill_of_a_clean_bf16_llama_is_not_red(runs, mode):
+    records = _compare(runs, "llama_bf16", "llama_fp32", mode)
+    mask_rows = [r for r in range(len(records)) if records.npu_stats[r, 1] < -3e38]
+    assert mask_rows, "the causal mask holds finfo(bfloat16).min"
+    assert (records.color[mask_rows] == 0).all(), [records.names[r] for r in mask_rows if records.color[r]]
+    assert records.suspect is None
+    where_fill = [r for r, n in enumerate(records.names) if n.startswith("Torch.where.0.forward.input.2")]
+    assert where_fill and records.reason[where_fill[0]] == Reason.NON_TENSOR
+    if mode == "tensor":
+        result = render_result(records)
+        tensors = [r for r in mask_rows if records.reason[r] == Reason.OK]
+        verdicts = np.array(result.columns["Accuracy Reached or Not"], dtype=object)[tensors]
+        assert (verdicts == "Yes").all(), verdicts
+
+
+def test_red_rows_never_say_they_are_not_coloured(runs):
+    records = _compare(runs, "llama_bf16", "llama_fp32", "tensor")
+    result = render_result(records)
+    for colour, cell in zip(result.color, result.columns[SUSPICION]):
+        if colour and cell:
+            assert "not coloured" not in cell, cell
+
+
+@pytest.mark.parametrize("mode", ["statistics", "tensor"])
+def test_scaled_rmsnorm_weight_is_named_as_the_parameter(runs, mode):
+    records = _compare(runs, "llama_bf16_norm", "llama_fp32", mode)
+    assert records.suspect is not None
+    assert records.suspect.name == "Module.model.layers.1.post_attention_layernorm.LlamaRMSNorm.forward.0.parameters.weight"
+    assert records.suspect.kind == "input"
+
+
+def test_md5_summary_counts_different_rows(tmp_path):
+    npu = dump_transformer(str(tmp_path / "npu"), tiny_gpt2, "bf16", task="md5", level="L1")
+    bench = dump_transformer(str(tmp_path / "bench"), tiny_gpt2, "fp32", task="md5", level="L1")
+    records = compare_tables(load_dump(npu), load_dump(bench), CompareOptions(progress=False))
+    different = int((np.asarray(records.verdict) == "Different").sum())
+    assert different > 0
+    text = summary_text(records)
+    assert f"{different} Different" in text and " red," not in text
+
+
+def test_uninitialized_memory_is_never_a_suspect(tmp_path):
+    """torch.empty_like (Mixtral's expert dispatch) returns whatever memory held: not data."""
+    import torch
+
+    from compare_models import dump_calls
+
+    def calls(fill):
+        def run():
+            x = torch.ones(64, 64)
+            out = torch.empty_like(x)
+            out.copy_(torch.randn(64, 64, generator=torch.Generator().manual_seed(fill)))
+            torch.relu(x)
+        return run
+
+    npu = dump_calls(str(tmp_path / "npu"), calls(1))
+    bench = dump_calls(str(tmp_path / "bench"), calls(2))
+    records = compare_tables(load_dump(f"{npu}/dump.json"), load_dump(f"{bench}/dump.json"),
+                             CompareOptions(progress=False))
+    rows = [r for r, n in enumerate(records.names) if n.startswith("Torch.empty_like.0.forward.output")]
+    assert rows and not records.judgement.suspicious[rows].any() and records.color[rows].max() == 0
