@@ -374,3 +374,24 @@ def summary_text(records, report_path=None):
     if report_path:
         lines.append(f"  report: {report_path}")
     return "\n".join(lines)
+
+
+def print_suspicious_rows(records, suspicion_cells, top=10):
+    """The rows beyond dtype tolerance as a rich table (plain ASCII when not a terminal), in report order, the
+    advisor's suspect marked; nothing when every row is within tolerance or the mode is md5."""
+    if records.mode == MODE_MD5 or records.judgement is None:
+        return
+    rows = np.flatnonzero(records.judgement.suspicious)
+    if not len(rows):
+        return
+    from msprobe.core.terminal import print_table
+
+    suspect = records.suspect.row if records.suspect is not None else None
+    shown = rows[:top]
+    colours = {2: "red", 1: "yellow"}
+    print_table(f"compare: {len(rows)} rows beyond dtype tolerance" + (f" (first {len(shown)})" if len(shown) < len(rows)
+                                                                      else ""),
+                ["line", "name", "why", ""],
+                [[int(n), records.names[n], " ".join(str(suspicion_cells[n] or "").split())[:110],
+                  "suspect" if suspect is not None and int(n) == suspect else ""] for n in shown],
+                styles=[colours.get(int(records.color[n])) for n in shown])

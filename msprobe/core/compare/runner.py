@@ -18,7 +18,7 @@ from msprobe.core.compare.load import MODE_MD5, DumpTable, detect_mode, load_dum
 from msprobe.core.compare.mapping import NameMapper, load_mapping_file
 from msprobe.core.compare.match import match_rows
 from msprobe.core.compare.records import CompareRecords, build_records
-from msprobe.core.compare.render import SUSPICION, render_result, summary_text
+from msprobe.core.compare.render import SUSPICION, print_suspicious_rows, render_result, summary_text
 from msprobe.core.compare.xlsx import Sheet, write_xlsx
 from msprobe.core.errors import CompareError
 from msprobe.core.log import logger
@@ -179,6 +179,8 @@ def compare_loaded(npu, bench, output_dir, options, name_tag=""):
         if options.is_print_compare_log:
             logger.info("advisor:\n%s", text.rstrip())
     logger.info("%s", summary_text(records, xlsx_path))
+    if options.is_print_compare_log:
+        print_suspicious_rows(records, result.columns.get(SUSPICION) or [""] * len(records))
     return CompareOutcome(xlsx_path, advisor_path, result, records)
 
 

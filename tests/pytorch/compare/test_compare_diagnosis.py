@@ -131,3 +131,20 @@ def test_uninitialized_memory_is_never_a_suspect(tmp_path):
                              CompareOptions(progress=False))
     rows = [r for r, n in enumerate(records.names) if n.startswith("Torch.empty_like.0.forward.output")]
     assert rows and not records.judgement.suspicious[rows].any() and records.color[rows].max() == 0
+
+
+def test_terminal_table_lists_rows_beyond_tolerance_with_the_suspect_marked(runs, tmp_path, capsys):
+    from msprobe.core.compare import compare_dumps
+
+    options = CompareOptions(timestamp="1", progress=False)
+    faulty = compare_dumps(runs["llama_bf16_norm"]["statistics"], runs["llama_fp32"]["statistics"],
+                           str(tmp_path / "faulty"), options)[0]
+    text = capsys.readouterr().out
+    records = faulty.records
+    beyond = [records.names[n] for n in np.flatnonzero(records.judgement.suspicious)]
+    assert beyond and f"compare: {len(beyond)} rows beyond dtype tolerance" in text and "\x1b[" not in text
+    [marked] = [line for line in text.splitlines() if line.rstrip(" |").endswith("suspect")]
+    assert records.suspect.name in marked
+    compare_dumps(runs["llama_bf16"]["statistics"], runs["llama_fp32"]["statistics"], str(tmp_path / "clean"),
+                  options)
+    assert "beyond dtype tolerance" not in capsys.readouterr().out
