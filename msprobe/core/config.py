@@ -102,9 +102,9 @@ def _data_mode(key, value):
 def _summary_mode(key, value):
     if isinstance(value, list):
         if not value or any(v not in MS_SUMMARY_ITEMS for v in value):
-            _fail(key, value, f"'statistics' | 'md5' | a list of {list(MS_SUMMARY_ITEMS)}")
+            _fail(key, value, f"'statistics' | 'md5' | 'xor' | a list of {list(MS_SUMMARY_ITEMS)}")
         return list(value)
-    return _choice("statistics", "md5")(key, value)
+    return _choice("statistics", "md5", "xor")(key, value)
 
 
 def _bounds(key, value):
@@ -264,7 +264,7 @@ def keys_without_effect(cfg, framework=None):
     for key, (where, has_effect) in NO_EFFECT_RULES.items():
         value = getattr(cfg, key, _DEFAULTS_OF[key])
         if key == "summary_mode" and not isinstance(value, list):
-            continue  # 'statistics' / 'md5' work everywhere; only the list form is L2-only
+            continue  # 'statistics' / 'md5' / 'xor' work everywhere; only the list form is L2-only
         if value != _DEFAULTS_OF[key] and not has_effect(framework, cfg.task, cfg.level):
             found.append((key, where))
     return found

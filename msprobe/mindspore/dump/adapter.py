@@ -13,7 +13,7 @@ import numpy as np
 
 from msprobe.core.dump.adapter import DumpAdapter
 from msprobe.core.dump.native import float_stats
-from msprobe.core.dump.stats import compute_stats
+from msprobe.core.dump.stats import compute_stats, fingerprint
 
 __all__ = ["MindSporeAdapter", "get_adapter", "current_rank", "to_numpy", "array_statistics", "dtype_name"]
 
@@ -90,6 +90,12 @@ class MindSporeAdapter(DumpAdapter):
         ms = _mindspore()
         raw = tensor.view(ms.int16).asnumpy() if tensor.dtype == ms.bfloat16 else tensor.asnumpy()
         return f"{zlib.crc32(np.ascontiguousarray(raw).tobytes()) & 0xffffffff:08x}"
+
+    def fingerprint(self, tensor):
+        """summary_mode "xor" on the raw bytes of a host copy (as the statistics; bfloat16 read bit for bit)."""
+        ms = _mindspore()
+        raw = tensor.view(ms.int16).asnumpy() if tensor.dtype == ms.bfloat16 else tensor.asnumpy()
+        return fingerprint(raw)
 
     def copy_for_save(self, tensor):
         return np.array(to_numpy(tensor), copy=True)
