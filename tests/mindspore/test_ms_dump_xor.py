@@ -49,3 +49,43 @@ def test_l0_parameters_and_gradients_are_fingerprinted(ms, tmp_path):
     grad_by_name = {p.name: g.asnumpy() for p, g in zip(net.trainable_params(), grads)}
     dumped = data["Cell.block.fc.Dense.parameters_grad"]["weight"][0]["xor"]
     assert dumped == python_fingerprint(grad_by_name["block.fc.weight"].tobytes())
+
+
+def _dropout_run(ms, root, seed, flip=False):
+    """mean(dropout(x @ w) * 2) under an L1 xor dump; the global seed set just before."""
+    from mindspore import Parameter, Tensor, mint, ops
+    from msprobe.mindspore import PrecisionDebugger
+    root.mkdir(parents=True, exist_ok=True)
+    path, dump_path = write_config(root, task="statistics", level="L1", statistics={"summary_mode": "xor"})
+    debugger = PrecisionDebugger(config_path=path)
+    x, w = fixed_input((3, 4), 1), fixed_input((4, 5), 2)
+    if flip:
+        w.view(np.int32)[2, 3] ^= 1 << 7
+    weight = Parameter(Tensor(w), name="w")
+    ms.manual_seed(seed)
+    debugger.start()
+    h = mint.matmul(Tensor(x), weight)
+    out = ops.dropout(h, p=0.5, training=True)
+    mint.mean(out * 2)
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    return dump_path
+
+
+def test_first_divergence_names_the_dropout_whose_seed_differs(ms, tmp_path):
+    from msprobe.core.compare.first_divergence import find_first_divergence
+    good, bad = _dropout_run(ms, tmp_path / "a", 3), _dropout_run(ms, tmp_path / "b", 4)
+    report = find_first_divergence(str(bad), str(good), str(tmp_path / "out"))
+    assert "dropout" in report["call"] and report["class"] == "random"
+    data = load_dump(good)[0]["data"]
+    assert next(name for name, body in data.items() if "rng" in body) == report["call"]
+
+
+def test_first_divergence_names_a_flipped_weight_bit_as_the_input_of_the_first_call(ms, tmp_path):
+    from msprobe.core.compare.first_divergence import find_first_divergence
+    good, bad = _dropout_run(ms, tmp_path / "a", 3), _dropout_run(ms, tmp_path / "b", 3, flip=True)
+    report = find_first_divergence(str(bad), str(good), str(tmp_path / "out"))
+    assert report["call"] == "Mint.matmul.0.forward" and report["class"] == "input"
+    assert report["differing_inputs"] == ["input_args.1"]
+    assert report["origins"][0]["call"] == "Mint.matmul.0.forward" and len(report["origins"]) == 1

@@ -107,6 +107,10 @@ class DumpAdapter(abc.ABC):
         import numpy as np  # late: core adapters need numpy only here
         return stats_fingerprint(np.asarray(tensor))
 
+    def random_state(self):
+        """The fingerprint of the framework's random-number state now (RNG audit, rng_audit.py), or None."""
+        return None
+
     def resolve_fingerprints(self, handles):
         """Deferred fingerprints -> strings (same order)."""
         return [str(handle) for handle in handles]

@@ -97,6 +97,10 @@ class MindSporeAdapter(DumpAdapter):
         raw = tensor.view(ms.int16).asnumpy() if tensor.dtype == ms.bfloat16 else tensor.asnumpy()
         return fingerprint(raw)
 
+    def random_state(self):
+        """The global generator's state (seed and offset); ops seeded on their own are not covered."""
+        return fingerprint(_mindspore().get_rng_state().asnumpy())
+
     def copy_for_save(self, tensor):
         return np.array(to_numpy(tensor), copy=True)
 

@@ -365,6 +365,13 @@ class TorchAdapter(DumpAdapter):
             return format_fingerprint(*native.fingerprint(raw.data_ptr(), raw.numel()))
         return fingerprint(raw.numpy())  # without the C kernel: numpy
 
+    def random_state(self):
+        # the CPU generator's state (a few KB, read in place) and each initialised CUDA generator's (16 bytes)
+        states = [torch.random.default_generator.get_state()]
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            states.extend(torch.cuda.get_rng_state_all())
+        return fingerprint(torch.cat(states).numpy())
+
     def resolve_fingerprints(self, handles):
         groups = {}
         for position, handle in enumerate(handles):
