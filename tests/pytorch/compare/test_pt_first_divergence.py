@@ -152,3 +152,22 @@ def test_a_differently_seeded_dropout_names_the_first_random_call(tmp_path):
     assert report["call"] == first_random == "Functional.dropout.0.forward"
     assert report["class"] == "random"
     assert [o["class"] for o in report["origins"]] == ["random"]  # later dropouts only carry it on
+
+
+def test_multi_rank_roots_give_one_record_per_rank_and_the_earliest(tmp_path, monkeypatch):
+    import shutil
+    good = llama_step(tmp_path / "a")
+    with monkeypatch.context() as patch:
+        patch.setattr(torch._C._nn, "silu", silu_kernel_off_by_one_ulp_on_call(1))
+        bad = llama_step(tmp_path / "b")
+    same = llama_step(tmp_path / "c")  # rank 0 of the run under test: identical to the good run
+    roots = {"good": tmp_path / "good_root", "bad": tmp_path / "bad_root"}
+    for rank, (good_src, bad_src) in enumerate([(good, same), (good, bad)]):
+        shutil.copytree(good_src / "step0" / "rank", roots["good"] / "step0" / f"rank{rank}")
+        shutil.copytree(bad_src / "step0" / "rank", roots["bad"] / "step0" / f"rank{rank}")
+    report = find_first_divergence(str(roots["bad"]), str(roots["good"]), str(tmp_path / "out"))
+    by_rank = {record["rank"]: record for record in report["ranks"]}
+    assert set(by_rank) == {0, 1}
+    assert by_rank[0]["call"] is None
+    assert by_rank[1]["call"] == "Functional.silu.0.forward" and by_rank[1]["class"] == "origin"
+    assert report["rank"] == 1 and report["call"] == "Functional.silu.0.forward"
