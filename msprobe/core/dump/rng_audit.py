@@ -10,16 +10,15 @@ parted are then found at the first random call whose "rng" differs (compare's fi
 """
 from functools import lru_cache
 
+from msprobe.core.naming import RANDOM_APIS as NAMING_RANDOM
+
 __all__ = ["RANDOM_APIS", "is_random_call"]
 
-#: API names (the last part of a call's name that is not a counter or overload) that draw random numbers
-RANDOM_APIS = frozenset({
-    "dropout", "dropout_", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
-    "native_dropout", "fused_dropout", "_fused_dropout", "rrelu", "rrelu_", "rrelu_with_noise", "gumbel_softmax",
-    "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm", "bernoulli", "bernoulli_",
-    "multinomial", "normal", "normal_", "uniform", "uniform_", "random_", "exponential_", "geometric_",
-    "cauchy_", "log_normal_", "poisson", "standard_normal", "standard_laplace", "random_gamma", "random_poisson",
-    "random_categorical", "shuffle", "choice_with_mask", "fractional_max_pool2d", "fractional_max_pool3d",
+#: API names (a part of a call's name) that draw random numbers: naming.RANDOM_APIS (run_ut's list, less the
+#: uninitialised allocations, which draw nothing) and the MindSpore and internal spellings
+RANDOM_APIS = frozenset(name for name in NAMING_RANDOM if "empty" not in name) | frozenset({
+    "dropout_", "fused_dropout", "_fused_dropout", "rrelu_with_noise", "uniform", "poisson", "standard_normal",
+    "standard_laplace", "random_gamma", "random_poisson", "random_categorical", "shuffle", "choice_with_mask",
     "dropout_ext", "dropout_gen_mask", "dropout_do_mask", "randn_ext", "rand_ext", "randint_like_ext",
     "scaled_dot_product_attention",  # dropout_p > 0 draws from the generator
     "StandardNormal", "UniformReal", "UniformInt", "Dropout", "DropoutGenMask", "RandomChoiceWithMask",
