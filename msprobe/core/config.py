@@ -132,7 +132,8 @@ def _port(key, value):
 
 _COMMON = {"scope": (_scope, []), "list": (_str_list, []), "data_mode": (_data_mode, ["all"])}
 SECTIONS = {
-    "statistics": {**_COMMON, "summary_mode": (_summary_mode, "statistics")},
+    "statistics": {**_COMMON, "summary_mode": (_summary_mode, "statistics"),
+                   "bench_path": (_str, ""), "diff_nums": (_int(1), 1)},  # baseline mode: tasks/baseline.py
     "tensor": {**_COMMON, "file_format": (_choice("npy", "bin"), "npy"), "online_run_ut": (_bool, False),
                "nfs_path": (_str, ""), "host": (_str, ""), "port": (_port, -1), "tls_path": (_str, "./"),
                "online_run_ut_recompute": (_bool, False), "summary_mode": (_summary_mode, "statistics")},
