@@ -11,5 +11,7 @@ class Statistics(Task):
 
     config.json, "statistics" section:
       scope, list, data_mode   which calls and which of their inputs/outputs (see filters.py)
-      summary_mode             "statistics" (default) or "md5": also the CRC-32 of each tensor's bytes
+      summary_mode             "statistics" (default), "md5": also the CRC-32 of each tensor's bytes, or "xor":
+                               also a bitwise fingerprint (stats.py) and the RNG audit (rng_audit.py)
+      bench_path, diff_nums    with "xor": baseline mode (tasks/baseline.py)
     """
