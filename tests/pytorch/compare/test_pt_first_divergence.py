@@ -171,3 +171,13 @@ def test_multi_rank_roots_give_one_record_per_rank_and_the_earliest(tmp_path, mo
     assert by_rank[0]["call"] is None
     assert by_rank[1]["call"] == "Functional.silu.0.forward" and by_rank[1]["class"] == "origin"
     assert report["rank"] == 1 and report["call"] == "Functional.silu.0.forward"
+
+
+def test_compare_of_plain_statistics_dumps_writes_no_first_divergence(tmp_path):
+    torch.manual_seed(0)
+    one = run_dump(tmp_path, MLP())
+    (tmp_path / "b").mkdir()
+    torch.manual_seed(0)
+    two = run_dump(tmp_path / "b", MLP())
+    outcomes = compare_dumps(str(one), str(two), str(tmp_path / "out"))
+    assert outcomes and not (tmp_path / "out" / "first_divergence.json").exists()
