@@ -114,12 +114,13 @@ data_mode = Rule(_data_mode, "['all'] or a combination of forward/backward and i
 def _summary_mode(key: str, value: Any) -> Any:
     if isinstance(value, list):
         if not value or any(v not in MS_SUMMARY_ITEMS for v in value):
-            fail(key, value, f"'statistics' | 'md5' | a list of {list(MS_SUMMARY_ITEMS)}")
+            fail(key, value, f"'statistics' | 'md5' | 'xor' | a list of {list(MS_SUMMARY_ITEMS)}")
         return list(value)
-    return choice("statistics", "md5")(key, value)
+    return choice("statistics", "md5", "xor")(key, value)
 
 
-summary_mode = Rule(_summary_mode, f"'statistics' | 'md5' | a list of {list(MS_SUMMARY_ITEMS)}", "str or list")
+summary_mode = Rule(_summary_mode, f"'statistics' | 'md5' | 'xor' | a list of {list(MS_SUMMARY_ITEMS)}",
+                    "str or list")
 
 
 def _bounds(key: str, value: Any) -> list:
@@ -178,7 +179,8 @@ LIST = Field("list", string_list, [], "full entry names, API names (`\"relu\"` m
 DATA_MODE = Field("data_mode", data_mode, ["all"], "`all`, or any combination of `forward`/`backward` and "
                   "`input`/`output`")
 SUMMARY_MODE = Field("summary_mode", summary_mode, "statistics",
-                     "`statistics` (Max/Min/Mean/Norm) or `md5` (adds the CRC-32 of each tensor); MindSpore graph "
+                     "`statistics` (Max/Min/Mean/Norm), `md5` (adds the CRC-32 of each tensor) or `xor` (adds a "
+                     "bitwise fingerprint and the RNG audit, docs/determinism.md); MindSpore graph "
                      "mode also accepts a list of `max`/`min`/`mean`/`l2norm`", effect=_SUMMARY_LIST_EFFECT)
 #: which calls a dumping task sees (core/dump/filters.py)
 COMMON_FIELDS: Tuple[Field, ...] = (SCOPE, LIST, DATA_MODE)

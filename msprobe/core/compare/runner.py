@@ -14,6 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from msprobe.core.compare.advisor import find_suspect, write_advisor
+from msprobe.core.compare.first_divergence import report_pairs
 from msprobe.core.compare.load import MODE_MD5, DumpTable, detect_mode, load_dump, load_stack
 from msprobe.core.compare.mapping import NameMapper, load_mapping_file
 from msprobe.core.compare.match import match_rows
@@ -239,7 +240,14 @@ def _run_one(index):
 
 
 def compare_dumps(npu_path, bench_path, output_dir, options=None):
-    """Compare NPU and bench dumps (files or directories); returns a list of CompareOutcome."""
+    """Compare NPU and bench dumps (files or directories); returns a list of CompareOutcome. Fingerprint dumps
+    (summary_mode xor / md5) also get first_divergence.json (see first_divergence.py)."""
+    outcomes, pairs = _compare_dumps(npu_path, bench_path, output_dir, options)
+    report_pairs(pairs, make_dir(output_dir, what="output_path"))
+    return outcomes
+
+
+def _compare_dumps(npu_path, bench_path, output_dir, options=None):
     options = options or CompareOptions()
     npu_path = check_path(npu_path, what="npu_path", allow_symlink=True)
     bench_path = check_path(bench_path, what="bench_path", allow_symlink=True)
@@ -247,18 +255,19 @@ def compare_dumps(npu_path, bench_path, output_dir, options=None):
     if os.path.isfile(npu_path) != os.path.isfile(bench_path):
         raise CompareError("npu_path and bench_path must both be dump.json files or both be directories.")
     if os.path.isfile(npu_path):
-        return [compare_pair(npu_path, bench_path, output_dir, options)]
+        return [compare_pair(npu_path, bench_path, output_dir, options)], [(npu_path, bench_path)]
     pairs = find_rank_pairs(npu_path, bench_path)
+    json_pairs = [(n, b) for _, n, b in pairs]
     options = replace(options, timestamp=options.timestamp or time.strftime("%Y%m%d%H%M%S"))
     if options.stack_path:
         logger.warning("stack_path is ignored when comparing directories; each rank's stack.json is used.")
         options = replace(options, stack_path=None)
     if len(pairs) == 1:
         tag, npu_json, bench_json = pairs[0]
-        return [compare_pair(npu_json, bench_json, output_dir, options, tag)]
+        return [compare_pair(npu_json, bench_json, output_dir, options, tag)], json_pairs
     processes = min(len(pairs), options.processes or os.cpu_count() or 1)
     if processes <= 1:
-        return [compare_pair(n, b, output_dir, options, t) for t, n, b in pairs]
+        return [compare_pair(n, b, output_dir, options, t) for t, n, b in pairs], json_pairs
     import multiprocessing
 
     from tqdm import tqdm
@@ -268,6 +277,6 @@ def compare_dumps(npu_path, bench_path, output_dir, options=None):
     try:
         with multiprocessing.get_context("fork").Pool(processes) as pool:
             return list(tqdm(pool.imap(_run_one, range(len(pairs))), total=len(pairs), desc="compare ranks",
-                             unit="rank", disable=not options.progress))
+                             unit="rank", disable=not options.progress)), json_pairs
     finally:
         _PENDING_JOBS.clear()

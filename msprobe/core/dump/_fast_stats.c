@@ -9,6 +9,7 @@
  *     float_stats(address, count, itemsize, total=None) -> (max, min, mean, norm)
  *     bucket_stats(address, count, itemsize, bounds, direction_address=None)
  *         -> (max, min, sumsq, zeros, (count <= bound for each bound)); writes element > 0 as bytes (grad_probe)
+ *     fingerprint(address, nbytes) -> (xor, weighted sum) of the buffer's 64-bit words (summary_mode "xor")
  *
  * address: the first element (an int from data_ptr() / ndarray.ctypes.data); count >= 1 elements,
  * contiguous; itemsize 4 (float32), 8 (float64), FLOAT16 (2) or BFLOAT16 (258), 16-bit floats being widened to
@@ -436,6 +437,110 @@ static PyObject *bucket_stats(PyObject *Py_UNUSED(self), PyObject *const *args, 
     return Py_BuildValue("(dddnN)", out.stats.max, out.stats.min, out.stats.sumsq, out.zeros, counts);
 }
 
+/* ---- fingerprint: summary_mode "xor", a bitwise fingerprint of any dense buffer -------------------------------
+ * The bytes are read as little-endian 64-bit words w_i (the last one zero-padded). Two sums modulo 2^64:
+ *     xor  = w_0 ^ w_1 ^ ... ^ w_{n-1}
+ *     wsum = sum of (2i + 1) * w_i
+ * Equal bytes give equal pairs. A single flipped bit changes both (it flips one bit of xor, and changes wsum by an
+ * odd multiple of a power of two below 2^64), and wsum also sees elements that moved. Framework device paths
+ * compute the same two numbers with their own integer ops (stats.fingerprint_words). */
+static void fingerprint_scalar(const uint8_t *p, Py_ssize_t words, uint64_t *xor_out, uint64_t *sum_out)
+{
+    uint64_t x0 = 0, x1 = 0, s0 = 0, s1 = 0;
+    Py_ssize_t i = 0;
+    for (; i + 2 <= words; i += 2) {
+        uint64_t a, b;
+        memcpy(&a, p + 8 * i, 8);
+        memcpy(&b, p + 8 * (i + 1), 8);
+        x0 ^= a; x1 ^= b;
+        s0 += a * (uint64_t)(2 * i + 1);
+        s1 += b * (uint64_t)(2 * i + 3);
+    }
+    for (; i < words; i++) {
+        uint64_t a;
+        memcpy(&a, p + 8 * i, 8);
+        x0 ^= a;
+        s0 += a * (uint64_t)(2 * i + 1);
+    }
+    *xor_out = x0 ^ x1;
+    *sum_out = s0 + s1;
+}
+
+#ifdef MSPROBE_X86
+/* the low 64 bits of a 64 x 64 product per lane (AVX2 has only 32 x 32 -> 64) */
+__attribute__((target("avx2")))
+static inline __m256i mullo64(__m256i a, __m256i b)
+{
+    __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), b),
+                                     _mm256_mul_epu32(a, _mm256_srli_epi64(b, 32)));
+    return _mm256_add_epi64(_mm256_mul_epu32(a, b), _mm256_slli_epi64(cross, 32));
+}
+
+/* 8 words a round in two vectors; each lane carries its own weights 2i+1, stepped by 16 */
+__attribute__((target("avx2")))
+static void fingerprint_avx2(const uint8_t *p, Py_ssize_t words, uint64_t *xor_out, uint64_t *sum_out)
+{
+    __m256i x0 = _mm256_setzero_si256(), x1 = x0, s0 = x0, s1 = x0;
+    __m256i w0 = _mm256_set_epi64x(7, 5, 3, 1), w1 = _mm256_set_epi64x(15, 13, 11, 9);
+    const __m256i step = _mm256_set1_epi64x(16);
+    Py_ssize_t i = 0;
+    for (; i + 8 <= words; i += 8) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(p + 8 * i));
+        __m256i b = _mm256_loadu_si256((const __m256i *)(p + 8 * i + 32));
+        x0 = _mm256_xor_si256(x0, a); x1 = _mm256_xor_si256(x1, b);
+        s0 = _mm256_add_epi64(s0, mullo64(a, w0)); s1 = _mm256_add_epi64(s1, mullo64(b, w1));
+        w0 = _mm256_add_epi64(w0, step); w1 = _mm256_add_epi64(w1, step);
+    }
+    uint64_t xs[4], ss[4];
+    _mm256_storeu_si256((__m256i *)xs, _mm256_xor_si256(x0, x1));
+    _mm256_storeu_si256((__m256i *)ss, _mm256_add_epi64(s0, s1));
+    uint64_t x = xs[0] ^ xs[1] ^ xs[2] ^ xs[3], s = ss[0] + ss[1] + ss[2] + ss[3];
+    for (; i < words; i++) {
+        uint64_t a;
+        memcpy(&a, p + 8 * i, 8);
+        x ^= a;
+        s += a * (uint64_t)(2 * i + 1);
+    }
+    *xor_out = x;
+    *sum_out = s;
+}
+#endif
+
+static PyObject *fingerprint(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "fingerprint(address, nbytes) takes 2 arguments");
+        return NULL;
+    }
+    void *address;
+    Py_ssize_t nbytes;
+    if (arg_address(args[0], &address) < 0 || arg_size(args[1], &nbytes) < 0)
+        return NULL;
+    if (address == NULL || nbytes < 0) {
+        PyErr_SetString(PyExc_ValueError, "need a non-null address and nbytes >= 0");
+        return NULL;
+    }
+    const uint8_t *p = (const uint8_t *)address;
+    Py_ssize_t words = nbytes / 8;
+    uint64_t x = 0, s = 0;
+    PyThreadState *saved = nbytes >= (1 << 19) ? PyEval_SaveThread() : NULL;
+#ifdef MSPROBE_X86
+    if (simd_enabled())
+        fingerprint_avx2(p, words, &x, &s);
+    else
+#endif
+        fingerprint_scalar(p, words, &x, &s);
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
+    if (nbytes % 8) {  /* the tail, zero-padded to one more word */
+        uint64_t last = 0;
+        memcpy(&last, p + 8 * words, (size_t)(nbytes % 8));
+        x ^= last;
+        s += last * (uint64_t)(2 * words + 1);
+    }
+    return Py_BuildValue("(KK)", (unsigned long long)x, (unsigned long long)s);
+}
+
 static PyObject *simd(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
 {
     return PyBool_FromLong(simd_enabled());
@@ -449,6 +554,8 @@ static PyMethodDef methods[] = {
      "float_stats(address, count, itemsize, total) -> (max, min, mean, norm) of a dense float buffer"},
     {"bucket_stats", (PyCFunction)(void (*)(void))bucket_stats, METH_FASTCALL,
      "bucket_stats(address, count, itemsize, bounds, direction_address) -> (max, min, sumsq, zeros, at_or_below)"},
+    {"fingerprint", (PyCFunction)(void (*)(void))fingerprint, METH_FASTCALL,
+     "fingerprint(address, nbytes) -> (xor, weighted sum) of the buffer's 64-bit words (summary_mode xor)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -31,6 +31,8 @@ Example (a toy adapter for numpy arrays)::
 import abc
 from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
+from msprobe.core.dump.stats import fingerprint as stats_fingerprint
+
 from msprobe.core.dump.stats import STAT_KEYS
 
 __all__ = ["DumpAdapter", "STAT_KEYS"]
@@ -98,6 +100,21 @@ class DumpAdapter(abc.ABC):
     @abc.abstractmethod
     def crc32(self, tensor: Any) -> str:
         """CRC-32 of the tensor's raw bytes as 8 lowercase hex digits (summary_mode "md5")."""
+
+    def fingerprint(self, tensor: Any) -> Any:
+        """summary_mode "xor": the fingerprint string of stats.fingerprint, or a deferred handle (a value still
+        on an accelerator) that `resolve_fingerprints` turns into the string. This default reads the tensor
+        as a numpy array."""
+        import numpy as np  # late: core adapters need numpy only here
+        return stats_fingerprint(np.asarray(tensor))
+
+    def random_state(self) -> Optional[str]:
+        """The fingerprint of the framework's random-number state now (RNG audit, rng_audit.py), or None."""
+        return None
+
+    def resolve_fingerprints(self, handles: List[Any]) -> List[str]:
+        """Deferred fingerprints -> strings (same order)."""
+        return [str(handle) for handle in handles]
 
     @abc.abstractmethod
     def copy_for_save(self, tensor: Any) -> Any:

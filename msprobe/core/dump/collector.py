@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional
 from msprobe.core.dump.filters import CallFilter
 from msprobe.core.dump.guard import DumpGuard
 from msprobe.core.dump.record import RecordBuilder
+from msprobe.core.dump.rng_audit import is_random_call
 from msprobe.core.dump.stack import StackCapture
 from msprobe.core.dump.tasks import Record, Task, TaskContext, task_for
 from msprobe.core.dump.tensor_files import TensorFiles
@@ -152,6 +153,8 @@ class DumpCollector:
         # routing decided once: a task that does not look at calls costs nothing per call
         self._task_before = type(self.task).before_call is not Task.before_call
         self._task_after = type(self.task).after_call is not Task.after_call
+        # RNG audit (rng_audit.py): the random state each random call starts from, in fingerprint dumps
+        self._random_state = adapter.random_state if config.summary_mode == "xor" else None
         if getattr(config, "async_dump", False):
             logger.warning("config: async_dump has no effect: msprobe always keeps a step's statistics until the "
                            "step ends and writes every file off the training thread.")
@@ -245,6 +248,10 @@ class DumpCollector:
                 self.task.sink = call.tensors
                 call.entry["input_args"] = records.describe_args(args, f"{name}.input")
                 call.entry["input_kwargs"] = records.describe_kwargs(kwargs or {}, f"{name}.input")
+            if self._random_state is not None and is_random_call(key):
+                state = self._random_state()
+                if state is not None:
+                    call.entry["rng"] = state
             if self._task_before:
                 self.task.before_call(call, args, kwargs)
         return call

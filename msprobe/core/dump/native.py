@@ -9,21 +9,28 @@ Mean; float32 buffers get float32-rounded Mean and Norm.
 `bucket_stats(address, count, itemsize, bounds, direction_address) -> (max, min, sumsq, zeros, at_or_below)`
 is grad_probe's pass: besides max/min/sum of squares, the zeros, the elements <= each bound (bounds compared
 as given, in double: round them to the buffer's dtype first to match a framework comparison) and, given the
-address of `count` bytes, the direction (element > 0) written as 0/1 bytes. Both are None when the extension was not built
+address of `count` bytes, the direction (element > 0) written as 0/1 bytes.
+`fingerprint(address, nbytes) -> (xor, weighted sum)` is summary_mode "xor" (see stats.fingerprint).
+All are None when the extension was not built
 (no C compiler at install time) or when MSPROBE_NATIVE_STATS=0: adapters then use their framework
 kernels, which give the same Max/Min/Mean and a Norm equal to within float32 rounding.
 """
 import os
 
-__all__ = ["minmax_sumsq", "float_stats", "bucket_stats", "FLOAT16", "BFLOAT16"]
+__all__ = ["minmax_sumsq", "float_stats", "bucket_stats", "fingerprint", "FLOAT16", "BFLOAT16"]
 
 # the `itemsize` that names a 16-bit float buffer (widened to float32 exactly); the built module's own
 # values replace these below
 FLOAT16, BFLOAT16 = 2, 258
-minmax_sumsq = float_stats = bucket_stats = None
+minmax_sumsq = float_stats = bucket_stats = fingerprint = None
 if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
     try:
         from msprobe.core.dump._fast_stats import (  # type: ignore[no-redef]
             BFLOAT16, FLOAT16, bucket_stats, float_stats, minmax_sumsq)
     except ImportError:  # built without a compiler: the framework path serves
         minmax_sumsq = float_stats = bucket_stats = None
+    else:
+        try:  # a build older than the fingerprint kernel: the numpy fallback serves
+            from msprobe.core.dump._fast_stats import fingerprint  # type: ignore[no-redef]
+        except ImportError:
+            fingerprint = None

@@ -5,12 +5,13 @@ statistics are filled at once when the adapter has them (host tensors), or stay 
 adapter.py) until `resolve()` fills every pending descriptor with one batched call. The statistics keys
 come from the table of stats.py. Every tensor described with a file stem is shown to `on_tensor(tensor,
 file name, descriptor)` (the task: the tensor task saves it at once, overflow_check keeps it as a candidate),
-and in md5 mode the CRC-32 is added. Descriptor key order follows the reference: type, dtype, shape, Max,
-Min, Mean, Norm, requires_grad, then md5 or data_name.
+and in md5 mode the CRC-32 is added; in xor mode the bitwise fingerprint of stats.py (key "xor", deferred like
+the statistics when the adapter leaves it on a device). Descriptor key order follows the reference: type, dtype,
+shape, Max, Min, Mean, Norm, requires_grad, then md5 (or xor) or data_name.
 """
 import weakref
 
-from msprobe.core.dump.stats import STAT_KEYS
+from msprobe.core.dump.stats import FINGERPRINT_KEY, STAT_KEYS
 
 __all__ = ["RecordBuilder", "describe_plain"]
 
@@ -46,6 +47,8 @@ class RecordBuilder:
     def __init__(self, adapter, summary_mode="statistics", on_tensor=None):
         self.adapter = adapter
         self.want_md5 = summary_mode == "md5"
+        self.want_xor = summary_mode == FINGERPRINT_KEY
+        self._pending_xor = []  # (descriptor, handle) of fingerprints still on a device
         self.on_tensor = on_tensor
         self._tensor_class = adapter.tensor_class  # an isinstance check is cheaper than a method call
         self._pending = []      # (descriptor, handle)
@@ -65,15 +68,16 @@ class RecordBuilder:
         hit = self._stats_cache.get(key) if key is not None else None
         # the first tensor's memory must still be allocated: then it cannot have been reused
         if hit is not None and hit[0] is not None and hit[0]() is not None:
-            stats = hit[1]
+            stats, fingerprint = hit[1], hit[2]
         else:
             stats = adapter.tensor_stats(tensor)
+            fingerprint = adapter.fingerprint(tensor) if self.want_xor else None
             if key is not None:
                 try:
                     ref = weakref.ref(adapter.memory_owner(tensor))
                 except TypeError:
                     ref = None
-                self._stats_cache[key] = (ref, stats)
+                self._stats_cache[key] = (ref, stats, fingerprint)
         desc = {"type": kind, "dtype": dtype, "shape": shape}
         if type(stats) is tuple:
             desc.update(zip(STAT_KEYS, stats))
@@ -85,6 +89,10 @@ class RecordBuilder:
             desc["requires_grad"] = requires_grad
         if self.want_md5:
             desc["md5"] = adapter.crc32(tensor)
+        elif self.want_xor:
+            desc[FINGERPRINT_KEY] = fingerprint if fingerprint is None or type(fingerprint) is str else None
+            if fingerprint is not None and type(fingerprint) is not str:
+                self._pending_xor.append((desc, fingerprint))
         if data_name is not None and self.on_tensor is not None:
             self.on_tensor(tensor, data_name + adapter.tensor_suffix, desc)
         return desc
@@ -134,7 +142,13 @@ class RecordBuilder:
         return len(self._pending)
 
     def resolve(self, start=0):
-        """Fill the statistics of pending descriptors from index `start` on (all by default)."""
+        """Fill the statistics of pending descriptors from index `start` on (all by default); and every
+        pending fingerprint."""
+        if self._pending_xor:
+            values = self.adapter.resolve_fingerprints([handle for _, handle in self._pending_xor])
+            for (desc, _), value in zip(self._pending_xor, values):
+                desc[FINGERPRINT_KEY] = value
+            self._pending_xor.clear()
         batch = self._pending[start:]
         if not batch:
             return

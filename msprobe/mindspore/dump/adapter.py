@@ -11,6 +11,7 @@ import numpy as np
 
 from msprobe.core.dump.adapter import DumpAdapter
 from msprobe.core.dump.array_stats import array_statistics
+from msprobe.core.dump.stats import fingerprint
 
 __all__ = ["MindSporeAdapter", "get_adapter", "to_numpy", "dtype_name"]
 
@@ -60,6 +61,16 @@ class MindSporeAdapter(DumpAdapter):
         ms = _mindspore()
         raw = tensor.view(ms.int16).asnumpy() if tensor.dtype == ms.bfloat16 else tensor.asnumpy()
         return f"{zlib.crc32(np.ascontiguousarray(raw).tobytes()) & 0xffffffff:08x}"
+
+    def fingerprint(self, tensor):
+        """summary_mode "xor" on the raw bytes of a host copy (as the statistics; bfloat16 read bit for bit)."""
+        ms = _mindspore()
+        raw = tensor.view(ms.int16).asnumpy() if tensor.dtype == ms.bfloat16 else tensor.asnumpy()
+        return fingerprint(raw)
+
+    def random_state(self):
+        """The global generator's state (seed and offset); ops seeded on their own are not covered."""
+        return fingerprint(_mindspore().get_rng_state().asnumpy())
 
     def copy_for_save(self, tensor):
         return np.array(to_numpy(tensor), copy=True)

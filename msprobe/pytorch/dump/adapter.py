@@ -19,10 +19,11 @@ import torch
 
 from msprobe.core.dump.adapter import DumpAdapter
 from msprobe.core.dump.direct_io import DirectFile
+from msprobe.core.dump import native
 from msprobe.core.dump.native import FLOAT16, BFLOAT16, float_stats
-from msprobe.core.dump.stats import STATS
+from msprobe.core.dump.stats import STATS, fingerprint, format_fingerprint
 
-__all__ = ["TorchAdapter", "tensor_statistics"]
+__all__ = ["TorchAdapter", "tensor_statistics", "device_fingerprint"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 _DOT_DTYPES = (torch.float32, torch.float64)
@@ -120,6 +121,36 @@ def _raw_bits(data):
     if data.is_floating_point():
         data = data.view(_BITS[data.element_size()])
     return data
+
+
+def _fingerprint_bytes(data):
+    """The tensor's bytes in C order as a flat uint8 tensor, on its own device (a copy only for views)."""
+    if data.layout != torch.strided:
+        data = data.to_dense()
+    if not data.is_contiguous():
+        data = data.contiguous()
+    return data.reshape(-1).view(torch.uint8)
+
+
+def device_fingerprint(data):
+    """summary_mode "xor" with torch integer ops where the tensor lives (nothing copied to the host):
+    a 2-element int64 tensor (XOR of the 64-bit words, sum of (2i+1) * word, both modulo 2^64, as torch's
+    int64 arithmetic wraps), the definition of core/dump/stats.py."""
+    raw = _fingerprint_bytes(data)
+    pad = -raw.numel() % 8
+    if pad or raw.storage_offset() % 8:
+        raw = torch.cat([raw, raw.new_zeros(pad)])  # also aligns a view that starts mid-word
+    words = raw.view(torch.int64)
+    weights = torch.arange(1, 2 * words.numel(), 2, dtype=torch.int64, device=words.device)
+    total = (words * weights).sum()
+    carry = words.new_zeros(1)
+    while words.numel() > 1:  # XOR by halving: about 2 log2(n) small kernels, no reduction op for XOR
+        if words.numel() % 2:
+            carry = carry ^ words[-1:]
+            words = words[:-1]
+        half = words.numel() // 2
+        words = words[:half] ^ words[half:]
+    return torch.stack([(words ^ carry).reshape(()), total])
 
 
 def _dtype_name(dtype):
@@ -320,6 +351,36 @@ class TorchAdapter(DumpAdapter):
             return "00000000"
         raw = data.cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
         return f"{zlib.crc32(raw) & 0xFFFFFFFF:08x}"
+
+    def fingerprint(self, tensor):
+        data = tensor.detach()
+        if data.is_meta:
+            return None
+        if data.numel() == 0:
+            return format_fingerprint(0, 0)
+        if not data.is_cpu:
+            return device_fingerprint(data)  # deferred: resolve_fingerprints copies 16 bytes each, in bulk
+        raw = _fingerprint_bytes(data)
+        if native.fingerprint is not None:
+            return format_fingerprint(*native.fingerprint(raw.data_ptr(), raw.numel()))
+        return fingerprint(raw.numpy())  # without the C kernel: numpy
+
+    def random_state(self):
+        # the CPU generator's state (a few KB, read in place) and each initialised CUDA generator's (16 bytes)
+        states = [torch.random.default_generator.get_state()]
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            states.extend(torch.cuda.get_rng_state_all())
+        return fingerprint(torch.cat(states).numpy())
+
+    def resolve_fingerprints(self, handles):
+        groups = {}
+        for position, handle in enumerate(handles):
+            groups.setdefault(handle.device, []).append(position)
+        results = [None] * len(handles)
+        for positions in groups.values():
+            for p, (xor, total) in zip(positions, torch.stack([handles[p] for p in positions]).tolist()):
+                results[p] = format_fingerprint(xor, total)
+        return results
 
     def copy_for_save(self, tensor):
         data = tensor.detach()

@@ -172,6 +172,7 @@ def _load_builtin_tasks() -> None:
     from msprobe.core.dump.tasks import statistics, tensor, overflow_check, run_ut  # noqa: F401 - they register
     from msprobe.core.dump.tasks import free_benchmark, grad_probe, flight_recorder  # noqa: F401 - they register
     from msprobe.core.dump.tasks import online_run_ut  # noqa: F401 - it registers
+    from msprobe.core.dump.tasks import baseline  # noqa: F401 - it registers
 
 
 def task_class(name: str) -> Type[Task]:
@@ -188,6 +189,8 @@ def task_for(config: Any) -> Type[Task]:
     `"online_run_ut": true` (08.accuracy_checker_online_PyTorch.md), which selects the online_run_ut task."""
     if config.task == "tensor" and config.section.get("online_run_ut"):
         return task_class("online_run_ut")
+    if config.task == "statistics" and config.section.get("bench_path"):
+        return task_class("statistics_baseline")  # baseline mode (tasks/baseline.py)
     return task_class(config.task)
 
 

@@ -1,5 +1,5 @@
 """The statistics task: every dumped call's descriptors with their statistics, no tensor files."""
-from msprobe.core.config_fields import COMMON_FIELDS, SUMMARY_MODE
+from msprobe.core.config_fields import COMMON_FIELDS, SUMMARY_MODE, Field, integer, string
 from msprobe.core.dump.tasks import Task, register_task
 
 __all__ = ["Statistics"]
@@ -9,7 +9,13 @@ __all__ = ["Statistics"]
 class Statistics(Task):
     """task "statistics": dump.json holds type, dtype, shape and the statistics of stats.STATS (Max, Min,
     Mean, Norm) of every tensor of every dumped call, plus requires_grad (PyTorch); with summary_mode "md5"
-    also the CRC-32 of each tensor's bytes. No tensor files. The default task.
+    also the CRC-32 of each tensor's bytes, with "xor" a bitwise fingerprint (stats.py) and the RNG audit
+    (rng_audit.py); with "xor", bench_path and diff_nums: baseline mode (tasks/baseline.py). No tensor files.
+    The default task.
     """
 
-    config_fields = COMMON_FIELDS + (SUMMARY_MODE,)
+    config_fields = COMMON_FIELDS + (SUMMARY_MODE, Field(
+        "bench_path", string, "", "with `summary_mode: \"xor\"`: a fingerprint dump of a good run; tensors are saved "
+        "only for the first `diff_nums` calls that differ from it (docs/determinism.md)", listed=False),
+        Field("diff_nums", integer(1), 1, "baseline mode: how many differing calls get their tensors saved",
+              listed=False))

@@ -1,0 +1,98 @@
+"""summary_mode "xor" in PyTorch dumps: the fingerprint of every input, output, parameter and gradient."""
+import copy
+import json
+
+import torch
+
+from msprobe.pytorch import PrecisionDebugger
+from msprobe.pytorch.dump.adapter import TorchAdapter, device_fingerprint
+from msprobe.core.dump.stats import format_fingerprint
+from tests.core.dump.test_fingerprint import python_fingerprint
+from tests.pytorch.dump.pt_dump_helpers import MLP, batch_for, load_rank, run_dump, tensor_descriptors, write_config
+
+BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
+
+
+def raw_bytes(tensor):
+    return tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def device_path(tensor):
+    """The accelerator path, run on a CPU tensor (the same torch ops a GPU would run)."""
+    xor, total = device_fingerprint(tensor).tolist()
+    return format_fingerprint(xor, total)
+
+
+def test_every_bit_of_float32_bf16_fp16_changes_the_fingerprint_on_both_paths():
+    adapter = TorchAdapter()
+    for dtype, bits in BITS.items():
+        tensor = torch.randn(5, dtype=torch.float32).to(dtype)
+        base = adapter.fingerprint(tensor)
+        assert base == device_path(tensor) == python_fingerprint(raw_bytes(tensor))
+        width = tensor.element_size() * 8
+        for position in range(tensor.numel()):
+            for bit in range(width):
+                flipped = tensor.clone()
+                as_int = flipped.view(bits)
+                as_int[position] ^= torch.tensor(1, dtype=bits) << bit if bit < width - 1 else torch.iinfo(bits).min
+                host = adapter.fingerprint(flipped)
+                assert host != base, (dtype, position, bit)
+                assert host == device_path(flipped) == python_fingerprint(raw_bytes(flipped))
+
+
+def test_signed_zero_nan_payload_and_views_on_both_paths():
+    adapter = TorchAdapter()
+    zeros = torch.tensor([0.0, -0.0])
+    assert adapter.fingerprint(zeros[:1]) != adapter.fingerprint(zeros[1:])
+    nans = torch.tensor([0x7FC00000, 0x7FC00001], dtype=torch.int32).view(torch.float32)
+    assert adapter.fingerprint(nans[:1]) != adapter.fingerprint(nans[1:])
+    matrix = torch.randn(6, 10)
+    for view in (matrix.t(), matrix[:, 1::3], matrix[1:], matrix[2, 3:]):  # mid-word starts, strides
+        expected = python_fingerprint(raw_bytes(view))
+        assert adapter.fingerprint(view) == device_path(view) == expected
+    assert adapter.fingerprint(torch.zeros(0)) == device_path(torch.zeros(3))[:0] + "0" * 32
+
+
+def test_xor_dump_fingerprints_inputs_parameters_and_gradients(tmp_path):
+    torch.manual_seed(0)
+    model = MLP()
+    twin = copy.deepcopy(model)
+    x = batch_for(model, 0)
+    twin(x).pow(2).mean().backward()  # the gradients, recomputed without the tool
+    weight_before = python_fingerprint(raw_bytes(model.fc1.weight))
+    root = run_dump(tmp_path, model, level="mix", section={"summary_mode": "xor"})
+    dump = load_rank(root)[0]["data"]
+    descs = tensor_descriptors(dump)
+    assert descs and all(len(d["xor"]) == 32 and d["Max"] is not None for d in descs)
+    assert all("md5" not in d for d in descs)
+    linear = dump["Functional.linear.0.forward"]["input_args"]
+    assert linear[0]["xor"] == python_fingerprint(raw_bytes(x))
+    assert linear[1]["xor"] == weight_before
+    grads = dump["Module.fc1.Linear.parameters_grad"]
+    assert grads["weight"][0]["xor"] == python_fingerprint(raw_bytes(twin.fc1.weight.grad))
+    assert grads["bias"][0]["xor"] == python_fingerprint(raw_bytes(twin.fc1.bias.grad))
+
+
+def test_inputs_are_fingerprinted_before_an_in_place_call(tmp_path):
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1", {"summary_mode": "xor"}))
+    x = torch.randn(4, 5)
+    before = python_fingerprint(raw_bytes(x))
+    debugger.start()
+    x.add_(1.0)
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    dump = load_rank(tmp_path / "dump")[0]["data"]
+    (name,) = [n for n in dump if "add_" in n]
+    assert dump[name]["input_args"][0]["xor"] == before
+    assert dump[name]["output"][0]["xor"] == python_fingerprint(raw_bytes(x))
+
+
+def test_xor_dump_at_l2_fingerprints_aten_ops(tmp_path):
+    torch.manual_seed(0)
+    root = run_dump(tmp_path, MLP(), level="L2", section={"summary_mode": "xor"})
+    dump = load_rank(root)[0]["data"]
+    assert any(name.startswith("Aten.") for name in dump)
+    descs = tensor_descriptors(dump)
+    assert descs and all(len(d["xor"]) == 32 for d in descs)
+    json.dumps(dump)
