@@ -32,9 +32,9 @@ class Baseline(Task):
 
     saves_tensors = True
 
-    def __init__(self, collector):
-        super().__init__(collector)
-        config = collector.config
+    def __init__(self, context):
+        super().__init__(context)
+        config = context.config
         if config.summary_mode != FINGERPRINT_KEY:
             raise ConfigError("statistics.bench_path (baseline mode) needs summary_mode 'xor'.")
         self.bench_path = config.section.get("bench_path")
@@ -46,8 +46,8 @@ class Baseline(Task):
         self.sink.append((tensor, file_name, desc))  # no copy yet: most calls match the good run
 
     def _bench_data(self):
-        collector = self.collector
-        key = (collector.current_step, collector.rank)
+        context = self.context
+        key = (context.current_step, context.rank)
         if key not in self._bench:
             path = self.bench_path
             if os.path.isdir(path):
@@ -64,18 +64,18 @@ class Baseline(Task):
     def admit(self, record):
         if self.count >= self.limit or record.name not in (bench := self._bench_data()):
             return True
-        collector = self.collector
-        collector.records.resolve()  # fingerprints still on a device are needed now
+        context = self.context
+        context.resolve()  # fingerprints still on a device are needed now
         if _prints(record.entry) == _prints(bench[record.name]):
             return True
-        adapter = collector.adapter
+        adapter = context.adapter
         for tensor, file_name, desc in record.tensors:
             now = adapter.fingerprint(tensor)
             if now is not None and type(now) is not str:  # still on a device
                 now = adapter.resolve_fingerprints([now])[0]
             if now == desc.get(FINGERPRINT_KEY):
                 desc["data_name"] = file_name
-                collector.save_tensor_file(tensor, file_name)
+                context.save(tensor, file_name)
         if isinstance(record.entry, dict):
             record.entry["bench_differs"] = True
         self.count += 1
