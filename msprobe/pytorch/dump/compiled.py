@@ -11,8 +11,12 @@ dump window each region is rerouted:
 - L0/mix: the module hooks are wrapped in `torch._dynamo.disable`, and the region runs through its
   own compile of the original module with the user's backend (`WindowBackend`, a distinct backend
   object, hence a distinct Dynamo cache: the user's compiled graph stays as it was outside the
-  window). Dynamo breaks the graph at every hooked module boundary, so each module's recorded
-  output is the output of compiled code. That compile is kept for later windows (no recompiles);
+  window; `isolate_recompiles` keeps the frames it resumes after each break, shared code such as a
+  decorator's wrapper, from counting against the recompile limit of other models). Dynamo breaks
+  the graph at every hooked module boundary, so each module's recorded output is the output of
+  compiled code. That compile is kept for later windows (no recompiles). The price: fusion across
+  module boundaries is lost in the window, so in bf16/fp16 a dumped step may round where the
+  user's fused graph would not (fp32 steps were bit-identical in our tests);
 - L1/L2: the TorchFunctionMode / TorchDispatchMode is taken off the stack while the region runs, so
   the region runs the user's own compiled graph, unobserved call by call; the dump says so once in
   the log and under "compiled_regions" in dump.json.
@@ -105,7 +109,7 @@ def _window_compile(region, original):
 
             backend = lookup_backend(backend)
         cached = torch.compile(original.__call__ if is_optimized(region) else original._call_impl,
-                               backend=WindowBackend(backend))
+                               backend=WindowBackend(backend), isolate_recompiles=True)
         _WINDOW_COMPILES[region] = cached
     return cached
 
