@@ -168,3 +168,31 @@ def test_inductor_training_is_bit_identical_with_the_debugger_and_quiet(tmp_path
     assert not any(name.startswith(("Functional.linear", "Functional.layer_norm")) for name in l1["data"])
     assert any(name.startswith("Tensor.pow") for name in l1["data"])
     assert "user's compiled graph" in l1["compiled_regions"][0]["observed"]
+
+
+def test_l2_runs_the_users_compiled_graph_and_notes_it(tmp_path):
+    compiles = []
+
+    def counting_backend(graph_module, example_inputs):
+        compiles.append(graph_module)
+        return graph_module.forward
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    compiled = torch.compile(model, backend=counting_backend)
+    x = torch.randn(3, 8)
+    expected = compiled(x)
+    debugger = PrecisionDebugger(task="statistics", level="L2", dump_path=str(tmp_path), model=compiled)
+    with DynamoWatch() as watch:
+        for _ in range(2):
+            debugger.start()
+            out = compiled(x)
+            total = out.sum()
+            debugger.stop()
+            debugger.step()
+    debugger.close()
+    watch.check_quiet()
+    assert len(compiles) == 1 and torch.equal(out, expected)  # the user's graph, not an eager fallback
+    dump = json.loads((tmp_path / "step1" / "rank" / "dump.json").read_text())
+    assert list(dump["data"]) == ["Aten.sum.0.forward"] and total.item() == pytest.approx(expected.sum().item())
+    assert dump["compiled_regions"][0]["module"] == "<root>"
