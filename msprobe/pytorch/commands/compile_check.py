@@ -25,7 +25,10 @@ def run(args):
     target = runpy.run_path(script, run_name="__msprobe_compile_check__").get("compile_target")
     if not callable(target):
         raise CompileCheckError(f"{script} defines no function compile_target() returning (model, example_inputs).")
-    model, example_inputs = target()
+    result = target()
+    if not (isinstance(result, tuple) and len(result) == 2 and callable(result[0])):
+        raise CompileCheckError(f"compile_target() of {script} must return (model, example_inputs).")
+    model, example_inputs = result
     report = compile_check(model, example_inputs, backend=args.backend, output_path=args.output_path,
                            dump_graphs=args.dump_graphs, backward=not args.forward_only)
     first = report["first_departure"]

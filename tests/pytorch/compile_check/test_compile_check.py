@@ -87,3 +87,14 @@ def test_cli_runs_a_script_target_with_a_registered_backend(tmp_path):
     report = json.loads((tmp_path / "out" / RESULT_FILE).read_text())
     assert report["first_departure"]["module"] == GELU_PATH
     assert not any("backward" in row["call"] for row in report["ranking"])
+
+
+def test_cli_target_returning_something_else_is_one_error_line(tmp_path, capsys):
+    from msprobe.cli import main
+
+    script = tmp_path / "target.py"
+    script.write_text("def compile_target():\n    return 3\n")
+    code = main(["-f", "pytorch", "compile_check", "--script", str(script), "-o", str(tmp_path / "out")])
+    out = capsys.readouterr()
+    assert code != 0 and "Traceback" not in out.err + out.out
+    assert "must return (model, example_inputs)" in out.err + out.out
