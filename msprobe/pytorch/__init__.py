@@ -12,12 +12,13 @@ Nothing is hooked until `start()`.
 """
 
 __all__ = ["PrecisionDebugger", "seed_all", "module_dump", "module_dump_end", "compare", "compare_distributed",
-           "TrainerMon", "GradComparator"]
+           "TrainerMon", "GradComparator", "compile_check"]
 
 _LAZY = {"PrecisionDebugger": "msprobe.pytorch.debugger", "module_dump": "msprobe.pytorch.debugger",
          "module_dump_end": "msprobe.pytorch.debugger", "seed_all": "msprobe.pytorch.seed",
          "compare": "msprobe.pytorch.compare", "compare_distributed": "msprobe.pytorch.compare",
-         "TrainerMon": "msprobe.pytorch.monitor.trainer_mon", "GradComparator": "msprobe.core.monitor.grad_compare"}
+         "TrainerMon": "msprobe.pytorch.monitor.trainer_mon", "GradComparator": "msprobe.core.monitor.grad_compare",
+         "compile_check": "msprobe.pytorch.compile_check"}
 
 
 def __getattr__(name):

@@ -169,6 +169,7 @@ class DumpCollector:
         self.stacks = {}
         self.construct = {}
         self.debug_data = {}
+        self.compiled_regions: Dict[str, Any] = {}  # module name -> what of a compiled region was (not) observed
         self.module_stack: List[Any] = []  # ForwardCalls of the modules we are in, and Regions
         self.tensor_files.new_step()
         self.dirty = False
@@ -376,6 +377,12 @@ class DumpCollector:
                 self.construct[record.name] = record.parent
         self.dirty = True
 
+    def note_compiled_region(self, note: Dict[str, Any]) -> None:
+        """A compiled region ran in this step: dump.json says under "compiled_regions" what was observed."""
+        if note["module"] not in self.compiled_regions:
+            self.compiled_regions[note["module"]] = note
+            self.dirty = True
+
     def save_tensor_file(self, tensor: Any, file_name: str) -> None:
         """Snapshot `tensor` now and write it as dump_tensor_data/`file_name` of this step."""
         self.tensor_files.save(tensor, file_name, self.current_step, self.rank)
@@ -405,6 +412,8 @@ class DumpCollector:
                                "dump_data_dir": data_dir, "data": data},
                  "stack.json": dict(self.stacks),
                  "construct.json": dict(self.construct)}
+        if self.compiled_regions:  # a key beside 1.2.1's: readers of the 1.2.1 layout ignore it
+            files["dump.json"]["compiled_regions"] = list(self.compiled_regions.values())
         if self.debug_data:
             files["debug.json"] = {"task": task, "level": "debug", "framework": framework,
                                    "dump_data_dir": data_dir, "data": dict(self.debug_data)}

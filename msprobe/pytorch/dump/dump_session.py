@@ -31,12 +31,16 @@ class TorchDumpSession:
         wants = collector.config.wants
         self.track_grads = wants("backward", "input") or wants("backward", "output")
         self.api_mode = self.aten_mode = self.module_hooks = self.exclusive = None
+        from msprobe.pytorch.dump.compiled import CompiledRegions, find_regions
+
+        self.regions = find_regions(models)
         with self.hooks.installing():
             self.hooks.callback(self.tracker.remove)  # undone last: pending backward entries are flushed
             if level in ("L0", "mix"):
                 from msprobe.pytorch.dump.module_hooks import ModuleHooks
 
-                self.module_hooks = ModuleHooks(collector, self.tracker, self.paused, self.track_grads)
+                self.module_hooks = ModuleHooks(collector, self.tracker, self.paused, self.track_grads,
+                                                outside_dynamo=bool(self.regions))
                 self.module_hooks.install(models, self.hooks)
             if level == "mix":
                 install_optimizer_parent(collector, self.hooks)
@@ -50,6 +54,11 @@ class TorchDumpSession:
                 from msprobe.pytorch.dump.aten_hooks import AtenDumpMode
 
                 self.aten_mode = self.hooks.enter(AtenDumpMode(collector, self.reentrancy))
+            if self.regions:
+                CompiledRegions(collector, self.regions, level in ("L0", "mix"), self._modes).install(self.hooks)
+
+    def _modes(self):
+        return [mode for mode in (self.api_mode, self.aten_mode) if mode is not None]
 
     @contextlib.contextmanager
     def paused(self):
@@ -69,7 +78,8 @@ class TorchDumpSession:
         self.dump_all()
         exclusive = HookSession()
         with exclusive.installing():
-            ModuleHooks(self.collector, self.tracker, self.paused, self.track_grads, only=module).install(
+            ModuleHooks(self.collector, self.tracker, self.paused, self.track_grads, only=module,
+                        outside_dynamo=bool(self.regions)).install(
                 module, exclusive, root_name=module_name)
             if self.module_hooks is not None:
                 exclusive.patch(self.module_hooks, "only", _NOBODY)  # every other module stays silent

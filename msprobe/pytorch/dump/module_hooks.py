@@ -5,10 +5,15 @@ own parameters, its backward as "Module.{path}.{Cls}.backward.{n}" (through Grad
 full backward hooks: those wrap outputs in a custom Function and break in-place ops on them), and
 the gradients of its parameters as "Module.{path}.{Cls}.parameters_grad". Every hook is kept as
 a RemovableHandle registered in the session's HookSession, which removes it at stop().
+Under torch.compile the names are the eager ones (no `_orig_mod.`), the OptimizedModule wrapper
+itself is no entry, and with `outside_dynamo` every hook is kept out of Dynamo's trace (see
+dump/compiled.py).
 """
 import sys
 
 import torch
+
+from msprobe.pytorch.dump.compiled import eager_name, is_optimized
 
 __all__ = ["ModuleHooks"]
 
@@ -16,7 +21,7 @@ __all__ = ["ModuleHooks"]
 class ModuleHooks:
     """Installs the hooks on `models` (a module or a list of modules)."""
 
-    def __init__(self, collector, tracker, pause, track_grads=True, only=None):
+    def __init__(self, collector, tracker, pause, track_grads=True, only=None, outside_dynamo=False):
         self.collector = collector
         self.tracker = tracker
         self.pause = pause
@@ -24,6 +29,8 @@ class ModuleHooks:
         self.session = None
         self.calls = {}
         self.only = only  # module_dump: the single module allowed to record
+        # compiled regions: Dynamo calls the hooks (graph break) instead of tracing them
+        self.wrap = _outside_dynamo if outside_dynamo else (lambda hook: hook)
 
     def install(self, models, session, root_name=None):
         """Hook every submodule of `models` (only `models` itself as `root_name` when given); the
@@ -33,6 +40,9 @@ class ModuleHooks:
         models = models if isinstance(models, (list, tuple)) else [models]
         for model_index, model in enumerate(models):
             for path, module in model.named_modules():
+                if is_optimized(module):
+                    continue  # a torch.compile wrapper: its _orig_mod is the module
+                path = eager_name(path)
                 if root_name is not None:
                     if module is not model:
                         continue
@@ -46,12 +56,13 @@ class ModuleHooks:
 
     def _hook(self, module, key):
         add = self.session.add_handle
-        add(module.register_forward_pre_hook(self._pre_hook(key), with_kwargs=True))
+        wrap = self.wrap
+        add(module.register_forward_pre_hook(wrap(self._pre_hook(key)), with_kwargs=True))
         # always_call: a forward that raises still closes its call (module stack, scope ranges)
-        add(module.register_forward_hook(self._post_hook(key), with_kwargs=True, always_call=True))
+        add(module.register_forward_hook(wrap(self._post_hook(key)), with_kwargs=True, always_call=True))
         for name, param in module.named_parameters(recurse=False):
             if param.requires_grad:
-                add(param.register_post_accumulate_grad_hook(self._param_hook(key, name)))
+                add(param.register_post_accumulate_grad_hook(wrap(self._param_hook(key, name))))
 
     def _pre_hook(self, key):
         def pre_hook(module, args, kwargs):
@@ -105,3 +116,7 @@ class ModuleHooks:
                 with self.pause():
                     self.collector.guard.call(key, self.collector.parameters_grad, key, name, param.grad)
         return on_grad
+
+
+def _outside_dynamo(hook):
+    return torch._dynamo.disable(hook)

@@ -1,0 +1,171 @@
+"""Compiled regions (torch.compile) under the dump: observed at their module boundaries, run compiled.
+
+A region is a module wrapped by `torch.compile(module)` (an OptimizedModule, whose submodules sit
+under `_orig_mod.`) or compiled in place by `module.compile()`. Without care, Dynamo traces our hooks
+and modes into the graph (recompiles at every step, warnings, eager fallback), or, when the region was
+compiled before start(), ignores hooks added later (it does not guard on module hooks). So during a
+dump window each region is rerouted:
+
+- module names are the eager names (`eager_name` drops `_orig_mod.`), so an eager dump and a
+  compiled dump pair row by row;
+- L0/mix: the module hooks are wrapped in `torch._dynamo.disable`, and the region runs through its
+  own compile of the original module with the user's backend (`WindowBackend`, a distinct backend
+  object, hence a distinct Dynamo cache: the user's compiled graph stays as it was outside the
+  window; `isolate_recompiles` keeps the frames it resumes after each break, shared code such as a
+  decorator's wrapper, from counting against the recompile limit of other models). Dynamo breaks
+  the graph at every hooked module boundary, so each module's recorded output is the output of
+  compiled code. That compile is kept for later windows (no recompiles). The price: fusion across
+  module boundaries is lost in the window, so in bf16/fp16 a dumped step may round where the
+  user's fused graph would not (fp32 steps were bit-identical in our tests);
+- L1/L2: the TorchFunctionMode / TorchDispatchMode is taken off the stack while the region runs, so
+  the region runs the user's own compiled graph, unobserved call by call; the dump says so once in
+  the log and under "compiled_regions" in dump.json.
+"""
+import contextlib
+import sys
+import weakref
+
+import torch
+
+from msprobe.core.log import logger
+
+__all__ = ["eager_name", "is_optimized", "find_regions", "CompiledRegions", "WindowBackend", "user_backend"]
+
+_ORIG = "_orig_mod"
+_WINDOW_COMPILES = weakref.WeakKeyDictionary()  # region module -> its window compile (kept across windows)
+_LOGGED = set()  # region names already announced in the log (once per process)
+
+
+def eager_name(path):
+    """`path` of named_modules() without the `_orig_mod` segments torch.compile inserts."""
+    if _ORIG not in path:
+        return path
+    return ".".join(part for part in path.split(".") if part != _ORIG)
+
+
+def is_optimized(module):
+    """Whether `module` is torch.compile's wrapper (without importing Dynamo when nothing was compiled)."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    return eval_frame is not None and isinstance(module, eval_frame.OptimizedModule)
+
+
+def find_regions(models):
+    """[(eager path, module)] of the compiled regions in `models` (a module or a list)."""
+    if "torch._dynamo.eval_frame" not in sys.modules:
+        return []  # nothing can have been compiled
+    models = models if isinstance(models, (list, tuple)) else [models]
+    regions = []
+    for model in models:
+        if not isinstance(model, torch.nn.Module):
+            continue
+        for path, module in model.named_modules():
+            if is_optimized(module) or getattr(module, "_compiled_call_impl", None) is not None:
+                regions.append((eager_name(path), module))
+    return regions
+
+
+def user_backend(region):
+    """The backend `region` was compiled with (the callable or the string torch.compile was given)."""
+    if is_optimized(region):
+        backend = region.dynamo_ctx.callback
+    else:
+        backend = region._compiled_call_impl
+        backend = getattr(backend, "_torchdynamo_orig_callable", backend)
+        context = getattr(region._compiled_call_impl, "_torchdynamo_inline", None)
+        backend = getattr(context, "callback", backend)
+    for _ in range(8):  # Dynamo wraps the backend in a few layers, each naming the one inside
+        inner = getattr(backend, "_torchdynamo_orig_backend", None)
+        if inner is None or inner is backend:
+            break
+        backend = inner
+    return backend
+
+
+class WindowBackend:
+    """The user's backend under another identity: Dynamo keeps separate caches per backend object."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.compiler_name = getattr(backend, "compiler_name", None) or str(backend)
+
+    def __call__(self, graph_module, example_inputs):
+        return self.backend(graph_module, example_inputs)
+
+
+def backend_name(backend):
+    name = getattr(backend, "compiler_name", None)
+    if isinstance(name, str):
+        return name
+    return backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
+
+
+def _window_compile(region, original):
+    """The compiled callable of `original` (the region's eager module) used during dump windows."""
+    cached = _WINDOW_COMPILES.get(region)
+    if cached is None:
+        backend = user_backend(region)
+        if isinstance(backend, str):
+            from torch._dynamo.backends.registry import lookup_backend
+
+            backend = lookup_backend(backend)
+        cached = torch.compile(original.__call__ if is_optimized(region) else original._call_impl,
+                               backend=WindowBackend(backend), isolate_recompiles=True)
+        _WINDOW_COMPILES[region] = cached
+    return cached
+
+
+class CompiledRegions:
+    """Reroutes the compiled regions of `models` for one dump window (see the module docstring)."""
+
+    def __init__(self, collector, regions, module_level, modes):
+        self.collector = collector
+        self.regions = regions
+        self.module_level = module_level  # L0/mix: run through the window compile with hooks seen
+        self.modes = modes  # () -> [(mode, pop_context_factory)] currently entered by the session
+
+    def install(self, session):
+        for name, region in self.regions:
+            original = region._orig_mod if is_optimized(region) else region
+            compiled = _window_compile(region, original) if self.module_level else None
+            note = self._note(name or "<root>", region)
+            if is_optimized(region):
+                session.patch(region, "forward", self._wrap(region.forward, compiled, note))
+            else:
+                session.patch(region, "_compiled_call_impl", self._wrap(region._compiled_call_impl, compiled, note))
+
+    def _note(self, name, region):
+        if self.module_level:
+            observed = ("each hooked module's inputs and compiled outputs (Dynamo breaks the graph at every "
+                        "module boundary during the dump window)")
+        else:
+            observed = "the calls around the region; the region itself ran the user's compiled graph"
+        return {"module": name, "backend": str(backend_name(user_backend(region))), "observed": observed,
+                "not_observed": "the API/ATen calls inside the compiled graph, call by call"}
+
+    def _wrap(self, users_call, compiled, note):
+        collector, modes = self.collector, self.modes
+
+        def compiled_region_call(*args, **kwargs):
+            if collector.active:
+                collector.note_compiled_region(note)
+                if note["module"] not in _LOGGED:
+                    _LOGGED.add(note["module"])
+                    logger.info(f"msprobe: module '{note['module']}' ran compiled ({note['backend']}); "
+                                f"recorded: {note['observed']}; not recorded call by call: {note['not_observed']}.")
+            with _modes_off(modes()):
+                return (compiled or users_call)(*args, **kwargs)
+
+        return compiled_region_call
+
+
+@contextlib.contextmanager
+def _modes_off(modes):
+    """Our TorchFunctionMode / TorchDispatchMode off the stack (when on top), back after."""
+    with contextlib.ExitStack() as stack:
+        for mode in modes:
+            if isinstance(mode, torch.overrides.TorchFunctionMode):
+                if torch.overrides._get_current_function_mode() is mode:
+                    stack.enter_context(torch.overrides._pop_mode_temporarily())
+            elif torch.utils._python_dispatch._get_current_dispatch_mode() is mode:
+                stack.enter_context(torch.utils._python_dispatch._pop_mode_temporarily())
+        yield

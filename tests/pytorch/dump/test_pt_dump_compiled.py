@@ -1,0 +1,198 @@
+"""Dumping a torch.compile'd model: eager names, compiled outputs at module boundaries, no Dynamo
+recompiles or warnings caused by msprobe, training bit-identical with and without the debugger."""
+import json
+import logging
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from msprobe.core.compare.advisor import find_suspect
+from msprobe.core.compare.load import load_dump
+from msprobe.core.compare.runner import compare_tables
+from msprobe.pytorch import PrecisionDebugger
+
+GELU_MODULE = "Module.encoder.layer.0.intermediate.intermediate_act_fn.GELUActivation.forward.0"
+
+
+def tiny_bert():
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16, hidden_act="gelu",
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, attn_implementation="eager")
+    return BertModel(config)
+
+
+def tanh_gelu_backend(graph_module, example_inputs):
+    """A faulty "compiler": the graph runs eagerly, but its exact GELUs use the tanh approximation."""
+    changed = 0
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target in (F.gelu, torch._C._nn.gelu):
+            node.kwargs = {**node.kwargs, "approximate": "tanh"}
+            changed += 1
+    graph_module.recompile()
+    tanh_gelu_backend.changed += changed
+    return graph_module.forward
+
+
+tanh_gelu_backend.changed = 0
+
+
+class DynamoWatch:
+    """Dynamo's recompile counter, Python warnings and torch._dynamo log records while active."""
+
+    def __enter__(self):
+        from torch._dynamo.utils import counters
+
+        self.counters = counters
+        self.before = sum(counters["recompiles"].values())
+        self.records = []
+        handler = logging.Handler(logging.WARNING)
+        handler.emit = self.records.append
+        self.handler = handler
+        logging.getLogger("torch._dynamo").addHandler(handler)
+        self.catch = warnings.catch_warnings(record=True)
+        self.warnings = self.catch.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc):
+        self.catch.__exit__(*exc)
+        logging.getLogger("torch._dynamo").removeHandler(self.handler)
+
+    def check_quiet(self):
+        assert sum(self.counters["recompiles"].values()) == self.before
+        assert [r.getMessage() for r in self.records] == []
+        assert [str(w.message) for w in self.warnings] == []
+
+
+def _dump(model, ids, path, level="L0", steps=2):
+    debugger = PrecisionDebugger(task="statistics", level=level, dump_path=str(path), model=model)
+    for _ in range(steps):
+        debugger.start()
+        model(ids).last_hidden_state.sum().backward()
+        debugger.stop()
+        debugger.step()
+    debugger.close()
+    return [json.loads((path / f"step{step}" / "rank" / "dump.json").read_text()) for step in range(steps)]
+
+
+@pytest.fixture(scope="module")
+def bert_dumps(tmp_path_factory):
+    """An eager dump and a dump of the same BERT compiled with tanh_gelu_backend (compiled before start())."""
+    root = tmp_path_factory.mktemp("compiled")
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(1))
+    eager = _dump(tiny_bert(), ids, root / "eager")
+    model = tiny_bert()
+    compiled = torch.compile(model, backend=tanh_gelu_backend)
+    compiled(ids).last_hidden_state.sum().backward()  # the user's own graph exists before the dump
+    with DynamoWatch() as watch:
+        dumps = _dump(compiled, ids, root / "compiled")
+    return root, eager, dumps, watch
+
+
+def test_compiled_dump_has_the_eager_names_row_by_row(bert_dumps):
+    _, eager, compiled, watch = bert_dumps
+    for step in range(2):
+        assert list(compiled[step]["data"]) == list(eager[step]["data"])
+        assert not any("_orig_mod" in name or "OptimizedModule" in name for name in compiled[step]["data"])
+    assert GELU_MODULE in compiled[0]["data"]
+    watch.check_quiet()
+
+
+def test_compiled_dump_names_the_changed_module_first(bert_dumps):
+    root, eager, compiled, _ = bert_dumps
+    assert tanh_gelu_backend.changed >= 2  # the user's graph and the dump window's graph piece
+    gelu = compiled[0]["data"][GELU_MODULE]
+    # the recorded output is the tanh approximation of the recorded input, not the exact GELU of eager
+    assert gelu["output"][0]["Max"] != eager[0]["data"][GELU_MODULE]["output"][0]["Max"]
+    assert gelu["input_args"][0] == eager[0]["data"][GELU_MODULE]["input_args"][0]
+    records = compare_tables(load_dump(str(root / "compiled" / "step0" / "rank" / "dump.json")),
+                             load_dump(str(root / "eager" / "step0" / "rank" / "dump.json")))
+    suspect = find_suspect(records)
+    assert suspect is not None and suspect.entry == GELU_MODULE and suspect.kind == "cause"
+
+
+def test_compiled_region_is_noted_once_in_dump_json(bert_dumps):
+    _, eager, compiled, _ = bert_dumps
+    assert "compiled_regions" not in eager[0]
+    for step in range(2):
+        (note,) = compiled[step]["compiled_regions"]
+        assert note["module"] == "<root>" and note["backend"] == "tanh_gelu_backend"
+        assert "inside the compiled graph" in note["not_observed"]
+
+
+def _train_compiled(level, dump_path):
+    """3 SGD steps of a compiled model (inductor); with `level` under the debugger at every step."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 4))
+    compiled = torch.compile(model, backend="inductor")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    debugger = None
+    if level:
+        debugger = PrecisionDebugger(task="statistics", level=level, dump_path=str(dump_path), model=compiled)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        x = torch.randn(5, 8, generator=generator)
+        if debugger:
+            debugger.start()
+        compiled(x).pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if debugger:
+            debugger.stop()
+            debugger.step()
+    if debugger:
+        debugger.close()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_inductor_training_is_bit_identical_with_the_debugger_and_quiet(tmp_path):
+    plain = _train_compiled(None, None)
+    eager_outputs = {}
+    for level in ("L0", "mix", "L1"):
+        with DynamoWatch() as watch:
+            debugged = _train_compiled(level, tmp_path / level)
+        watch.check_quiet()
+        assert all(torch.equal(a, b) for a, b in zip(plain, debugged)), level
+        eager_outputs[level] = json.loads((tmp_path / level / "step2" / "rank" / "dump.json").read_text())
+    l0 = eager_outputs["L0"]["data"]
+    assert list(l0)[:4] == ["Module.0.Linear.forward.0", "Module.0.Linear.parameters_grad",
+                            "Module.1.LayerNorm.forward.0", "Module.1.LayerNorm.parameters_grad"]
+    # L1: the region ran the user's graph, unobserved inside; calls around it are recorded
+    l1 = eager_outputs["L1"]
+    assert not any(name.startswith(("Functional.linear", "Functional.layer_norm")) for name in l1["data"])
+    assert any(name.startswith("Tensor.pow") for name in l1["data"])
+    assert "user's compiled graph" in l1["compiled_regions"][0]["observed"]
+
+
+def test_l2_runs_the_users_compiled_graph_and_notes_it(tmp_path):
+    compiles = []
+
+    def counting_backend(graph_module, example_inputs):
+        compiles.append(graph_module)
+        return graph_module.forward
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    compiled = torch.compile(model, backend=counting_backend)
+    x = torch.randn(3, 8)
+    expected = compiled(x)
+    debugger = PrecisionDebugger(task="statistics", level="L2", dump_path=str(tmp_path), model=compiled)
+    with DynamoWatch() as watch:
+        for _ in range(2):
+            debugger.start()
+            out = compiled(x)
+            total = out.sum()
+            debugger.stop()
+            debugger.step()
+    debugger.close()
+    watch.check_quiet()
+    assert len(compiles) == 1 and torch.equal(out, expected)  # the user's graph, not an eager fallback
+    dump = json.loads((tmp_path / "step1" / "rank" / "dump.json").read_text())
+    assert list(dump["data"]) == ["Aten.sum.0.forward"] and total.item() == pytest.approx(expected.sum().item())
+    assert dump["compiled_regions"][0]["module"] == "<root>"
