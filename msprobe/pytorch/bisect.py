@@ -1,26 +1,16 @@
 """PyTorch side of precision bisection: run the user's `bisect_target()` with chosen modules upcast to float32
 (inputs cast up, outputs cast back to the dtype that came in), one fresh target per trial."""
-import runpy
 from typing import Any, Callable, FrozenSet, List, Tuple
 
 from msprobe.core.bisect.run import ROOT, BisectError, bisect
-from msprobe.core.paths import check_path
+from msprobe.core.user_script import call_user_function, load_script_function
 
 __all__ = ["load_target", "upcast_modules", "run_bisect"]
 
 
 def load_target(script: str) -> Callable[[], Tuple[Any, Callable[[], float]]]:
     """The script's `bisect_target` (the script is the user's own code: it runs, as their training would)."""
-    script = check_path(script, kind="file", what="--script")
-    try:
-        namespace = runpy.run_path(script, run_name="__msprobe_bisect__")
-    except Exception as exc:  # the user's script failed: say where, in one line
-        raise BisectError(f"{script} failed while loading: {type(exc).__name__}: "
-                          f"{' '.join(str(exc).split())[:200]}") from None
-    target = namespace.get("bisect_target")
-    if not callable(target):
-        raise BisectError(f"{script} defines no function bisect_target() returning (model, evaluate).")
-    return target
+    return load_script_function(script, "bisect_target", "(model, evaluate)", BisectError)
 
 
 def _cast(value, dtype, only_from=None):
@@ -77,11 +67,7 @@ def run_bisect(script: str, output_dir: str, tolerance=None):
     def trial(names: FrozenSet[str]) -> float:
         model, evaluate = _fresh(target)
         upcast_modules(model, names)
-        try:
-            return evaluate()
-        except Exception as exc:  # the user's evaluate() failed: which trial, in one line
-            raise BisectError(f"evaluate() failed with {sorted(names) or 'nothing'} upcast: {type(exc).__name__}: "
-                              f"{' '.join(str(exc).split())[:200]}") from None
+        return call_user_function(evaluate, f"evaluate() with {sorted(names) or 'nothing'} upcast", BisectError)
 
     model, _ = _fresh(target)
     top_level = [name for name, _ in model.named_children()]
@@ -92,10 +78,7 @@ def run_bisect(script: str, output_dir: str, tolerance=None):
 
 
 def _fresh(target):
-    try:
-        made = target()
-    except Exception as exc:
-        raise BisectError(f"bisect_target() failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
+    made = call_user_function(target, "bisect_target()", BisectError)
     if not (isinstance(made, tuple) and len(made) == 2 and callable(made[1])):
         raise BisectError("bisect_target() must return (model, evaluate), evaluate a function returning a float.")
     return made

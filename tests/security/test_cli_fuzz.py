@@ -178,6 +178,10 @@ def _config_check(tmp, broken):
     return ["-c", _write(tmp, "a.zip", broken), _write(tmp, "b.zip", broken), "-o", os.path.join(tmp, "out")]
 
 
+def _compile_check(tmp, broken):
+    return ["--script", _write(tmp, "target.py", broken), "-o", os.path.join(tmp, "out")]
+
+
 def _bisect(tmp, broken):
     return ["--script", _write(tmp, "target.py", broken), "-o", os.path.join(tmp, "out")]
 
@@ -198,6 +202,7 @@ VARIANTS = {
     "ckpt_compare": {"file": _ckpt_compare, "safetensors": _ckpt_compare_safetensors, "index": _ckpt_compare_index},
     "config_check": {"pack": _config_check},
     "bisect": {"script": _bisect},
+    "compile_check": {"script": _compile_check},
 }
 
 # (framework, command, variant, corpus item) -> why it still fails; reported to the command's owner
@@ -216,11 +221,12 @@ CASES = [(framework, command, variant)
 
 
 INTERACTIVE = ("parse",)  # a session reading commands from stdin: fuzzed by test_parse_session_survives_...
+NO_INPUT_FILE = ("config",)  # prints the config reference: reads no file
 
 
 def test_every_command_has_a_fuzz_entry():
     missing = sorted({(framework, command) for framework in FRAMEWORKS for command in available_commands(framework)
-                      if command not in VARIANTS and command not in INTERACTIVE})
+                      if command not in VARIANTS and command not in INTERACTIVE + NO_INPUT_FILE})
     assert not missing, f"add how to feed these commands a broken file: {missing}"
 
 

@@ -16,16 +16,12 @@ def add_arguments(parser):
 
 
 def run(args):
-    import runpy
-
-    from msprobe.core.paths import check_path
+    from msprobe.core.user_script import call_user_function, load_script_function
     from msprobe.pytorch.compile_check import CompileCheckError, compile_check
 
-    script = check_path(args.script, kind="file", what="--script")
-    target = runpy.run_path(script, run_name="__msprobe_compile_check__").get("compile_target")
-    if not callable(target):
-        raise CompileCheckError(f"{script} defines no function compile_target() returning (model, example_inputs).")
-    result = target()
+    script = args.script
+    target = load_script_function(script, "compile_target", "(model, example_inputs)", CompileCheckError)
+    result = call_user_function(target, "compile_target()", CompileCheckError)
     if not (isinstance(result, tuple) and len(result) == 2 and callable(result[0])):
         raise CompileCheckError(f"compile_target() of {script} must return (model, example_inputs).")
     model, example_inputs = result
