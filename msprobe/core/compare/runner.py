@@ -14,6 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from msprobe.core.compare.advisor import find_suspect, write_advisor
+from msprobe.core.compare.job_summary import job_summary, job_summary_text, pair_summary, step_rank_of, write_job_summary
 from msprobe.core.compare.load import MODE_MD5, DumpTable, detect_mode, load_dump, load_stack
 from msprobe.core.compare.mapping import NameMapper, load_mapping_file
 from msprobe.core.compare.match import match_rows
@@ -53,11 +54,13 @@ class CompareOptions:
 @dataclass
 class CompareOutcome:
     """What one compare wrote: the report, the advisor file (None with -c or md5), the report table
-    (`result`, a render.CompareResult; None for ranks compared in worker processes) and the records."""
+    (`result`, a render.CompareResult) and the records (both None for every pair of a many-pair compare), and
+    `summary` (job_summary.pair_summary: counts and suspect, kept for every pair)."""
     xlsx_path: str
     advisor_path: Optional[str]
     result: object
     records: Optional[CompareRecords] = None
+    summary: Optional[dict] = None
 
 
 def _mapping(value, what):
@@ -179,7 +182,8 @@ def compare_loaded(npu, bench, output_dir, options, name_tag=""):
         if options.is_print_compare_log:
             logger.info("advisor:\n%s", text.rstrip())
     logger.info("%s", summary_text(records, xlsx_path))
-    return CompareOutcome(xlsx_path, advisor_path, result, records)
+    summary = pair_summary(records, *step_rank_of(npu.path), report=xlsx_path)
+    return CompareOutcome(xlsx_path, advisor_path, result, records, summary)
 
 
 def _dump_json_in(directory):
@@ -251,12 +255,21 @@ def compare_dumps(npu_path, bench_path, output_dir, options=None):
     if options.stack_path:
         logger.warning("stack_path is ignored when comparing directories; each rank's stack.json is used.")
         options = replace(options, stack_path=None)
+    outcomes = _compare_pairs(pairs, output_dir, options)
+    job = job_summary(outcome.summary for outcome in outcomes)
+    path = write_job_summary(job, output_dir)
+    logger.info("%s\n  job summary: %s", job_summary_text(job), path)
+    return outcomes
+
+
+def _compare_pairs(pairs, output_dir, options):
+    """Every (tag, npu, bench) pair compared; worker processes keep only each pair's small summary."""
     if len(pairs) == 1:
         tag, npu_json, bench_json = pairs[0]
         return [compare_pair(npu_json, bench_json, output_dir, options, tag)]
     processes = min(len(pairs), options.processes or os.cpu_count() or 1)
     if processes <= 1:
-        return [compare_pair(n, b, output_dir, options, t) for t, n, b in pairs]
+        return [_drop_tables(compare_pair(n, b, output_dir, options, t)) for t, n, b in pairs]
     import multiprocessing
 
     from tqdm import tqdm
@@ -269,3 +282,9 @@ def compare_dumps(npu_path, bench_path, output_dir, options=None):
                              unit="rank", disable=not options.progress))
     finally:
         _PENDING_JOBS.clear()
+
+
+def _drop_tables(outcome):
+    """Memory stays flat over many pairs: the files and the summary are the output."""
+    outcome.result = outcome.records = None
+    return outcome

@@ -9,7 +9,7 @@ import pytest
 
 from msprobe.cli import main
 
-JOB = os.path.join(os.path.dirname(__file__), "nan_job.py")
+JOB = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "fixtures", "gloo_job.py")
 
 
 def _free_port():
