@@ -1,11 +1,11 @@
 """Make a synthetic whole-job compare input from one real dump: N ranks x S steps, jitter, optional faults.
 
-usage: python benchmarks/make_job_tree.py SRC_RANK_DIR OUT_ROOT --ranks N [--steps S] [--jitter J]
+usage: python benchmarks/make_job_tree.py SRC_RANK_DIR OUT_ROOT --ranks N [--steps S] [--jitter J (default 1e-8)]
            [--fault RANK:STEP:CALL[:FACTOR]] ...
 
 SRC_RANK_DIR holds a real dump.json (and stack.json / construct.json). OUT_ROOT gets
   bench/step{s}/rank{r}/   the source files as they are (hard links: one copy on disk)
-  npu/step{s}/rank{r}/     dump.json with every Max/Min/Mean/Norm multiplied by (1 + uniform(-J, J)),
+  npu/step{s}/rank{r}/     dump.json with every float tensor's Max/Min/Mean/Norm multiplied by (1 + uniform(-J, J)),
                            seeded by (step, rank), so reruns give the same tree; stack/construct linked
   compare.json             {"npu_path": OUT_ROOT/npu, "bench_path": OUT_ROOT/bench}
 A fault multiplies the output statistics of CALL (a dump.json entry name) on that rank and step by
@@ -24,6 +24,8 @@ STATS = ("Max", "Min", "Mean", "Norm")
 
 def _scaled(node, factor_of):
     if isinstance(node, dict):
+        if any(word in str(node.get("dtype", "")) for word in ("int", "bool")):
+            return node  # integer statistics stay exact, as a real run keeps them
         return {k: (v * factor_of() if k in STATS and isinstance(v, float) else _scaled(v, factor_of))
                 for k, v in node.items()}
     if isinstance(node, list):
@@ -45,7 +47,7 @@ def _link(src, dst):
         shutil.copyfile(src, dst)
 
 
-def make_tree(src_dir, out_root, ranks, steps=1, jitter=1e-6, faults=()):
+def make_tree(src_dir, out_root, ranks, steps=1, jitter=1e-8, faults=()):
     with open(os.path.join(src_dir, "dump.json"), encoding="utf-8") as handle:
         dump = json.load(handle)
     extras = [name for name in ("stack.json", "construct.json") if os.path.isfile(os.path.join(src_dir, name))]
@@ -81,7 +83,7 @@ def main():
     parser.add_argument("out_root")
     parser.add_argument("--ranks", type=int, required=True)
     parser.add_argument("--steps", type=int, default=1)
-    parser.add_argument("--jitter", type=float, default=1e-6)
+    parser.add_argument("--jitter", type=float, default=1e-8)
     parser.add_argument("--fault", type=_fault, action="append", default=[])
     args = parser.parse_args()
     start = time.time()
