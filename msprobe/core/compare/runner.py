@@ -48,6 +48,8 @@ class CompareOptions:
     progress: bool = True
     is_print_compare_log: bool = True
     timestamp: Optional[str] = None
+    engine: str = "local"  # directories: "local" (processes here) or "ray" (tasks on a Ray cluster)
+    address: Optional[str] = None  # Ray cluster address for engine "ray" (None: RAY_ADDRESS or "auto")
     extra: dict = field(default_factory=dict)
 
 
@@ -264,6 +266,10 @@ def compare_dumps(npu_path, bench_path, output_dir, options=None):
 
 def _compare_pairs(pairs, output_dir, options):
     """Every (tag, npu, bench) pair compared; worker processes keep only each pair's small summary."""
+    if options.engine == "ray":
+        from msprobe.core.compare.ray_engine import compare_pairs_on_ray
+
+        return compare_pairs_on_ray(pairs, output_dir, options, options.address)
     if len(pairs) == 1:
         tag, npu_json, bench_json = pairs[0]
         return [compare_pair(npu_json, bench_json, output_dir, options, tag)]
