@@ -158,6 +158,12 @@ def _code_mapping_dump(tmp, broken):
     return ["--ir", ir, "--dump_data", _write(tmp, "statistic.csv", broken), "--output", os.path.join(tmp, "out")]
 
 
+def _job_dump(tmp, broken):
+    for rank in (0, 1):
+        _write(os.path.join(tmp, "dump", "step0", f"rank{rank}"), "dump.json", broken)
+    return ["-i", os.path.join(tmp, "dump"), "-o", os.path.join(tmp, "out")]
+
+
 # variant -> how to write the argv; a (function, frameworks) pair when only some frameworks have the option
 VARIANTS = {
     "compare": {"compare.json": _compare_json, "dump.json": _compare_dump},
@@ -171,6 +177,8 @@ VARIANTS = {
     "grad_compare": {"summary csv": _grad_compare},
     "run_overflow_check": {"-api_info": _run_overflow_check},
     "code_mapping": {"--ir": _code_mapping_ir, "--dump_data": _code_mapping_dump},
+    "nan_analyze": {"dump root": _job_dump},
+    "trend": {"dump root": _job_dump},
 }
 
 # (framework, command, variant, corpus item) -> why it still fails; reported to the command's owner

@@ -92,7 +92,7 @@ def _read_data(path) -> dict:
     try:
         with open(path, encoding="utf-8") as handle:
             raw = json.load(handle)
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+    except (ValueError, RecursionError) as exc:  # JSON and UTF-8 errors are ValueErrors
         raise ParseError(f"dump file '{path}' cannot be read: {str(exc).splitlines()[0][:200]}") from None
     data = raw.get("data") if isinstance(raw, dict) else None
     if not isinstance(data, dict):
@@ -109,7 +109,7 @@ def scan_rank(where, rules: IgnoreRules) -> RankTrace:
     first_module = None
     for position, (name, entry) in enumerate(_read_data(where.dump_json).items()):
         if not isinstance(entry, dict):
-            continue
+            raise ParseError(f"dump file '{where.dump_json}': entry '{name}' is not an object.")
         if trace.first is None:
             role, call = _first_role(name, entry, rules)
             if role is not None:
