@@ -48,6 +48,7 @@ def test_store_holds_the_dumped_statistics_and_the_heatmap_names_step2(three_ste
         == [("Functional.linear.forward",)]
     assert sorted(con.execute("SELECT step, rank FROM ingested").fetchall()) == [(0, 0), (1, 0), (2, 0)]
     con.close()
+    assert (out / "trend.duckdb").stat().st_mode & 0o007 == 0
     png = (out / "trend_heatmap.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     page = (out / "trend_heatmap.html").read_text()

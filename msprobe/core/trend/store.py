@@ -24,6 +24,7 @@ from msprobe.core.compare.load import load_dump
 from msprobe.core.errors import UnsupportedError
 from msprobe.core.job_tree import job_folders
 from msprobe.core.naming import EntryName
+from msprobe.core.paths import FILE_MODE
 
 __all__ = ["TrendStore", "STATS", "TREND_FILE"]
 
@@ -68,6 +69,8 @@ class TrendStore:
 
     def close(self):
         self.con.close()
+        if os.path.isfile(self.path):
+            os.chmod(self.path, FILE_MODE)  # like every other msprobe output: not world-readable
 
     def query(self, sql: str, params=None):
         return self.con.execute(sql, params or []).df()
