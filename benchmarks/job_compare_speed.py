@@ -51,8 +51,11 @@ def measure(compare_json, out, processes):
     cmd = [sys.executable, "-m", "msprobe.cli", "-f", "pytorch", "compare", "-i", compare_json, "-o", out]
     if processes:
         cmd += ["-p", str(processes)]
+    os.makedirs(out, exist_ok=True)
+    log_path = os.path.join(out, "compare.log")
+    log = open(log_path, "w", encoding="utf-8")  # a file, not a pipe: a full pipe would block the child
     start = time.time()
-    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
     watched, peak = psutil.Process(child.pid), 0
     while child.poll() is None:
         try:
@@ -61,8 +64,10 @@ def measure(compare_json, out, processes):
             pass
         time.sleep(0.05)
     seconds = time.time() - start
+    log.close()
     if child.returncode != 0:
-        sys.exit(f"compare failed: {child.stderr.read()[-2000:]}")
+        with open(log_path, encoding="utf-8") as handle:
+            sys.exit(f"compare failed: {handle.read()[-2000:]}")
     with open(os.path.join(out, "job_summary.json"), encoding="utf-8") as handle:
         job = json.load(handle)
     reports = len(glob.glob(os.path.join(out, "compare_result_*.xlsx")))
