@@ -16,7 +16,11 @@ EXTRAS = {
     "mindspore": ["mindspore>=2.4", "numpy<2"],
     "test": ["pytest>=7", "pytest-timeout>=2", "ruff>=0.6", "mypy>=1.8", "transformers>=4.40", "tensorboard>=2.10",
              "tb-graph-ascend", "matplotlib>=3.5", "cryptography>=3.4", "safetensors>=0.4", "accelerate>=0.26",
-             "lightning>=2.0"],
+             "lightning>=2.0", "duckdb>=0.9", "ray>=2.9"],
+    # whole-job analyses: the trend store (trend.duckdb) and its heatmaps
+    "trend": ["duckdb>=0.9", "matplotlib>=3.5"],
+    # whole-job compare on an existing Ray cluster (--engine ray)
+    "ray": ["ray>=2.9"],
 }
 EXTRAS["all"] = sorted(set(EXTRAS["pytorch"] + EXTRAS["mindspore"]))
 # one-pass tensor statistics for the dump; optional: without a C compiler msprobe uses framework kernels

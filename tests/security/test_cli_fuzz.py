@@ -186,6 +186,12 @@ def _bisect(tmp, broken):
     return ["--script", _write(tmp, "target.py", broken), "-o", os.path.join(tmp, "out")]
 
 
+def _job_dump(tmp, broken):
+    for rank in (0, 1):
+        _write(os.path.join(tmp, "dump", "step0", f"rank{rank}"), "dump.json", broken)
+    return ["-i", os.path.join(tmp, "dump"), "-o", os.path.join(tmp, "out")]
+
+
 # variant -> how to write the argv; a (function, frameworks) pair when only some frameworks have the option
 VARIANTS = {
     "compare": {"compare.json": _compare_json, "dump.json": _compare_dump},
@@ -203,6 +209,8 @@ VARIANTS = {
     "config_check": {"pack": _config_check},
     "bisect": {"script": _bisect},
     "compile_check": {"script": _compile_check},
+    "nan_analyze": {"dump root": _job_dump},
+    "trend": {"dump root": _job_dump},
 }
 
 # (framework, command, variant, corpus item) -> why it still fails; reported to the command's owner

@@ -40,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser, help_texts: Optional[dict] = 
     parser.add_argument("-dm", "--data_mapping", default=None, help=texts["data_mapping"])
     parser.add_argument("-lm", "--layer_mapping", default=None, help=texts["layer_mapping"])
     parser.add_argument("-p", "--processes", type=int, default=None, help="worker processes (default: all cores)")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="dump roots: compare pairs in processes here (local) or as tasks on a Ray cluster")
+    parser.add_argument("--address", default=None, help="--engine ray: the cluster's address (default: auto)")
 
 
 def read_compare_json(path: str) -> dict:
@@ -62,7 +65,8 @@ def options_from_args(args, stack_path=None, print_log=True, entry_mapper=None):
                           fuzzy_match=args.fuzzy_match, diff_only=args.diff_only, data_mapping=args.data_mapping,
                           api_mapping=args.api_mapping, cell_mapping=args.cell_mapping,
                           layer_mapping=args.layer_mapping, processes=args.processes,
-                          is_print_compare_log=print_log, entry_mapper=entry_mapper)
+                          is_print_compare_log=print_log, entry_mapper=entry_mapper,
+                          engine=getattr(args, "engine", "local"), address=getattr(args, "address", None))
 
 
 def run(args, entry_mapper: Optional[Callable[[str], str]] = None,

@@ -15,6 +15,7 @@ import numpy as np
 
 from msprobe.core.compare.advisor import find_suspect, write_advisor
 from msprobe.core.compare.first_divergence import report_pairs
+from msprobe.core.compare.job_summary import job_summary, job_summary_text, pair_summary, step_rank_of, write_job_summary
 from msprobe.core.compare.load import MODE_MD5, DumpTable, detect_mode, load_dump, load_stack
 from msprobe.core.compare.mapping import NameMapper, load_mapping_file
 from msprobe.core.compare.match import match_rows
@@ -48,17 +49,21 @@ class CompareOptions:
     progress: bool = True
     is_print_compare_log: bool = True
     timestamp: Optional[str] = None
+    engine: str = "local"  # directories: "local" (processes here) or "ray" (tasks on a Ray cluster)
+    address: Optional[str] = None  # Ray cluster address for engine "ray" (None: RAY_ADDRESS or "auto")
     extra: dict = field(default_factory=dict)
 
 
 @dataclass
 class CompareOutcome:
     """What one compare wrote: the report, the advisor file (None with -c or md5), the report table
-    (`result`, a render.CompareResult; None for ranks compared in worker processes) and the records."""
+    (`result`, a render.CompareResult) and the records (both None for every pair of a many-pair compare), and
+    `summary` (job_summary.pair_summary: counts and suspect, kept for every pair)."""
     xlsx_path: str
     advisor_path: Optional[str]
     result: object
     records: Optional[CompareRecords] = None
+    summary: Optional[dict] = None
 
 
 def _mapping(value, what):
@@ -182,7 +187,8 @@ def compare_loaded(npu, bench, output_dir, options, name_tag=""):
     logger.info("%s", summary_text(records, xlsx_path))
     if options.is_print_compare_log:
         print_suspicious_rows(records, result.columns.get(SUSPICION) or [""] * len(records))
-    return CompareOutcome(xlsx_path, advisor_path, result, records)
+    summary = pair_summary(records, *step_rank_of(npu.path), report=xlsx_path)
+    return CompareOutcome(xlsx_path, advisor_path, result, records, summary)
 
 
 def _dump_json_in(directory):
@@ -240,14 +246,9 @@ def _run_one(index):
 
 
 def compare_dumps(npu_path, bench_path, output_dir, options=None):
-    """Compare NPU and bench dumps (files or directories); returns a list of CompareOutcome. Fingerprint dumps
-    (summary_mode xor / md5) also get first_divergence.json (see first_divergence.py)."""
-    outcomes, pairs = _compare_dumps(npu_path, bench_path, output_dir, options)
-    report_pairs(pairs, make_dir(output_dir, what="output_path"))
-    return outcomes
-
-
-def _compare_dumps(npu_path, bench_path, output_dir, options=None):
+    """Compare NPU and bench dumps (files or directories); returns a list of CompareOutcome. Directories also get
+    job_summary.json (job_summary.py); fingerprint dumps (summary_mode xor / md5) first_divergence.json
+    (first_divergence.py)."""
     options = options or CompareOptions()
     npu_path = check_path(npu_path, what="npu_path", allow_symlink=True)
     bench_path = check_path(bench_path, what="bench_path", allow_symlink=True)
@@ -255,19 +256,34 @@ def _compare_dumps(npu_path, bench_path, output_dir, options=None):
     if os.path.isfile(npu_path) != os.path.isfile(bench_path):
         raise CompareError("npu_path and bench_path must both be dump.json files or both be directories.")
     if os.path.isfile(npu_path):
-        return [compare_pair(npu_path, bench_path, output_dir, options)], [(npu_path, bench_path)]
+        outcomes = [compare_pair(npu_path, bench_path, output_dir, options)]
+        report_pairs([(npu_path, bench_path)], output_dir)
+        return outcomes
     pairs = find_rank_pairs(npu_path, bench_path)
-    json_pairs = [(n, b) for _, n, b in pairs]
     options = replace(options, timestamp=options.timestamp or time.strftime("%Y%m%d%H%M%S"))
     if options.stack_path:
         logger.warning("stack_path is ignored when comparing directories; each rank's stack.json is used.")
         options = replace(options, stack_path=None)
+    outcomes = _compare_pairs(pairs, output_dir, options)
+    job = job_summary(outcome.summary for outcome in outcomes)
+    path = write_job_summary(job, output_dir)
+    logger.info("%s\n  job summary: %s", job_summary_text(job), path)
+    report_pairs([(n, b) for _, n, b in pairs], output_dir)
+    return outcomes
+
+
+def _compare_pairs(pairs, output_dir, options):
+    """Every (tag, npu, bench) pair compared; worker processes keep only each pair's small summary."""
+    if options.engine == "ray":
+        from msprobe.core.compare.ray_engine import compare_pairs_on_ray
+
+        return compare_pairs_on_ray(pairs, output_dir, options, options.address)
     if len(pairs) == 1:
         tag, npu_json, bench_json = pairs[0]
-        return [compare_pair(npu_json, bench_json, output_dir, options, tag)], json_pairs
+        return [compare_pair(npu_json, bench_json, output_dir, options, tag)]
     processes = min(len(pairs), options.processes or os.cpu_count() or 1)
     if processes <= 1:
-        return [compare_pair(n, b, output_dir, options, t) for t, n, b in pairs], json_pairs
+        return [_drop_tables(compare_pair(n, b, output_dir, options, t)) for t, n, b in pairs]
     import multiprocessing
 
     from tqdm import tqdm
@@ -277,6 +293,12 @@ def _compare_dumps(npu_path, bench_path, output_dir, options=None):
     try:
         with multiprocessing.get_context("fork").Pool(processes) as pool:
             return list(tqdm(pool.imap(_run_one, range(len(pairs))), total=len(pairs), desc="compare ranks",
-                             unit="rank", disable=not options.progress)), json_pairs
+                             unit="rank", disable=not options.progress))
     finally:
         _PENDING_JOBS.clear()
+
+
+def _drop_tables(outcome):
+    """Memory stays flat over many pairs: the files and the summary are the output."""
+    outcome.result = outcome.records = None
+    return outcome

@@ -27,7 +27,7 @@ from msprobe.core.errors import MsprobeError
 from msprobe.core.log import logger
 from msprobe.core.paths import atomic_write_json
 
-__all__ = ["NanOrigin", "NaNProducerError", "IgnoreRules", "tensor_kinds", "ORIGIN_FILE"]
+__all__ = ["NanOrigin", "NaNProducerError", "IgnoreRules", "tensor_kinds", "call_role", "ORIGIN_FILE"]
 
 ORIGIN_FILE = "nan_origin.json"
 _INPUT_KEYS = {"forward": ("input_args", "input_kwargs"), "backward": ("input",)}
@@ -85,6 +85,18 @@ class IgnoreRules:
         return False
 
 
+def call_role(kind: str, name: str, entry: dict, rules: IgnoreRules) -> Optional[str]:
+    """The role (None, "producer", "propagator", "consumer") of one call from its dump entry; `kind` is
+    "forward", "backward" or anything else for a parameter's gradient."""
+    if kind not in _INPUT_KEYS:  # a parameter's gradient: produced by the backward above it
+        return "propagator" if rules.non_finite(name, entry) else None
+    inputs = any(rules.non_finite(name, entry.get(key)) for key in _INPUT_KEYS[kind])
+    outputs = rules.non_finite(name, entry.get("output"))
+    if outputs:
+        return "propagator" if inputs else "producer"
+    return "consumer" if inputs else None
+
+
 class NanOrigin:
     def __init__(self, collector: Any, ignore: Optional[List[str]] = None, raise_at_producer: bool = False):
         self.collector = collector
@@ -94,14 +106,7 @@ class NanOrigin:
         self.first_producer: Optional[str] = None
 
     def role(self, record) -> Optional[str]:
-        entry, name = record.entry, record.name
-        if record.kind not in _INPUT_KEYS:  # a parameter's gradient: produced by the backward above it
-            return "propagator" if self.rules.non_finite(name, entry) else None
-        inputs = any(self.rules.non_finite(name, entry.get(key)) for key in _INPUT_KEYS[record.kind])
-        outputs = self.rules.non_finite(name, entry.get("output"))
-        if outputs:
-            return "propagator" if inputs else "producer"
-        return "consumer" if inputs else None
+        return call_role(record.kind, record.name, record.entry, self.rules)
 
     def kept(self, record, role: str) -> None:
         stack = list(record.stack or [])

@@ -1,0 +1,75 @@
+"""The folders of a whole job's dump: `step*/rank*/dump.json` under a dump root, as (step, rank, folder).
+
+    for where in job_folders("dump_root"):          # sorted by step, then rank
+        where.step, where.rank, where.folder, where.dump_json
+
+Accepted roots: a dump root (step*/rank*), one step folder (rank* inside: step 0) or one rank folder
+(a dump.json inside: step 0, rank from its name, else 0). A rank folder without a number ("rank", as a
+single-process run writes it) is rank 0. Only names are listed; no dump.json is read here.
+"""
+import os
+import re
+from dataclasses import dataclass
+from typing import List
+
+from msprobe.core.errors import PathError
+from msprobe.core.paths import check_path
+
+__all__ = ["RankFolder", "job_folders", "step_dirs", "rank_dirs"]
+
+_RANK_DIR = re.compile(r"^rank(\d*)$")
+_STEP_DIR = re.compile(r"^step(\d+)$")
+
+
+@dataclass(frozen=True)
+class RankFolder:
+    step: int
+    rank: int
+    folder: str
+
+    @property
+    def dump_json(self) -> str:
+        return os.path.join(self.folder, "dump.json")
+
+    @property
+    def tag(self) -> str:
+        return f"step{self.step}_rank{self.rank}"
+
+
+def _has_dump(folder) -> bool:
+    return os.path.isfile(os.path.join(folder, "dump.json"))
+
+
+def step_dirs(root) -> List[tuple]:
+    """[(step number, folder)] of the step* folders of `root`, by number."""
+    found = []
+    for name in os.listdir(root):
+        match = _STEP_DIR.match(name)
+        if match and os.path.isdir(os.path.join(root, name)):
+            found.append((int(match.group(1)), os.path.join(root, name)))
+    return sorted(found)
+
+
+def rank_dirs(step_folder) -> List[tuple]:
+    """[(rank number, folder)] of the rank* folders of a step folder that hold a dump.json, by number."""
+    found = []
+    for name in os.listdir(step_folder):
+        match = _RANK_DIR.match(name)
+        full = os.path.join(step_folder, name)
+        if match and os.path.isdir(full) and _has_dump(full):
+            found.append((int(match.group(1) or 0), full))
+    return sorted(found)
+
+
+def job_folders(root, what="dump root") -> List[RankFolder]:
+    """Every (step, rank) folder with a dump.json under `root`, sorted by step then rank."""
+    root = check_path(root, kind="dir", what=what, allow_symlink=True)
+    if _has_dump(root):
+        match = _RANK_DIR.match(os.path.basename(os.path.normpath(root)))
+        return [RankFolder(0, int(match.group(1) or 0) if match else 0, root)]
+    steps = step_dirs(root) or [(0, root)]
+    folders = [RankFolder(step, rank, folder) for step, step_folder in steps for rank, folder in rank_dirs(step_folder)]
+    if not folders:
+        raise PathError(f"no dump.json found under '{root}': give a dump root (step*/rank*/dump.json), "
+                        "a step folder (rank*/dump.json) or a rank folder.")
+    return folders

@@ -1,0 +1,1 @@
+"""The trend store: every (step, rank, call, statistic) of a job in one DuckDB file, and its heatmaps."""

@@ -1,0 +1,130 @@
+"""Write a job's dump statistics into `trend.duckdb`, one row per (step, rank, tensor, statistic); incremental.
+
+    with TrendStore("out/trend.duckdb") as store:
+        added = store.ingest_dump_root("dump")        # [(step, rank), ...] read this time
+        store.query("SELECT ...")                     # a pandas DataFrame
+
+Tables (see docs/scale.md for example questions):
+  stats     step INTEGER, rank INTEGER, source VARCHAR (the dump root), call VARCHAR (dump.json entry),
+            module VARCHAR (the entry without its call counter: 'Functional.linear.forward',
+            'Module.layers.0.Linear.forward'), tensor VARCHAR (row name, e.g. '...forward.output.0'),
+            role VARCHAR (input, output, parameters, parameters_grad), dtype VARCHAR,
+            stat VARCHAR (max, min, mean, norm), value DOUBLE (NaN and +-inf kept)
+  ingested  source, step, rank, path, rows, ingested_at: one row per (step, rank) dump read
+Re-running adds only the (source, step, rank) dumps not yet in `ingested`; rows already stored are never
+rewritten. duckdb is an optional extra: `pip install msprobe[trend]`.
+"""
+import os
+import time
+from typing import List
+
+import numpy as np
+
+from msprobe.core.compare.load import load_dump
+from msprobe.core.errors import UnsupportedError
+from msprobe.core.job_tree import job_folders
+from msprobe.core.naming import EntryName
+from msprobe.core.paths import FILE_MODE
+
+__all__ = ["TrendStore", "STATS", "TREND_FILE"]
+
+TREND_FILE = "trend.duckdb"
+STATS = ("max", "min", "mean", "norm")
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS stats (step INTEGER, rank INTEGER, source VARCHAR, call VARCHAR, module VARCHAR, "
+    "tensor VARCHAR, role VARCHAR, dtype VARCHAR, stat VARCHAR, value DOUBLE)",
+    "CREATE TABLE IF NOT EXISTS ingested (source VARCHAR, step INTEGER, rank INTEGER, path VARCHAR, "
+    "rows BIGINT, ingested_at DOUBLE)",
+)
+
+
+def _duckdb():
+    try:
+        import duckdb
+    except ImportError:
+        raise UnsupportedError("the trend store needs duckdb: pip install 'msprobe[trend]' "
+                               "(or pip install duckdb).") from None
+    return duckdb
+
+
+def _module_of(entry) -> str:
+    parsed = EntryName.parse(entry)
+    if parsed is None:
+        return str(entry)
+    return parsed.op_name if parsed.index else str(parsed)
+
+
+class TrendStore:
+    def __init__(self, path: str):
+        self.path = path
+        self.con = _duckdb().connect(path)
+        for statement in _SCHEMA:
+            self.con.execute(statement)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self.con.close()
+        if os.path.isfile(self.path):
+            os.chmod(self.path, FILE_MODE)  # like every other msprobe output: not world-readable
+
+    def query(self, sql: str, params=None):
+        return self.con.execute(sql, params or []).df()
+
+    def known(self, source) -> set:
+        rows = self.con.execute("SELECT step, rank FROM ingested WHERE source = ?", [source]).fetchall()
+        return {(int(step), int(rank)) for step, rank in rows}
+
+    def ingest_dump_root(self, root: str) -> List[tuple]:
+        """Adds every (step, rank) dump under `root` not yet stored; returns those added."""
+        source = os.path.abspath(root)
+        known = self.known(source)
+        added = []
+        for where in job_folders(root):
+            if (where.step, where.rank) in known:
+                continue
+            rows = self._ingest_one(source, where)
+            added.append((where.step, where.rank, rows))
+        return added
+
+    def _ingest_one(self, source, where) -> int:
+        import pandas as pd
+
+        columns = load_dump(where.dump_json).columns
+        if not columns:
+            frame = pd.DataFrame(columns=["step", "rank", "source", "call", "module", "tensor", "role", "dtype",
+                                          "stat", "value"])
+        else:
+            tensor_rows = [i for i, kind in enumerate(columns["kind"]) if kind == "tensor"]
+            names = [columns["name"][i] for i in tensor_rows]
+            entries = [columns["entry"][i] for i in tensor_rows]
+            count = len(tensor_rows)
+            frame = pd.DataFrame({
+                "step": np.full(count * len(STATS), where.step, dtype=np.int32),
+                "rank": np.full(count * len(STATS), where.rank, dtype=np.int32),
+                "source": source,
+                "call": entries * len(STATS),
+                "module": [_module_of(entry) for entry in entries] * len(STATS),
+                "tensor": names * len(STATS),
+                "role": [columns["role"][i] for i in tensor_rows] * len(STATS),
+                "dtype": [str(columns["dtype"][i]) for i in tensor_rows] * len(STATS),
+                "stat": np.repeat(np.array(STATS, dtype=object), count),
+                "value": np.concatenate([np.asarray([columns[s][i] for i in tensor_rows], dtype=float)
+                                         for s in STATS]) if count else np.zeros(0),
+            })
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.register("trend_batch", frame)
+            self.con.execute("INSERT INTO stats SELECT * FROM trend_batch")
+            self.con.unregister("trend_batch")
+            self.con.execute("INSERT INTO ingested VALUES (?, ?, ?, ?, ?, ?)",
+                             [source, where.step, where.rank, where.dump_json, len(frame), time.time()])
+            self.con.execute("COMMIT")
+        except Exception:
+            self.con.execute("ROLLBACK")
+            raise
+        return len(frame)
