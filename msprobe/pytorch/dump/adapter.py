@@ -144,7 +144,7 @@ def _content_key(tensor, dtype, shape):
     numel) and its statistics (reduced in memory order) are those of every other dense view of that
     memory at the same version. None for tensors without a version counter or data pointer."""
     try:
-        if tensor.is_contiguous() or _memory_order(tensor).is_contiguous():
+        if tensor.is_contiguous() or _dense_order(tensor)[1]:
             layout = tensor.numel()
         else:
             layout = (shape, tensor.stride())
@@ -153,14 +153,31 @@ def _content_key(tensor, dtype, shape):
         return None
 
 
+_ORDERS = {}  # (sizes, strides) -> (memory order of the dimensions, whether that permutation is contiguous)
+_ORDERS_MAX = 4096
+
+
+def _dense_order(data):
+    """The dimension order that follows `data`'s memory, and whether `data` permuted to it is contiguous
+    (a dense tensor in another dimension order). Both depend only on sizes and strides, so they are
+    worked out once per layout: a transformer step meets the same few dozen layouts again and again."""
+    strides = data.stride()
+    key = (data.shape, strides)
+    hit = _ORDERS.get(key)
+    if hit is None:
+        order = sorted(range(data.dim()), key=lambda d: (-strides[d], -data.shape[d]))
+        if len(_ORDERS) >= _ORDERS_MAX:
+            _ORDERS.clear()
+        hit = _ORDERS[key] = (order, data.permute(order).is_contiguous())
+    return hit
+
+
 def _memory_order(data):
     """`data` permuted so that its dimensions follow memory order: a transposed or permuted dense tensor
     becomes contiguous without a copy. Whole-tensor reductions do not depend on the dimension order
     (torch's reductions iterate in memory order anyway), but aminmax is ~15x slower on a transposed view."""
-    strides = data.stride()
-    order = sorted(range(data.dim()), key=lambda d: (-strides[d], -data.shape[d]))
-    permuted = data.permute(order)
-    return permuted if permuted.is_contiguous() else data
+    order, dense = _dense_order(data)
+    return data.permute(order) if dense else data
 
 
 class _CaptureWriter:
