@@ -99,6 +99,11 @@ class DumpAdapter(abc.ABC):
     def crc32(self, tensor: Any) -> str:
         """CRC-32 of the tensor's raw bytes as 8 lowercase hex digits (summary_mode "md5")."""
 
+    def crc_shareable(self, tensor: Any) -> bool:
+        """Whether `crc32(tensor)` is that of the memory `content_identity` names, so tensors with equal
+        identities share one CRC (torch: a contiguous tensor). False (the default): computed every time."""
+        return False
+
     @abc.abstractmethod
     def copy_for_save(self, tensor: Any) -> Any:
         """A snapshot of the tensor that later in-place ops cannot change (saved off-thread)."""

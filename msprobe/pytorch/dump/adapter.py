@@ -10,6 +10,7 @@ become Python numbers at once (nothing to synchronise, and no small tensors kept
 collector to scan); on an accelerator each tensor's four values stay on the device, stacked, and a whole
 step is copied to the host with one `tolist()` per (dtype, device) group.
 """
+import ctypes
 import math
 import struct
 import threading
@@ -31,6 +32,9 @@ _DOT_CHUNK = 1 << 16
 _FLOAT32 = struct.Struct("f")
 # dtypes whose host tensors the C kernel reduces, and the element kind it is told
 _KERNEL_KINDS = {torch.float32: 4, torch.float64: 8, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16}
+# dtypes whose CPU memory is plain bytes (crc32 reads it in place)
+_PLAIN_DTYPES = frozenset((torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
+                           torch.int16, torch.int32, torch.int64, torch.bool))
 _HEADER_ROOM = 1 << 14  # pickled tensor header of a .pt file (a few hundred bytes; more spills to a plain write)
 _DTYPE_NAMES = {}
 _SHAPES = {}  # torch.Size -> tuple: a shared tuple is untracked by the GC after its first collection,
@@ -331,7 +335,17 @@ class TorchAdapter(DumpAdapter):
                 results[p] = tuple(row) if len(row) == 4 else (row[0], row[1], None, None)
         return results
 
+    def crc_shareable(self, tensor):
+        # a contiguous tensor's bytes are its memory [data_ptr, + nbytes), which its content key names
+        return tensor.is_contiguous() and not tensor.is_neg() and not tensor.is_conj()
+
     def crc32(self, tensor):
+        if (type(tensor) is torch.Tensor and tensor.is_cpu and tensor.layout is torch.strided
+                and tensor.dtype in _PLAIN_DTYPES and tensor.is_contiguous() and not tensor.is_neg()
+                and not tensor.is_conj() and tensor.numel()):
+            # the memory itself: the same bytes as the copy below, without six tensor ops
+            memory = (ctypes.c_char * (tensor.numel() * tensor.element_size())).from_address(tensor.data_ptr())
+            return f"{zlib.crc32(memory) & 0xFFFFFFFF:08x}"
         data = tensor.detach()
         if data.is_meta:
             return "00000000"
