@@ -312,7 +312,10 @@ class TorchAdapter(DumpAdapter):
 
     def tensor_stats(self, tensor):
         if tensor.is_cpu and tensor.dtype in _KERNEL_KINDS and tensor.layout is torch.strided:
-            stats = _host_float_statistics(tensor.detach())
+            # a plain contiguous tensor is read in place: detach() only to permute a view (no autograd
+            # node) or to see a subclass (nn.Parameter) as its plain tensor
+            plain = type(tensor) is torch.Tensor and tensor.is_contiguous()
+            stats = _host_float_statistics(tensor if plain else tensor.detach())
             if stats is not None:
                 return stats
         values = tensor_statistics(tensor)
