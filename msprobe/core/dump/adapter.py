@@ -116,6 +116,11 @@ class DumpAdapter(abc.ABC):
         """Deferred fingerprints -> strings (same order)."""
         return [str(handle) for handle in handles]
 
+    def crc_shareable(self, tensor: Any) -> bool:
+        """Whether `crc32(tensor)` is that of the memory `content_identity` names, so tensors with equal
+        identities share one CRC (torch: a contiguous tensor). False (the default): computed every time."""
+        return False
+
     @abc.abstractmethod
     def copy_for_save(self, tensor: Any) -> Any:
         """A snapshot of the tensor that later in-place ops cannot change (saved off-thread)."""

@@ -53,6 +53,7 @@ class RecordBuilder:
         self._tensor_class = adapter.tensor_class  # an isinstance check is cheaper than a method call
         self._pending = []      # (descriptor, handle)
         self._stats_cache = {}  # identity -> (weakref or None, handle)
+        self._crc_cache = {}  # identity -> CRC of a tensor the adapter calls shareable (same validity as above)
 
     # -- statistics -------------------------------------------------------------------------
     def forget(self, tensor):
@@ -60,6 +61,7 @@ class RecordBuilder:
         key = self.adapter.content_identity(tensor)
         if key is not None:
             self._stats_cache.pop(key, None)
+            self._crc_cache.pop(key, None)
 
     def describe_tensor(self, tensor, data_name=None):
         """Descriptor of one tensor; deferred statistics are filled by `resolve()`."""
@@ -67,7 +69,8 @@ class RecordBuilder:
         kind, dtype, shape, requires_grad, key = adapter.tensor_facts(tensor)
         hit = self._stats_cache.get(key) if key is not None else None
         # the first tensor's memory must still be allocated: then it cannot have been reused
-        if hit is not None and hit[0] is not None and hit[0]() is not None:
+        hit = hit is not None and hit[0] is not None and hit[0]() is not None and hit
+        if hit:
             stats, fingerprint = hit[1], hit[2]
         else:
             stats = adapter.tensor_stats(tensor)
@@ -88,7 +91,7 @@ class RecordBuilder:
         if requires_grad is not None:
             desc["requires_grad"] = requires_grad
         if self.want_md5:
-            desc["md5"] = adapter.crc32(tensor)
+            desc["md5"] = self._crc(tensor, key, hit)
         elif self.want_xor:
             desc[FINGERPRINT_KEY] = fingerprint if fingerprint is None or type(fingerprint) is str else None
             if fingerprint is not None and type(fingerprint) is not str:
@@ -96,6 +99,17 @@ class RecordBuilder:
         if data_name is not None and self.on_tensor is not None:
             self.on_tensor(tensor, data_name + adapter.tensor_suffix, desc)
         return desc
+
+    def _crc(self, tensor, key, hit):
+        """The tensor's CRC, shared by tensors of one statistics-cache identity when the adapter says the
+        CRC is that of the memory (a tensor seen as one op's output and the next op's input: once)."""
+        adapter = self.adapter
+        if key is None or not adapter.crc_shareable(tensor):
+            return adapter.crc32(tensor)
+        crc = self._crc_cache.get(key) if hit else None  # the identity's memory is still the same allocation
+        if crc is None:
+            crc = self._crc_cache[key] = adapter.crc32(tensor)
+        return crc
 
     # -- structures -------------------------------------------------------------------------
     def describe(self, value, data_name=None):
@@ -161,6 +175,7 @@ class RecordBuilder:
         """Forget cached statistics (a new step has new tensors)."""
         self.resolve()
         self._stats_cache.clear()
+        self._crc_cache.clear()
 
 
 def _child(stem, key):

@@ -10,6 +10,7 @@ become Python numbers at once (nothing to synchronise, and no small tensors kept
 collector to scan); on an accelerator each tensor's four values stay on the device, stacked, and a whole
 step is copied to the host with one `tolist()` per (dtype, device) group.
 """
+import ctypes
 import math
 import struct
 import threading
@@ -32,6 +33,9 @@ _DOT_CHUNK = 1 << 16
 _FLOAT32 = struct.Struct("f")
 # dtypes whose host tensors the C kernel reduces, and the element kind it is told
 _KERNEL_KINDS = {torch.float32: 4, torch.float64: 8, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16}
+# dtypes whose CPU memory is plain bytes (crc32 reads it in place)
+_PLAIN_DTYPES = frozenset((torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
+                           torch.int16, torch.int32, torch.int64, torch.bool))
 _HEADER_ROOM = 1 << 14  # pickled tensor header of a .pt file (a few hundred bytes; more spills to a plain write)
 _DTYPE_NAMES = {}
 _SHAPES = {}  # torch.Size -> tuple: a shared tuple is untracked by the GC after its first collection,
@@ -175,7 +179,7 @@ def _content_key(tensor, dtype, shape):
     numel) and its statistics (reduced in memory order) are those of every other dense view of that
     memory at the same version. None for tensors without a version counter or data pointer."""
     try:
-        if tensor.is_contiguous() or _memory_order(tensor).is_contiguous():
+        if tensor.is_contiguous() or _dense_order(tensor)[1]:
             layout = tensor.numel()
         else:
             layout = (shape, tensor.stride())
@@ -184,14 +188,31 @@ def _content_key(tensor, dtype, shape):
         return None
 
 
+_ORDERS = {}  # (sizes, strides) -> (memory order of the dimensions, whether that permutation is contiguous)
+_ORDERS_MAX = 4096
+
+
+def _dense_order(data):
+    """The dimension order that follows `data`'s memory, and whether `data` permuted to it is contiguous
+    (a dense tensor in another dimension order). Both depend only on sizes and strides, so they are
+    worked out once per layout: a transformer step meets the same few dozen layouts again and again."""
+    strides = data.stride()
+    key = (data.shape, strides)
+    hit = _ORDERS.get(key)
+    if hit is None:
+        order = sorted(range(data.dim()), key=lambda d: (-strides[d], -data.shape[d]))
+        if len(_ORDERS) >= _ORDERS_MAX:
+            _ORDERS.clear()
+        hit = _ORDERS[key] = (order, data.permute(order).is_contiguous())
+    return hit
+
+
 def _memory_order(data):
     """`data` permuted so that its dimensions follow memory order: a transposed or permuted dense tensor
     becomes contiguous without a copy. Whole-tensor reductions do not depend on the dimension order
     (torch's reductions iterate in memory order anyway), but aminmax is ~15x slower on a transposed view."""
-    strides = data.stride()
-    order = sorted(range(data.dim()), key=lambda d: (-strides[d], -data.shape[d]))
-    permuted = data.permute(order)
-    return permuted if permuted.is_contiguous() else data
+    order, dense = _dense_order(data)
+    return data.permute(order) if dense else data
 
 
 class _CaptureWriter:
@@ -322,7 +343,10 @@ class TorchAdapter(DumpAdapter):
 
     def tensor_stats(self, tensor):
         if tensor.is_cpu and tensor.dtype in _KERNEL_KINDS and tensor.layout is torch.strided:
-            stats = _host_float_statistics(tensor.detach())
+            # a plain contiguous tensor is read in place: detach() only to permute a view (no autograd
+            # node) or to see a subclass (nn.Parameter) as its plain tensor
+            plain = type(tensor) is torch.Tensor and tensor.is_contiguous()
+            stats = _host_float_statistics(tensor if plain else tensor.detach())
             if stats is not None:
                 return stats
         values = tensor_statistics(tensor)
@@ -345,7 +369,17 @@ class TorchAdapter(DumpAdapter):
                 results[p] = tuple(row) if len(row) == 4 else (row[0], row[1], None, None)
         return results
 
+    def crc_shareable(self, tensor):
+        # a contiguous tensor's bytes are its memory [data_ptr, + nbytes), which its content key names
+        return tensor.is_contiguous() and not tensor.is_neg() and not tensor.is_conj()
+
     def crc32(self, tensor):
+        if (type(tensor) is torch.Tensor and tensor.is_cpu and tensor.layout is torch.strided
+                and tensor.dtype in _PLAIN_DTYPES and tensor.is_contiguous() and not tensor.is_neg()
+                and not tensor.is_conj() and tensor.numel()):
+            # the memory itself: the same bytes as the copy below, without six tensor ops
+            memory = (ctypes.c_char * (tensor.numel() * tensor.element_size())).from_address(tensor.data_ptr())
+            return f"{zlib.crc32(memory) & 0xFFFFFFFF:08x}"
         data = tensor.detach()
         if data.is_meta:
             return "00000000"

@@ -9,7 +9,6 @@ wrappers and the patched collectives; mix both plus the optimizer step hooks (co
 "optimizer"); L2 the TorchDispatchMode. Grad hooks that the calls leave on outputs and autograd
 nodes are removed by the GradTracker, whose removal is the session's last undo step.
 """
-import contextlib
 
 import torch
 
@@ -60,12 +59,10 @@ class TorchDumpSession:
     def _modes(self):
         return [mode for mode in (self.api_mode, self.aten_mode) if mode is not None]
 
-    @contextlib.contextmanager
     def paused(self):
         """Our own tensor work inside hooks: not recorded, and not even routed through the modes
         (every `tensor.shape` would otherwise be a Python __torch_function__ call)."""
-        with self.reentrancy.inside(), torch._C.DisableTorchFunction():
-            yield
+        return _Paused(self.reentrancy)
 
     def close(self):
         self.hooks.close()
@@ -95,6 +92,32 @@ class TorchDumpSession:
 
 
 _NOBODY = object()
+
+
+class _Paused:
+    """The context of `TorchDumpSession.paused()`: inside the reentrancy guard, torch functions off. A class
+    rather than a generator-based context manager: it runs two to four times per recorded call."""
+    __slots__ = ("reentrancy", "off")
+
+    def __init__(self, reentrancy):
+        self.reentrancy = reentrancy
+        self.off = torch._C.DisableTorchFunction()
+
+    def __enter__(self):
+        self.reentrancy.enter()
+        try:
+            self.off.__enter__()
+        except BaseException:
+            self.reentrancy.leave()
+            raise
+        return self
+
+    def __exit__(self, *exc_info):
+        try:
+            self.off.__exit__(*exc_info)
+        finally:
+            self.reentrancy.leave()
+        return False
 
 
 def install_optimizer_parent(collector, session):
