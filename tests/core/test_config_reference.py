@@ -56,7 +56,9 @@ def test_the_task_list_is_the_registry():
 def test_each_framework_debugger_gets_its_dump_tasks_from_the_registry():
     from msprobe.core.config import dump_task_names
 
-    assert dump_task_names("mindspore") == ("statistics", "tensor", "overflow_check", "free_benchmark")
+    # flight_recorder runs on both (tests/mindspore/test_ms_debugger_base.py); online run_ut is PyTorch's only
+    assert dump_task_names("mindspore") == ("statistics", "tensor", "overflow_check", "free_benchmark",
+                                            "flight_recorder")
     assert dump_task_names("pytorch") == ("statistics", "tensor", "overflow_check", "free_benchmark",
                                           "flight_recorder")
 

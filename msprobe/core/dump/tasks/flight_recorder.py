@@ -21,7 +21,6 @@ class FlightRecorder(Task):
     its files), plus one tensor copy per tensor with save_tensors.
     """
 
-    frameworks = ("pytorch",)
     config_fields = unlisted(*COMMON_FIELDS) + unlisted(
         Field("depth", integer(1), 64, "records kept before the non-finite one"),
         Field("save_tensors", boolean, False, "also keep a copy of every recorded tensor (memory!)"),
