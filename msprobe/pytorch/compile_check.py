@@ -58,9 +58,11 @@ def _dump_run(model, args, kwargs, dump_path, backward, seed):
     """One forward (and backward) of `model` under an L0 statistics dump; the dump.json path."""
     import torch
 
+    from msprobe.core.debugger_base import DebuggerBase
     from msprobe.pytorch.debugger import PrecisionDebugger
 
-    previous = PrecisionDebugger._instance
+    # the user's own debugger (if any) is set aside, not closed, and is the active one again afterwards
+    previous, DebuggerBase._active = DebuggerBase._active, None
     debugger = PrecisionDebugger(task="statistics", level="L0", dump_path=dump_path, model=model)
     try:
         torch.manual_seed(seed)
@@ -72,7 +74,7 @@ def _dump_run(model, args, kwargs, dump_path, backward, seed):
         debugger.stop()
         debugger.close()
     finally:
-        PrecisionDebugger._instance = previous
+        DebuggerBase._active = previous
     path = os.path.join(dump_path, "step0", "rank", "dump.json")
     if not os.path.isfile(path):
         raise CompileCheckError(f"compile_check: the model recorded no module under {dump_path} (does it have "

@@ -6,7 +6,7 @@ import pytest
 from msprobe.cli import main
 
 
-@pytest.mark.parametrize("header", [["Name", "Max diff", "Min diff"], ["NPU Name", "Max diff"]])
+@pytest.mark.parametrize("header", [["Name", "Max diff", "Min diff"], ["NPU Name", "Bench Name"]])
 def test_merge_result_on_an_xlsx_without_compare_columns_is_one_line(tmp_path, capsys, header):
     folder = tmp_path / "in"
     folder.mkdir()

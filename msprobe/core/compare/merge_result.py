@@ -95,6 +95,8 @@ def merge_results(input_dir, output_dir, config_path):
         available = [i for i in mode if i in frame.columns and (mode_indices is None or i in mode_indices)]
         mode_indices = available
         missing = [column for column in ["NPU Name", *available] if column not in frame.columns]
+        if not available:  # no metric at all: not a compare report
+            missing.append(mode[0])
         if missing:
             raise ParseError(f"compare result '{path}' has no column {', '.join(map(repr, missing))}; is it an "
                              "xlsx written by msprobe compare?")

@@ -31,12 +31,18 @@ RUNS = {
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """name -> {'tensor': dump.json (level mix), 'statistics': the same run as a statistics dump}."""
-    logging.getLogger("msprobe").setLevel(logging.WARNING)
-    root = tmp_path_factory.mktemp("diagnosis_runs")
-    found = {}
-    for name, (build, dtype, extra) in RUNS.items():
-        tensor = dump_transformer(str(root / name), build, dtype, **extra)
-        found[name] = {"tensor": tensor, "statistics": as_statistics_dump(tensor, str(root / f"{name}_s" / "dump.json"))}
+    msprobe_logger = logging.getLogger("msprobe")
+    level = msprobe_logger.level
+    msprobe_logger.setLevel(logging.WARNING)  # quiet while dumping; the level of later tests is theirs
+    try:
+        root = tmp_path_factory.mktemp("diagnosis_runs")
+        found = {}
+        for name, (build, dtype, extra) in RUNS.items():
+            tensor = dump_transformer(str(root / name), build, dtype, **extra)
+            found[name] = {"tensor": tensor,
+                           "statistics": as_statistics_dump(tensor, str(root / f"{name}_s" / "dump.json"))}
+    finally:
+        msprobe_logger.setLevel(level)
     return found
 
 
