@@ -22,7 +22,8 @@ Each tensor dump is also scored as a statistics dump (the same run with the tens
 at level L1 (the same run with the Module rows dropped), so each pair gives four verdicts: statistics
 and tensor modes at levels mix and L1. Scored per tool and mode: false suspects on clean pairs, hit
 rate on faulty pairs, and when missed, the rank of the first hit row among the rows beyond tolerance.
-Graph compare is scored when msprobe.visualization exposes `graph_suspect` (else "pending").
+Graph compare (`msprobe.visualization.graph_verdict`, the same dumps written as four dump directories)
+is scored the same way on its worst node and its "first" badge, with their agreement with the advisor.
 
 To add a model: a MODELS entry name -> (builder(seed) -> torch model, batch(seed) -> kwargs with labels).
 To add a fault: a FAULTS entry name -> Fault(install, base, hit): `install(model, side, rng)` changes the
@@ -352,6 +353,45 @@ def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench",
     return dumps, spans, first
 
 
+def graph_dirs(rank_dir, out_root):
+    """{(mode, level): dump directory} of one tensor dump for graph compare, the same four variants as
+    `variants` written to disk: tensor mix is the dump itself; statistics drops the tensor file names;
+    L1 drops the Module rows and the module tree (an L1 dump has no construct)."""
+    def read(name):
+        path = os.path.join(rank_dir, name)
+        if not os.path.exists(path):
+            return {}
+        with open(path) as handle:
+            return json.load(handle)
+
+    raw, construct, stack = read("dump.json"), read("construct.json"), read("stack.json")
+    out = {}
+    for level in ("mix", "L1"):
+        data = raw["data"] if level == "mix" else {k: v for k, v in raw["data"].items() if not k.startswith("Module.")}
+        tree = construct if level == "mix" else {}
+        for mode in ("tensor", "statistics"):
+            if (mode, level) == ("tensor", "mix"):
+                out[(mode, level)] = rank_dir
+                continue
+            target = os.path.join(out_root, f"{mode}_{level}")
+            os.makedirs(target, exist_ok=True)
+            document = dict(raw, data=data, level=level)
+            text = json.dumps(document if mode == "tensor" else dict(document, task="statistics"))
+            if mode == "tensor":
+                data_dir = os.path.join(rank_dir, "dump_tensor_data")
+                link = os.path.join(target, "dump_tensor_data")
+                if os.path.isdir(data_dir) and not os.path.exists(link):
+                    os.symlink(data_dir, link)
+            else:
+                text = text.replace('"data_name"', '"_unused_data_name"')
+            for name, body in (("dump.json", text), ("construct.json", json.dumps(tree)),
+                               ("stack.json", json.dumps(stack))):
+                with open(os.path.join(target, name), "w") as handle:
+                    handle.write(body)
+            out[(mode, level)] = target
+    return out
+
+
 def variants(raw, data_dir):
     """{(mode, level): DumpTable} of one tensor dump: tensor/statistics x mix/L1."""
     out = {}
@@ -390,6 +430,7 @@ def score_pair(model_name, pair, faulty, bench, steps_scored, fault, spans):
     for step in steps_scored:
         npu_tables = variants(*faulty[step])
         bench_tables = variants(*bench[step])
+        npu_dirs, bench_dirs = (_graph_dirs_of(side[step]) for side in (faulty, bench))
         for key in npu_tables:
             start = time.time()
             records = compare_tables(npu_tables[key], bench_tables[key], options)
@@ -403,8 +444,43 @@ def score_pair(model_name, pair, faulty, bench, steps_scored, fault, spans):
                 row["hit"] = _is_hit(suspect, spans, spans["site"], fault)
                 if not row["hit"] and fault.hit is None:
                     row["rank"] = _rank_when_missed(records, spans["site"])
+            row.update(score_graph(npu_dirs[key], bench_dirs[key], suspect, row, spans, fault))
             results.append(row)
     return results
+
+
+def _graph_dirs_of(dump):
+    rank_dir = os.path.dirname(dump[1])
+    return graph_dirs(rank_dir, os.path.join(os.path.dirname(rank_dir), "graph_variants"))
+
+
+def _node_hit(node, spans):
+    """A graph node is a hit when it is a call of the fault's site or a module inside it."""
+    return node is not None and (node in spans["site"] or any(node.startswith(p) for p in spans["site_prefixes"]))
+
+
+def score_graph(npu_dir, bench_dir, suspect, row, spans, fault):
+    """The graph's verdict on the same pair: its worst node, its "first" badge, whether they agree with
+    the advisor's suspect node, and hit / false suspect as for the advisor. A node is a hit when it is in
+    the fault's site, or when it holds the advisor's suspect row and that row is a hit (a parameter row,
+    an optimizer or data-loader fault, whose rule is about rows, not nodes)."""
+    from msprobe.visualization import graph_verdict
+
+    start = time.time()
+    verdict = graph_verdict(npu_dir, bench_dir, fuzzy_match=False, framework="pytorch")
+    out = {"graph_worst": verdict.worst_node, "graph_first": verdict.first_node,
+           "graph_suspect_node": verdict.suspect_node, "graph_seconds": round(time.time() - start, 2),
+           "agree": verdict.worst_node == verdict.suspect_node and verdict.first_node == verdict.suspect_node
+           and verdict.suspect == (suspect.name if suspect else None)}
+    if fault is None:
+        out["graph_false_suspect"] = verdict.worst_node is not None
+        out["graph_first_false_suspect"] = verdict.first_node is not None
+    else:
+        advisor_hit = row["hit"]
+        for key, node in (("graph_hit", verdict.worst_node), ("graph_first_hit", verdict.first_node)):
+            out[key] = (node is not None and fault.hit is None and _node_hit(node, spans)) or \
+                (node is not None and node == verdict.suspect_node and advisor_hit)
+    return out
 
 
 def run_pair(work, model_name, pair, seed, steps, fault=None):
@@ -447,7 +523,22 @@ def table(results):
         lines.append(f"| advisor | {mode} | {level} | {_rate(sum(r['false_suspect'] for r in first), len(first))} | "
                      f"{_rate(sum(r['false_suspect'] for r in later), len(later))} | "
                      f"{_rate(sum(r['hit'] for r in faulty), len(faulty))} | {missed or '-'} |")
-    lines.append("| graph worst node | - | - | pending | pending | pending | graph_suspect not exposed yet |")
+    for mode, level in sorted({(r["mode"], r["level"]) for r in results if "agree" in r}):
+        rows = [r for r in results if (r["mode"], r["level"]) == (mode, level) and "agree" in r]
+        first = [r for r in rows if "graph_false_suspect" in r and r["step"] == 0]
+        later = [r for r in rows if "graph_false_suspect" in r and r["step"] > 0]
+        faulty = [r for r in rows if "graph_hit" in r]
+        for tool, suffix in (("graph worst node", ""), ('graph "first" badge', "_first")):
+            missed = ", ".join(f"{r['model']}/{r['pair']}" for r in faulty if not r[f"graph{suffix}_hit"])
+            lines.append(f"| {tool} | {mode} | {level} | "
+                         f"{_rate(sum(r[f'graph{suffix}_false_suspect'] for r in first), len(first))} | "
+                         f"{_rate(sum(r[f'graph{suffix}_false_suspect'] for r in later), len(later))} | "
+                         f"{_rate(sum(r[f'graph{suffix}_hit'] for r in faulty), len(faulty))} | {missed or '-'} |")
+    agreeing = [r for r in results if "agree" in r]
+    if agreeing:
+        lines.append("")
+        lines.append(f"Graph worst node = \"first\" badge = the advisor's suspect node, every pair and mode: "
+                     f"{_rate(sum(r['agree'] for r in agreeing), len(agreeing))}.")
     return "\n".join(lines)
 
 

@@ -13,7 +13,8 @@ same rows `msprobe compare` judges) and the advisor's suspect (`advisor.find_sus
                  count as consequences)
     SUSPECT      the node holding the advisor's suspect row                            darkest
 
-Only the suspect's node reaches the darkest bin, so the graph's worst node and its "first" badge are
+When the advisor finds no suspect, a node whose input differs is AMPLIFIED too (no cause to be a
+consequence of). Only the suspect's node reaches the darkest bin, so the graph's worst node and its "first" badge are
 the advisor's suspect, and a pair in which the advisor finds nothing has no node in that bin.
 `graph_verdict` compares two dump directories and says which node that is.
 """
@@ -73,6 +74,9 @@ def node_levels(records, nodes) -> Dict[str, tuple]:
         if not len(differing):
             closeness = float(min(1.0, ratio[outputs].max())) if len(outputs) else 0.0
             levels[node.id] = (WITHIN, closeness)
+        elif ((len(inputs) and bad[inputs].any()) or inherited[differing].any()) and records.suspect is None:
+            # no cause anywhere: what differs is rounding amplified by the operations, and what reads it
+            levels[node.id] = (AMPLIFIED, 1.0)
         elif (len(inputs) and bad[inputs].any()) or inherited[differing].any():
             levels[node.id] = (CONSEQUENCE, 1.0)
         elif len(own_difference(records, differing, inputs[compared[inputs]] if len(inputs) else inputs)):
@@ -96,10 +100,10 @@ def level_index(level: int, closeness: float, bins: List[List[float]]) -> float:
 @dataclass
 class GraphVerdict:
     """What a compare graph says: `worst_node` (the node with the highest precision index when it is
-    beyond the dtype tolerance, else None), `first_node` (the node the viewer marks "first": the first
-    node in execution order in the darkest colour bin, else None), `suspect` (the advisor's suspect row
-    name, or None), `suspect_node` (the graph node holding that row, or None) and `index` ({node id:
-    precision index}). Graph and advisor agree when worst_node == first_node == suspect_node."""
+    beyond the dtype tolerance by more than amplified rounding, else None), `first_node` (the node the
+    viewer marks "first": the first node in execution order in the darkest colour bin, else None),
+    `suspect` (the advisor's suspect row name, or None), `suspect_node` (the graph node holding that row, or
+    None) and `index` ({node id: precision index}). Graph and advisor agree when worst_node == first_node == suspect_node."""
     worst_node: Optional[str]
     first_node: Optional[str]
     suspect: Optional[str]
@@ -118,7 +122,9 @@ def verdict_of_document(document: dict, suspect: Optional[str] = None) -> GraphV
         top, beyond = 1, 0
     else:
         lows = sorted(v["value"][0] for v in document["Colors"].values() if v.get("value"))
-        badness, top, beyond = leaves, lows[-1], lows[1]
+        # amplified rounding is beyond the dtype tolerance but no finding: the worst node is a consequence,
+        # a difference of its own or the suspect
+        badness, top, beyond = leaves, lows[-1], lows[2]
     position = {k: i for i, k in enumerate(nodes)}
     first = next((k for k in nodes if k in badness and badness[k] >= top), None)
     worst = max(badness, key=lambda k: (badness[k], -position[k]), default=None)

@@ -181,9 +181,15 @@ def _same_tensor(records, row, other):
                for stats in (records.npu_stats, records.bench_stats))
 
 
+def _tensor_keys(records, rows):
+    """The (NPU, bench) statistics of rows as hashable keys: rows with equal keys hold the same tensor."""
+    return {records.npu_stats[r].tobytes() + records.bench_stats[r].tobytes() for r in rows}
+
+
 def _new_error(records, out_rows, in_rows):
-    """Output rows whose difference is the call's own: some check is over its allowance and over
-    AMPLIFICATION times the largest score of that check among the call's tensor inputs."""
+    """Output rows whose difference is the call's own: some check is over its allowance, over
+    AMPLIFICATION times the largest score of that check among the call's tensor inputs and over what
+    the operands of a contraction explain (records.extra["explained"])."""
     judgement = records.judgement
     if judgement is None:
         return out_rows
@@ -194,6 +200,9 @@ def _new_error(records, out_rows, in_rows):
     with np.errstate(invalid="ignore"):
         scores = judgement.scores[out_rows]
         over = (scores > judgement.allowed[out_rows]) & (scores > AMPLIFICATION * carried)
+        explained = records.extra.get("explained")
+        if explained is not None:  # a contraction's cancellation (contraction.py): amplified, not a cause
+            over &= ~(scores <= explained[out_rows])
     own = over.any(axis=1) | np.isin(records.reason[out_rows], [Reason.VALUE_DIFF, Reason.NAN_POSITION])
     return out_rows[own]
 
@@ -202,6 +211,7 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
     """The first cause among `calls` (in order); else, when the first difference is an input, that
     input; else None (differences only amplify, within AMPLIFICATION, what inputs carried)."""
     first_input, amplified = None, []
+    earlier = _tensor_keys(records, records.extra.get("amplified") or [])
     for phase, entry, rows in calls:
         rows = np.asarray(rows)
         outputs = rows[~is_input[rows]]
@@ -222,7 +232,11 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
             return suspect
         if len(bad_in):
             records.extra["consequence"].extend(bad_out.tolist() + (bad_in.tolist() if amplified else []))
-            if first_input is None and not amplified:
+            if first_input is None and not amplified and _tensor_keys(records, bad_in) <= earlier:
+                # a gradient amplified in the backward pass, read again by the optimizer: no new input,
+                # and what the call makes of it is a consequence of that amplification
+                amplified.extend(bad_in.tolist())
+            elif first_input is None and not amplified:
                 first_input = (phase, entry, bad_in, bad_out)
     records.extra.setdefault("amplified", []).extend(amplified)
     if first_input is None:

@@ -12,6 +12,7 @@ from typing import List, Optional
 import numpy as np
 
 from msprobe.core.compare import judge
+from msprobe.core.compare.contraction import explained_epsilons
 from msprobe.core.compare.load import MODE_MD5, MODE_TENSOR, DumpTable
 from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE, statistics_diffs
 from msprobe.core.compare.reasons import NOT_COMPARED, UNREADABLE, Reason
@@ -390,6 +391,7 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     suspicious = judgement.suspicious & compared
     judgement = judgement._replace(suspicious=suspicious, worst=np.where(compared, judgement.worst, -1))
     records.judgement = judgement
+    records.extra["explained"] = explained_epsilons(records, judgement, judged_stats, _numel(bench, bench_pos))
     within = (judgement.worst >= 0) & ~suspicious
     records.color, records.highlights, records.overruled = judge.gate_highlights(color, highlights, within)
     for row in garbage.tolist():  # uninitialized memory is no evidence of anything: never coloured

@@ -289,6 +289,14 @@ def tiny_eager_llama():
                                         attn_implementation="eager"))
 
 
+def tiny_bert():
+    from transformers import BertConfig, BertForMaskedLM
+
+    return BertForMaskedLM(BertConfig(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
+                                      attention_probs_dropout_prob=0.0, attn_implementation="eager"))
+
+
 def dump_transformer(out_dir, build, dtype="fp32", task="tensor", level="mix", edit=None, lr=1e-3, eps=1e-8,
                      seed=0, steps=1):
     """`steps` AdamW steps of the transformers model `build()` (edited by `edit(model)` before the cast
