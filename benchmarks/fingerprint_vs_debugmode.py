@@ -35,34 +35,7 @@ STEPS = int(os.environ.get("STEPS", "4"))
 REPEATS = int(os.environ.get("REPEATS", "3"))
 
 
-class Block(nn.Module):
-    def __init__(self, d, h):
-        super().__init__()
-        self.ln1 = nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, h, batch_first=True)
-        self.ln2 = nn.LayerNorm(d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-    def forward(self, x):
-        y = self.ln1(x)
-        x = x + self.attn(y, y, y, need_weights=False)[0]
-        return x + self.mlp(self.ln2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab=1000, d=256, layers=4, heads=4, ctx=128):
-        super().__init__()
-        self.emb = nn.Embedding(vocab, d)
-        self.pos = nn.Parameter(torch.zeros(1, ctx, d))
-        self.blocks = nn.ModuleList([Block(d, heads) for _ in range(layers)])
-        self.ln = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab)
-
-    def forward(self, idx):
-        x = self.emb(idx) + self.pos[:, : idx.shape[1]]
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln(x))
+from dump_overhead import GPT  # noqa: E402  (the benchmark GPT, defined once in benchmarks/)
 
 
 def build(name):

@@ -1,13 +1,4 @@
-"""`msprobe -f pytorch trend`: a job's statistics in one DuckDB file, with drift heatmaps
-(msprobe.core.trend.command)."""
-from msprobe.core.trend import command
+"""`msprobe -f pytorch trend`: a job's statistics in one DuckDB file, with drift heatmaps (msprobe.core.trend.command)."""
+from msprobe.core.trend.command import DESCRIPTION, add_arguments, run
 
-DESCRIPTION = command.DESCRIPTION
-
-
-def add_arguments(parser):
-    command.add_arguments(parser)
-
-
-def run(args):
-    return command.run(args)
+__all__ = ["DESCRIPTION", "add_arguments", "run"]
