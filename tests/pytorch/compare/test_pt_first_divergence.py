@@ -1,5 +1,6 @@
 """First divergence on real models: two fingerprint dumps of the same training step, one run changed."""
 import json
+import os
 import sys
 
 import torch
@@ -144,8 +145,24 @@ def test_rng_audit_records_the_generator_state_of_each_random_call(tmp_path):
     assert len({data[name]["rng"] for name in random_calls}) == len(random_calls)  # each draw moves the state
 
 
+def _gpt2_step_in_a_fresh_process(root, seed):
+    """gpt2_step in its own interpreter: the random streams compared here must not depend on what earlier
+    tests left in this process's global state (it failed only inside the whole suite)."""
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    code = (f"import sys, pathlib; sys.path.insert(0, {repo!r}); "
+            "from tests.pytorch.compare.test_pt_first_divergence import gpt2_step; "
+            f"gpt2_step(pathlib.Path({str(root)!r}), seed={seed})")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=repo)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return root / "dump"
+
+
 def test_a_differently_seeded_dropout_names_the_first_random_call(tmp_path):
-    good, bad = gpt2_step(tmp_path / "a", seed=7), gpt2_step(tmp_path / "b", seed=8)
+    good = _gpt2_step_in_a_fresh_process(tmp_path / "a", 7)
+    bad = _gpt2_step_in_a_fresh_process(tmp_path / "b", 8)
     report = find_first_divergence(str(bad), str(good), str(tmp_path / "out"))
     data = json.loads((good / "step0" / "rank" / "dump.json").read_text())["data"]
     first_random = next(name for name, body in data.items() if "rng" in body)
