@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser, help_texts: Optional[dict] = 
     parser.add_argument("--engine", choices=("local", "ray"), default="local",
                         help="dump roots: compare pairs in processes here (local) or as tasks on a Ray cluster")
     parser.add_argument("--address", default=None, help="--engine ray: the cluster's address (default: auto)")
+    parser.add_argument("--layout", default=None,
+                        help="YAML/JSON: how the NPU run is sharded over ranks (Shard(d)/Partial/Replicate per row "
+                             "pattern); its ranks are recombined and compared with the bench run's ranks")
 
 
 def read_compare_json(path: str) -> dict:
@@ -66,7 +69,8 @@ def options_from_args(args, stack_path=None, print_log=True, entry_mapper=None):
                           api_mapping=args.api_mapping, cell_mapping=args.cell_mapping,
                           layer_mapping=args.layer_mapping, processes=args.processes,
                           is_print_compare_log=print_log, entry_mapper=entry_mapper,
-                          engine=getattr(args, "engine", "local"), address=getattr(args, "address", None))
+                          engine=getattr(args, "engine", "local"), address=getattr(args, "address", None),
+                          layout=getattr(args, "layout", None))
 
 
 def run(args, entry_mapper: Optional[Callable[[str], str]] = None,

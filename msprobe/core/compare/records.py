@@ -376,6 +376,7 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     npu_eps = _side_epsilon(npu, npu_pos, kinds_n)
     bench_eps = _side_epsilon(bench, bench_pos, kinds_b)
     unjudged = absent | (fill_rows[:, None] & np.array([False, False, True, True]))
+    unjudged[:, 2] |= unjudged[:, 3]  # a Mean is judged against the magnitude Norm gives (layout.py: Partial rows)
     judged_stats = np.where(unjudged, np.nan, npu_stats), np.where(unjudged, np.nan, bench_stats)
     judgement = judge_rows(judged_stats[0], judged_stats[1], _numel(bench, bench_pos), npu_eps, bench_eps,
                            tensor_error, tensor_norm, records.phases)

@@ -51,6 +51,7 @@ class CompareOptions:
     timestamp: Optional[str] = None
     engine: str = "local"  # directories: "local" (processes here) or "ray" (tasks on a Ray cluster)
     address: Optional[str] = None  # Ray cluster address for engine "ray" (None: RAY_ADDRESS or "auto")
+    layout: object = None  # NPU side sharded over ranks: a layout file path or dict (layout.py)
     extra: dict = field(default_factory=dict)
 
 
@@ -161,12 +162,18 @@ def _load_both(npu_json, bench_json, options):
 
 
 def compare_pair(npu_json, bench_json, output_dir, options, name_tag=""):
-    """Compare one NPU dump.json with one bench dump.json; writes the xlsx (and advisor)."""
+    """Compare one NPU dump.json with one bench dump.json; writes the xlsx (and advisor). A tuple of NPU
+    dump.json files is one group of a sharded run, recombined by options.layout (layout.py)."""
+    if isinstance(npu_json, tuple):
+        from msprobe.core.compare.layout import load_group
+
+        npu, bench = load_group(npu_json, options.layout), load_dump(bench_json)
+        return compare_loaded(npu, bench, output_dir, options, name_tag, place=step_rank_of(bench_json))
     npu, bench = _load_both(npu_json, bench_json, options)
     return compare_loaded(npu, bench, output_dir, options, name_tag)
 
 
-def compare_loaded(npu, bench, output_dir, options, name_tag=""):
+def compare_loaded(npu, bench, output_dir, options, name_tag="", place=None):
     """compare_tables, then the xlsx report, the advisor file and the terminal summary."""
     start = time.time()
     records = compare_tables(npu, bench, options)
@@ -187,7 +194,7 @@ def compare_loaded(npu, bench, output_dir, options, name_tag=""):
     logger.info("%s", summary_text(records, xlsx_path))
     if options.is_print_compare_log:
         print_suspicious_rows(records, result.columns.get(SUSPICION) or [""] * len(records))
-    summary = pair_summary(records, *step_rank_of(npu.path), report=xlsx_path)
+    summary = pair_summary(records, *(place or step_rank_of(npu.path)), report=xlsx_path)
     return CompareOutcome(xlsx_path, advisor_path, result, records, summary)
 
 
@@ -255,11 +262,17 @@ def compare_dumps(npu_path, bench_path, output_dir, options=None):
     output_dir = make_dir(output_dir, what="output_path")
     if os.path.isfile(npu_path) != os.path.isfile(bench_path):
         raise CompareError("npu_path and bench_path must both be dump.json files or both be directories.")
+    if os.path.isfile(npu_path) and options.layout:
+        raise CompareError("--layout needs the sharded run's step directory or dump root as npu_path.")
     if os.path.isfile(npu_path):
         outcomes = [compare_pair(npu_path, bench_path, output_dir, options)]
         report_pairs([(npu_path, bench_path)], output_dir)
         return outcomes
-    pairs = find_rank_pairs(npu_path, bench_path)
+    if options.layout:
+        from msprobe.core.compare.layout import load_layout
+
+        options = replace(options, layout=load_layout(options.layout))  # read once, before workers fork
+    pairs = _layout_pairs(npu_path, bench_path, options) if options.layout else find_rank_pairs(npu_path, bench_path)
     options = replace(options, timestamp=options.timestamp or time.strftime("%Y%m%d%H%M%S"))
     if options.stack_path:
         logger.warning("stack_path is ignored when comparing directories; each rank's stack.json is used.")
@@ -268,8 +281,17 @@ def compare_dumps(npu_path, bench_path, output_dir, options=None):
     job = job_summary(outcome.summary for outcome in outcomes)
     path = write_job_summary(job, output_dir)
     logger.info("%s\n  job summary: %s", job_summary_text(job), path)
-    report_pairs([(n, b) for _, n, b in pairs], output_dir)
+    if not options.layout:
+        report_pairs([(n, b) for _, n, b in pairs], output_dir)
     return outcomes
+
+
+def _layout_pairs(npu_path, bench_path, options):
+    from msprobe.core.compare.layout import layout_pairs
+
+    if options.engine == "ray":
+        raise CompareError("--layout runs on the local engine only (not yet with --engine ray).")
+    return layout_pairs(npu_path, bench_path, options.layout)
 
 
 def _compare_pairs(pairs, output_dir, options):
