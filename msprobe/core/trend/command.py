@@ -13,7 +13,8 @@ DESCRIPTION = ("Store every (step, rank, call, statistic) of a job's dumps in OU
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-i", "--input_path", required=True, action="append",
-                        help="dump root (step*/rank*/dump.json); repeat -i for several")
+                        help="dump root (step*/rank*/dump.json) or TrainerMon csv output (its run folders "
+                             "{stamp}-rank{r}-{id}); repeat -i for several")
     parser.add_argument("-o", "--output_path", default="./output", help="folder of trend.duckdb (default ./output)")
     parser.add_argument("--stat", default="norm", choices=("max", "min", "mean", "norm"),
                         help="statistic of the heatmap (default norm)")
@@ -24,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     from msprobe.core.paths import make_dir
     from msprobe.core.trend.heatmap import write_heatmaps
+    from msprobe.core.trend.monitor_rows import is_monitor_output
     from msprobe.core.trend.store import TREND_FILE, TrendStore
 
     if not args.threshold >= 0:
@@ -31,9 +33,10 @@ def run(args) -> int:
     output = make_dir(args.output_path, what="output_path")
     with TrendStore(os.path.join(output, TREND_FILE)) as store:
         for root in args.input_path:
-            added = store.ingest_dump_root(root)
-            logger.info("trend: %s: %d new (step, rank) dump(s), %d rows", root, len(added),
-                        sum(rows for _, _, rows in added))
+            monitor = is_monitor_output(root)
+            added = store.ingest_monitor_root(root) if monitor else store.ingest_dump_root(root)
+            logger.info("trend: %s: %d new (step, rank) %s, %d rows", root, len(added),
+                        "monitor record(s)" if monitor else "dump(s)", sum(rows for _, _, rows in added))
         result = write_heatmaps(store, output, args.stat, args.threshold)
     first = result["first_drift"]
     where = ("no drift beyond the threshold" if first is None else

@@ -1,7 +1,8 @@
 """Write a job's dump statistics into `trend.duckdb`, one row per (step, rank, tensor, statistic); incremental.
 
     with TrendStore("out/trend.duckdb") as store:
-        added = store.ingest_dump_root("dump")        # [(step, rank), ...] read this time
+        added = store.ingest_dump_root("dump")        # [(step, rank, rows), ...] read this time
+        added = store.ingest_monitor_root("monitor_output")   # TrainerMon's csv output, the same way
         store.query("SELECT ...")                     # a pandas DataFrame
 
 Tables (see docs/scale.md for example questions):
@@ -12,7 +13,8 @@ Tables (see docs/scale.md for example questions):
             stat VARCHAR (max, min, mean, norm), value DOUBLE (NaN and +-inf kept)
   ingested  source, step, rank, path, rows, ingested_at: one row per (step, rank) dump read
 Re-running adds only the (source, step, rank) dumps not yet in `ingested`; rows already stored are never
-rewritten. duckdb is an optional extra: `pip install msprobe[trend]`.
+rewritten. TrainerMon's csv output (monitor_rows.py) is stored the same way, one (source, step, rank) at a
+time, source being the monitor output root. duckdb is an optional extra: `pip install msprobe[trend]`.
 """
 import os
 import time
@@ -30,6 +32,7 @@ __all__ = ["TrendStore", "STATS", "TREND_FILE"]
 
 TREND_FILE = "trend.duckdb"
 STATS = ("max", "min", "mean", "norm")
+_COLUMNS = ("step", "rank", "source", "call", "module", "tensor", "role", "dtype", "stat", "value")
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS stats (step INTEGER, rank INTEGER, source VARCHAR, call VARCHAR, module VARCHAR, "
     "tensor VARCHAR, role VARCHAR, dtype VARCHAR, stat VARCHAR, value DOUBLE)",
@@ -91,13 +94,34 @@ class TrendStore:
             added.append((where.step, where.rank, rows))
         return added
 
+    def ingest_monitor_root(self, root: str) -> List[tuple]:
+        """Adds every (step, rank) of TrainerMon's csv output under `root` not yet stored; returns those added."""
+        import pandas as pd
+
+        from msprobe.core.trend.monitor_rows import monitor_runs, steps_of
+
+        source = os.path.abspath(root)
+        known = self.known(source)
+        added = []
+        for rank, run_dir in monitor_runs(root):
+            for step, rows in steps_of(run_dir):
+                if (step, rank) in known:
+                    continue
+                frame = pd.DataFrame(rows, columns=_COLUMNS[3:])
+                frame.insert(0, "source", source)
+                frame.insert(0, "rank", np.int32(rank))
+                frame.insert(0, "step", np.int32(step))
+                self._insert(frame, source, step, rank, run_dir)
+                known.add((step, rank))
+                added.append((step, rank, len(frame)))
+        return added
+
     def _ingest_one(self, source, where) -> int:
         import pandas as pd
 
         columns = load_dump(where.dump_json).columns
         if not columns:
-            frame = pd.DataFrame(columns=["step", "rank", "source", "call", "module", "tensor", "role", "dtype",
-                                          "stat", "value"])
+            frame = pd.DataFrame(columns=list(_COLUMNS))
         else:
             tensor_rows = [i for i, kind in enumerate(columns["kind"]) if kind == "tensor"]
             names = [columns["name"][i] for i in tensor_rows]
@@ -116,15 +140,19 @@ class TrendStore:
                 "value": np.concatenate([np.asarray([columns[s][i] for i in tensor_rows], dtype=float)
                                          for s in STATS]) if count else np.zeros(0),
             })
+        self._insert(frame, source, where.step, where.rank, where.dump_json)
+        return len(frame)
+
+    def _insert(self, frame, source, step, rank, path):
+        """One (source, step, rank) batch of rows and its `ingested` row, in one transaction."""
         self.con.execute("BEGIN TRANSACTION")
         try:
             self.con.register("trend_batch", frame)
             self.con.execute("INSERT INTO stats SELECT * FROM trend_batch")
             self.con.unregister("trend_batch")
             self.con.execute("INSERT INTO ingested VALUES (?, ?, ?, ?, ?, ?)",
-                             [source, where.step, where.rank, where.dump_json, len(frame), time.time()])
+                             [source, step, rank, path, len(frame), time.time()])
             self.con.execute("COMMIT")
         except Exception:
             self.con.execute("ROLLBACK")
             raise
-        return len(frame)
