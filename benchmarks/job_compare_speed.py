@@ -29,6 +29,7 @@ BENCH = os.environ.get("MSPROBE_BENCH_DIR", "/work/shared/bench")
 def source_dump(cache):
     found = glob.glob(os.path.join(cache, "gpt_statistics", "step1", "rank*", "dump.json"))
     if not found:
+        os.makedirs(cache, exist_ok=True)  # dump_overhead.py writes its config beside DUMP_DIR
         env = dict(os.environ, DUMP_DIR=os.path.join(cache, "gpt_statistics"), STEPS="3")
         subprocess.run([sys.executable, os.path.join(BENCH, "dump_overhead.py"), "tool", "statistics", "L1"],
                        env=env, check=True, stdout=subprocess.DEVNULL)

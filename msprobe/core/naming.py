@@ -74,13 +74,7 @@ class EntryName:
         """The parts of an entry name, or None for names of another shape."""
         if not isinstance(name, str):
             return None
-        for pattern, module in ((_MODULE, True), (_PGRAD, True), (_API, False)):
-            match = pattern.fullmatch(name)
-            if match:
-                groups = match.groupdict()
-                return cls(groups["prefix"], groups["api"], groups.get("index") or "",
-                           groups.get("dir") or PARAMS_GRAD, module)
-        return None
+        return _parse_entry(cls, name)
 
     @property
     def op_name(self):
@@ -102,6 +96,18 @@ class EntryName:
 
 
 ParsedName = EntryName  # the wave-1 name, kept for existing callers
+
+
+@functools.lru_cache(maxsize=65536)
+def _parse_entry(cls, name):
+    """EntryName.parse, cached: a job compare parses the same few thousand names in every pair."""
+    for pattern, module in ((_MODULE, True), (_PGRAD, True), (_API, False)):
+        match = pattern.fullmatch(name)
+        if match:
+            groups = match.groupdict()
+            return cls(groups["prefix"], groups["api"], groups.get("index") or "",
+                       groups.get("dir") or PARAMS_GRAD, module)
+    return None
 
 
 @functools.lru_cache(maxsize=8192)

@@ -48,6 +48,23 @@ class NumberColumn(Sequence):
             return self.overrides[index]
         return self._cells(self.values[index:index + 1])[0]
 
+    def cells_and_odd(self, start, stop):
+        """(cells of rows start..stop, offsets of the cells that are not finite floats), found with numpy
+        so the xlsx writer need not look at every cell; odd is None with a formatter (any cell may be text)."""
+        values = self.values[start:stop]
+        cells = self._cells(values)
+        if self.formatter is not None:
+            return cells, None
+        odd = set(np.flatnonzero(~np.isfinite(values)).tolist())
+        rows = self._override_rows
+        for row in rows[np.searchsorted(rows, start):np.searchsorted(rows, stop)].tolist():
+            cell = cells[row - start] = self.overrides[row]
+            if type(cell) is not float or cell - cell != 0.0:
+                odd.add(row - start)
+            else:
+                odd.discard(row - start)
+        return cells, odd
+
     def __iter__(self):
         for start in range(0, len(self.values), 4096):
             yield from self[start:start + 4096]

@@ -1,4 +1,4 @@
-"""A small streaming xlsx writer: inline strings, numbers, whole-row red/yellow fills, several sheets,
+"""A small streaming xlsx writer: shared strings, numbers, whole-row red/yellow fills, several sheets,
 optionally a frozen header row with an autofilter and columns sized to their content.
 
 Going through openpyxl cell objects costs seconds per 100k rows; here every column is rendered to
@@ -101,15 +101,67 @@ _SHEET_HEAD = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
 
 
 _NUMBER_SLOT = "<c><v>{!r}</v></c>"
-_TEXT_SLOT = '<c t="inlineStr"><is><t xml:space="preserve">{}</t></is></c>'
 
 
-def _render_rows(columns, cache):
+class _InlineStrings(dict):
+    """Text cells as inline strings: value -> escaped text, made once per distinct value."""
+    slot = '<c t="inlineStr"><is><t xml:space="preserve">{}</t></is></c>'
+    shared = False
+
+    def __missing__(self, value):
+        text = self[value] = _escape(value)
+        return text
+
+    def cell(self, value):
+        return self.slot.format(self[value])
+
+    def trim(self):
+        if len(self) > 200000:
+            self.clear()
+
+
+class _SharedStrings(_InlineStrings):
+    """Text cells as indexes into the workbook's shared-string table (xl/sharedStrings.xml): a name that
+    appears in the NPU and the bench column, or an `N/A` in every row, is stored once, so the sheet XML is
+    about half as long and so is the time spent compressing it."""
+    slot = '<c t="s"><v>{}</v></c>'
+    shared = True
+
+    def __init__(self):
+        super().__init__()
+        self.texts = []
+
+    def __missing__(self, value):
+        index = self[value] = len(self.texts)
+        self.texts.append(_escape(value))
+        return index
+
+    def trim(self):
+        pass  # indexes must stay valid until the table is written
+
+    def xml(self):
+        items = "".join(f'<si><t xml:space="preserve">{text}</t></si>' for text in self.texts)
+        return ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+                '<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" '
+                f'uniqueCount="{len(self.texts)}">{items}</sst>')
+
+
+def _cell(value, strings):
+    return strings.cell(value) if type(value) is str else _render_column([value], "", None, numeric=False)[0]
+
+
+def _render_rows(columns, strings, odd_cells=None):
     """Rows of one chunk: one str.format call per row for the common case (finite floats in number
-    columns, strings in text columns); rows holding anything else are rendered cell by cell."""
+    columns, strings in text columns); rows holding anything else are rendered cell by cell.
+    odd_cells: per column, the offsets of cells that are not finite floats when the column knows them
+    (NumberColumn.cells_and_odd), else None."""
     slots, fields, odd = [], [], set()
-    for column in columns:
-        if column and _mostly_none(column):
+    for column, known_odd in zip(columns, odd_cells or [None] * len(columns)):
+        if known_odd is not None:
+            slots.append(_NUMBER_SLOT)
+            fields.append(column)
+            odd.update(known_odd)
+        elif column and _mostly_none(column):
             slots.append("<c/>{}")
             fields.append([""] * len(column))
             odd.update(i for i, v in enumerate(column) if v is not None)
@@ -118,35 +170,38 @@ def _render_rows(columns, cache):
             fields.append(column)
             odd.update(i for i, v in enumerate(column) if type(v) is not float or v - v != 0.0)
         else:
-            slots.append(_TEXT_SLOT)
-            escaped = []
+            slots.append(strings.slot)
+            if set(map(type, column)) <= {str}:
+                fields.append(list(map(strings.__getitem__, column)))
+                continue
+            texts = []
             for i, value in enumerate(column):
                 if type(value) is str:
-                    text = cache.get(value)
-                    if text is None:
-                        text = cache[value] = _escape(value)
-                    escaped.append(text)
+                    texts.append(strings[value])
                 else:
-                    escaped.append("")
+                    texts.append("")
                     odd.add(i)
-            fields.append(escaped)
+            fields.append(texts)
     lines = list(map(("<row>" + "".join(slots) + "</row>").format, *fields))
     for i in odd:
-        lines[i] = f"<row>{''.join(_render_column([c[i] for c in columns], '', None, numeric=False))}</row>"
+        lines[i] = f"<row>{''.join(_cell(c[i], strings) for c in columns)}</row>"
     return lines
 
 
-def _chunk_xml(sheet, start, cache):
+def _chunk_xml(sheet, start, strings):
     stop = min(len(sheet.columns[0]), start + _CHUNK_ROWS)
-    chunk = [col[start:stop] for col in sheet.columns]
-    lines = _render_rows(chunk, cache)
+    chunk, odd_cells = [], []
+    for col in sheet.columns:
+        cells, odd = col.cells_and_odd(start, stop) if hasattr(col, "cells_and_odd") else (col[start:stop], None)
+        chunk.append(cells)
+        odd_cells.append(odd)
+    lines = _render_rows(chunk, strings, odd_cells)
     styles = sheet.row_styles
     if styles is not None:
         for offset in (i - start for i in range(start, stop) if styles[i]):
             attr = f' s="{int(styles[start + offset])}"'
             lines[offset] = f"<row>{''.join(_render_column([col[offset] for col in chunk], attr, None, numeric=False))}</row>"
-    if len(cache) > 200000:
-        cache.clear()
+    strings.trim()
     return "".join(lines).encode("utf-8")
 
 
@@ -154,18 +209,18 @@ _FORKED_SHEET: list = []  # the sheet being written, visible to forked render wo
 
 
 def _render_chunk_in_worker(start):
-    return _chunk_xml(_FORKED_SHEET[0], start, {})
+    return _chunk_xml(_FORKED_SHEET[0], start, _InlineStrings())
 
 
-def _chunks(sheet):
-    """XML bytes of each chunk of rows, in order; big sheets are rendered by two forked workers."""
+def _chunks(sheet, strings):
+    """XML bytes of each chunk of rows, in order; big sheets are rendered by two forked workers (with
+    inline strings: a worker cannot add to the parent's shared-string table)."""
     rows = len(sheet.columns[0]) if sheet.columns else 0
     starts = range(0, rows, _CHUNK_ROWS)
     import multiprocessing
 
     if rows < 4 * _CHUNK_ROWS or (os.cpu_count() or 1) < 2 or multiprocessing.current_process().daemon:
-        cache = {}  # escaped text shared by all columns: NPU and bench names are mostly the same strings
-        yield from (_chunk_xml(sheet, start, cache) for start in starts)
+        yield from (_chunk_xml(sheet, start, strings) for start in starts)
         return
     _FORKED_SHEET[:] = [sheet]
     try:
@@ -219,14 +274,14 @@ def _sheet_tail(sheet):
     return f'</sheetData><autoFilter ref="A1:{last}{rows + 1}"/></worksheet>'
 
 
-def _write_sheet(stream, sheet):
+def _write_sheet(stream, sheet, strings):
     """Stream the worksheet XML in chunks of rows, so memory stays flat on 100k-row reports."""
     stream.write((_sheet_head(sheet) + f"<row>{''.join(_render_column(sheet.header))}</row>").encode("utf-8"))
     from tqdm import tqdm
 
     rows = len(sheet.columns[0]) if sheet.columns else 0
     with tqdm(total=rows, desc="write xlsx", unit="row", disable=rows < 50000) as progress:
-        for data in _chunks(sheet):
+        for data in _chunks(sheet, strings):
             stream.write(data)
             progress.update(min(_CHUNK_ROWS, rows - progress.n))
     stream.write(_sheet_tail(sheet).encode("utf-8"))
@@ -240,6 +295,8 @@ _CONTENT_TYPES = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
                   'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
                   '<Override PartName="/xl/styles.xml" '
                   'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.styles+xml"/>'
+                  '<Override PartName="/xl/sharedStrings.xml" '
+                  'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"/>'
                   '{sheets}</Types>')
 _SHEET_TYPE = ('<Override PartName="/xl/worksheets/sheet{n}.xml" '
                'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>')
@@ -279,6 +336,8 @@ def _workbook(sheets):
                    f'relationships/worksheet" Target="worksheets/sheet{n}.xml"/>' for n in range(1, len(sheets) + 1))
     rels += (f'<Relationship Id="rId{len(sheets) + 1}" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
              'relationships/styles" Target="styles.xml"/>')
+    rels += (f'<Relationship Id="rId{len(sheets) + 2}" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
+             'relationships/sharedStrings" Target="sharedStrings.xml"/>')
     rels = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
             f'<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">{rels}'
             '</Relationships>')
@@ -297,9 +356,11 @@ def write_xlsx(path, sheets):
             archive.writestr("xl/workbook.xml", workbook)
             archive.writestr("xl/_rels/workbook.xml.rels", rels)
             archive.writestr("xl/styles.xml", _STYLES)
+            strings = _SharedStrings()  # one table for the workbook, written after the sheets that fill it
             for n, sheet in enumerate(sheets, 1):
                 with archive.open(f"xl/worksheets/sheet{n}.xml", "w", force_zip64=True) as stream:
-                    _write_sheet(stream, sheet)
+                    _write_sheet(stream, sheet, strings)
+            archive.writestr("xl/sharedStrings.xml", strings.xml())
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     finally:

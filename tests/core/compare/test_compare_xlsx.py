@@ -24,3 +24,39 @@ def test_round_trip_values_and_fills(tmp_path):
     assert sheet.cell(4, 3).fill.fgColor.rgb == RED_RGB
     assert not math.isnan(rows[3][2])
     assert [[c.value for c in row] for row in book["Second"].iter_rows()] == [["Only"], ["z"]]
+
+
+def test_text_is_stored_once_in_the_shared_string_table(tmp_path):
+    import zipfile
+
+    import pandas as pd
+
+    path = str(tmp_path / "s.xlsx")
+    names = [f"Functional.linear.{i % 7}.forward.output.0" for i in range(300)]
+    write_xlsx(path, [Sheet("Sheet", ["NPU Name", "Bench Name", "Note"], [names, list(names), ["N/A"] * 300],
+                            [0] * 299 + [2], freeze_header=True),
+                      Sheet("Second", ["Note"], [["N/A", " lead"]])])
+    with zipfile.ZipFile(path) as archive:
+        table = archive.read("xl/sharedStrings.xml").decode()
+        sheet_xml = archive.read("xl/worksheets/sheet1.xml").decode()
+    for text in ["N/A", " lead"] + sorted(set(names)):
+        assert table.count(f">{text}<") == 1, text  # each distinct string once, for both sheets
+    assert "Functional.linear.3" not in sheet_xml.split("</row>", 299)[-2]  # plain rows index the table
+    book = openpyxl.load_workbook(path)
+    rows = [[c.value for c in row] for row in book["Sheet"].iter_rows()]
+    assert rows[1:] == [[n, n, "N/A"] for n in names]
+    assert book["Sheet"].cell(301, 1).fill.fgColor.rgb == RED_RGB
+    assert [[c.value for c in row] for row in book["Second"].iter_rows()] == [["Note"], ["N/A"], [" lead"]]
+    frame = pd.read_excel(path, sheet_name="Sheet")  # as 1.2.1's tools read reports
+    assert list(frame.columns) == ["NPU Name", "Bench Name", "Note"] and frame["NPU Name"].tolist() == names
+
+
+def test_number_columns_render_their_text_and_non_finite_cells(tmp_path):
+    from msprobe.core.compare.columns import NumberColumn
+
+    path = str(tmp_path / "n.xlsx")
+    values = [0.5, float("inf"), 2.0, float("nan"), -0.0, 7.25]
+    column = NumberColumn(values, {2: "N/A", 4: 3, 5: 1.75})
+    write_xlsx(path, [Sheet("Sheet", ["Max"], [column])])
+    cells = [row[0].value for row in openpyxl.load_workbook(path)["Sheet"].iter_rows(min_row=2)]
+    assert cells == [0.5, "inf", "N/A", "nan", 3, 1.75]
