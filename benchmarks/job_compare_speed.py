@@ -5,13 +5,16 @@ The source is a real L1 statistics dump of the GPT benchmark model (578 entries;
 /work/shared/bench/dump_overhead.py, or given with --src). benchmarks/make_job_tree.py replicates it into
 N ranks (NPU side jittered by 1e-8, below float32 rounding, one fault at the last rank so the job parts there). Each size is
 compared by `msprobe -f pytorch compare` in a child process, every per-pair report written; reported: wall
-time, seconds per rank, and the peak of the summed RSS of the child and all its workers (sampled every 50 ms).
+time, seconds per rank, CPU seconds of the child and all its workers (user + system: on a loaded machine the
+steadier figure; CPU seconds / cores is the wall time of an otherwise idle machine), and the peak of the summed
+RSS of the child and all its workers (sampled every 50 ms).
 Targets (issue 22): 1,024 ranks in <= 20 s, peak RSS <= 1 GB, time linear in ranks.
 """
 import argparse
 import glob
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -55,6 +58,7 @@ def measure(compare_json, out, processes):
     os.makedirs(out, exist_ok=True)
     log_path = os.path.join(out, "compare.log")
     log = open(log_path, "w", encoding="utf-8")  # a file, not a pipe: a full pipe would block the child
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.time()
     child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
     watched, peak = psutil.Process(child.pid), 0
@@ -65,6 +69,8 @@ def measure(compare_json, out, processes):
             pass
         time.sleep(0.05)
     seconds = time.time() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child and every worker it waited for
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     log.close()
     if child.returncode != 0:
         with open(log_path, encoding="utf-8") as handle:
@@ -72,7 +78,7 @@ def measure(compare_json, out, processes):
     with open(os.path.join(out, "job_summary.json"), encoding="utf-8") as handle:
         job = json.load(handle)
     reports = len(glob.glob(os.path.join(out, "compare_result_*.xlsx")))
-    return seconds, peak, job, reports
+    return seconds, cpu, peak, job, reports
 
 
 def main():
@@ -89,10 +95,11 @@ def main():
             with open(os.path.join(src, "dump.json"), encoding="utf-8") as handle:
                 last_call = list(json.load(handle)["data"])[-1]
             make_tree(src, root, ranks, faults=[(ranks - 1, 0, last_call, 1.5)])
-        seconds, peak, job, reports = measure(os.path.join(root, "compare.json"), os.path.join(root, "out"),
+        seconds, cpu, peak, job, reports = measure(os.path.join(root, "compare.json"), os.path.join(root, "out"),
                                               args.processes)
         print(json.dumps({"bench": "job_compare", "ranks": ranks, "seconds": round(seconds, 2),
-                          "seconds_per_rank": round(seconds / ranks, 4), "peak_rss_mb": round(peak / 2 ** 20),
+                          "seconds_per_rank": round(seconds / ranks, 4), "cpu_seconds": round(cpu, 2),
+                          "cpu_ms_per_rank": round(1000 * cpu / ranks, 1), "peak_rss_mb": round(peak / 2 ** 20),
                           "reports": reports, "parted": job["parted"] and [job["parted"]["rank"],
                                                                            job["parted"]["call"]],
                           "cpu_count": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 1)}), flush=True)

