@@ -16,7 +16,7 @@ which recorded values are tensor descriptors, and which APIs have random output.
 """
 import functools
 import re
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, replace
 from typing import Optional, Tuple
 
 from msprobe.core.errors import ConfigError
@@ -74,7 +74,8 @@ class EntryName:
         """The parts of an entry name, or None for names of another shape."""
         if not isinstance(name, str):
             return None
-        return _parse_entry(cls, name)
+        parsed = _parse_entry(name)
+        return parsed if cls is EntryName or parsed is None else cls(*astuple(parsed))
 
     @property
     def op_name(self):
@@ -99,14 +100,14 @@ ParsedName = EntryName  # the wave-1 name, kept for existing callers
 
 
 @functools.lru_cache(maxsize=65536)
-def _parse_entry(cls, name):
+def _parse_entry(name: str) -> Optional[EntryName]:
     """EntryName.parse, cached: a job compare parses the same few thousand names in every pair."""
     for pattern, module in ((_MODULE, True), (_PGRAD, True), (_API, False)):
         match = pattern.fullmatch(name)
         if match:
             groups = match.groupdict()
-            return cls(groups["prefix"], groups["api"], groups.get("index") or "",
-                       groups.get("dir") or PARAMS_GRAD, module)
+            return EntryName(groups["prefix"], groups["api"], groups.get("index") or "",
+                             groups.get("dir") or PARAMS_GRAD, module)
     return None
 
 
