@@ -101,3 +101,39 @@ def test_bad_layouts_are_one_error_line(layout, tmp_path, caplog):
                  "--layout", str(tmp_path / "layout.json")])
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert code == 1 and len(errors) == 1 and "layout" in errors[0].getMessage() and not errors[0].exc_info
+
+
+def test_groups_of_ranks_pair_with_bench_ranks_in_order(tmp_path):
+    from msprobe.core.compare.layout import layout_pairs
+
+    def dump(root, rank, array):
+        folder = tmp_path / root / "step3" / f"rank{rank}"
+        folder.mkdir(parents=True)
+        data = {"Functional.op.0.forward": {"input_args": [_desc(array)], "output": [_desc(array)]}}
+        (folder / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L1", "data": data}))
+
+    wholes = [np.arange(8.0).reshape(2, 4), -np.arange(8.0).reshape(2, 4)]  # one per data-parallel replica
+    for group, ranks in enumerate([[0, 2], [1, 3]]):  # tensor-parallel groups that interleave ranks
+        for shard, rank in enumerate(ranks):
+            dump("npu", rank, wholes[group][:, 2 * shard:2 * shard + 2])
+        dump("bench", group, wholes[group])
+    layout = {"groups": [[0, 2], [1, 3]], "tensors": {"*": "Shard(1)"}}
+    pairs = layout_pairs(str(tmp_path / "npu"), str(tmp_path / "bench"), layout)
+    assert [(tag, [p.split("/")[-2] for p in npu], bench.split("/")[-2]) for tag, npu, bench in pairs] == [
+        ("_step3_rank0+2-rank0", ["rank0", "rank2"], "rank0"), ("_step3_rank1+3-rank1", ["rank1", "rank3"], "rank1")]
+    (tmp_path / "compare.json").write_text(json.dumps({"npu_path": str(tmp_path / "npu"),
+                                                      "bench_path": str(tmp_path / "bench")}))
+    (tmp_path / "layout.json").write_text(json.dumps(layout))
+    out = tmp_path / "out"
+    assert main(["-f", "pytorch", "compare", "-i", str(tmp_path / "compare.json"), "-o", str(out), "-p", "1",
+                 "--layout", str(tmp_path / "layout.json")]) == 0
+    job = json.loads((out / "job_summary.json").read_text())
+    assert [(p["step"], p["rank"]) for p in job["pairs"]] == [(3, 0), (3, 1)]
+    assert job["totals"]["suspicious"] == 0 and job["totals"]["unmatched"] == 0 and job["parted"] is None
+    import openpyxl
+
+    rows = list(openpyxl.load_workbook(job["pairs"][1]["report"], read_only=True).active.iter_rows(values_only=True))
+    header, output = rows[0], rows[2]
+    cell = dict(zip(header, output))
+    assert cell["NPU Name"] == "Functional.op.0.forward.output.0" and cell["NPU Tensor Shape"] == "[2, 4]"
+    assert (cell["NPU max"], cell["NPU min"], cell["NPU mean"]) == (0.0, -7.0, -3.5)  # min from rank 3's shard
