@@ -54,7 +54,8 @@ class TorchDumpSession:
 
                 self.aten_mode = self.hooks.enter(AtenDumpMode(collector, self.reentrancy))
             if self.regions:
-                CompiledRegions(collector, self.regions, level in ("L0", "mix"), self._modes).install(self.hooks)
+                CompiledRegions(collector, self.regions, level in ("L0", "mix"), self._modes,
+                                interpret=collector.config.section.get("interpret_compiled", False)).install(self.hooks)
 
     def _modes(self):
         return [mode for mode in (self.api_mode, self.aten_mode) if mode is not None]
