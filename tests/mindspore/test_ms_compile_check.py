@@ -1,0 +1,53 @@
+"""MindSpore compile_check: each sub-cell in PyNative vs mindspore.jit on the same inputs, forward and
+backward; a clean network departs nowhere, a jit that multiplies one Dense in float16 is named first."""
+import json
+
+import mindspore as ms
+import numpy as np
+import pytest
+from mindspore import Tensor
+from ms_compile_models import LOW_PRECISION_CELL, low_precision_dense_jit
+from ms_models import Net
+
+from msprobe.core.compile_report import RESULT_FILE
+from msprobe.mindspore.compile_check import compile_check
+
+
+def _inputs(dtype=ms.float32):
+    return Tensor(np.random.RandomState(0).randn(6, 4).astype(np.float32)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [ms.float32, ms.float16])
+def test_clean_network_departs_nowhere_under_jit(tmp_path, dtype):
+    ms.set_seed(0)
+    net = Net()
+    if dtype != ms.float32:
+        net.to_float(dtype)
+    report = compile_check(net, (_inputs(dtype),), output_path=str(tmp_path))
+    assert report["first_departure"] is None, report["first_departure"]
+    calls = {row["call"] for row in report["ranking"]}
+    assert {"Cell.block.fc.Dense.forward.0", "Cell.block.Block.forward.0", "Cell.head.Dense.backward.0",
+            "Cell.block.fc2.Linear.parameters_grad"} <= calls
+    assert not any(row["beyond_tolerance"] for row in report["ranking"])
+
+
+def test_low_precision_dense_is_named_first(tmp_path):
+    ms.set_seed(0)
+    net = Net()
+    x = _inputs()
+    report = compile_check(net, (x,), output_path=str(tmp_path), jit=low_precision_dense_jit)
+    first = report["first_departure"]
+    assert first["module"] == LOW_PRECISION_CELL and first["phase"] == "forward" and first["kind"] == "cause"
+    assert first["call"] == "Cell.block.fc.Dense.forward.0"
+    written = json.loads((tmp_path / RESULT_FILE).read_text())
+    assert written["first_departure"] == first
+    ranked = {row["call"]: row for row in written["ranking"]}
+    assert ranked["Cell.block.fc.Dense.forward.0"]["beyond_tolerance"]
+    assert not ranked["Cell.head.Dense.forward.0"]["beyond_tolerance"]
+    # recomputed here: the PyNative output of block.fc against its float16 product
+    eager = net.block.fc(x).asnumpy()
+    half = (x.asnumpy().astype(np.float16) @ net.block.fc.weight.asnumpy().astype(np.float16).T).astype(np.float32)
+    half = half + net.block.fc.bias.asnumpy()
+    dump = json.loads((tmp_path / "dump_compiled" / "step0" / "rank" / "dump.json").read_text())
+    out = dump["data"]["Cell.block.fc.Dense.forward.0"]["output"][0]
+    assert out["Max"] == pytest.approx(float(half.max()), abs=1e-6) and out["Max"] != pytest.approx(float(eager.max()), abs=1e-7)
