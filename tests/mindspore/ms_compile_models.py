@@ -14,3 +14,21 @@ def low_precision_dense_jit(cell):
             return out + cell.bias
         return half_dense
     return ms.jit(cell.construct)
+
+
+class PidScaled(nn.Cell):
+    """A construct mindspore.jit cannot parse (an import statement); PyNative runs it."""
+
+    def construct(self, x):
+        import os
+        return x * float(os.getpid() > 0)
+
+
+class NetWithUncompilableCell(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Dense(4, 4)
+        self.scaled = PidScaled()
+
+    def construct(self, x):
+        return self.scaled(self.fc(x))

@@ -51,3 +51,15 @@ def test_low_precision_dense_is_named_first(tmp_path):
     dump = json.loads((tmp_path / "dump_compiled" / "step0" / "rank" / "dump.json").read_text())
     out = dump["data"]["Cell.block.fc.Dense.forward.0"]["output"][0]
     assert out["Max"] == pytest.approx(float(half.max()), abs=1e-6) and out["Max"] != pytest.approx(float(eager.max()), abs=1e-7)
+
+
+def test_cell_jit_cannot_compile_is_reported_and_the_others_checked(tmp_path):
+    from ms_compile_models import NetWithUncompilableCell
+
+    ms.set_seed(0)
+    report = compile_check(NetWithUncompilableCell(), _inputs(), output_path=str(tmp_path))
+    (skipped,) = report["not_compiled"]
+    assert skipped["cell"] == "scaled" and skipped["class"] == "PidScaled" and "Import" in skipped["error"]
+    calls = {row["call"] for row in report["ranking"]}
+    assert "Cell.fc.Dense.forward.0" in calls and not any("scaled" in call for call in calls)
+    assert report["first_departure"] is None
