@@ -16,7 +16,8 @@ import numpy as np
 
 from msprobe.core.dump.array_stats import array_statistics
 
-__all__ = ["RESULT_FILE", "judge", "ranking", "module_path", "write_report", "write_dump", "tensor_descriptor"]
+__all__ = ["RESULT_FILE", "judge", "ranking", "module_path", "write_report", "write_dump", "tensor_descriptor",
+           "add_script_arguments", "check_script"]
 
 RESULT_FILE = "compile_check_result.json"
 
@@ -96,3 +97,33 @@ def write_dump(folder: str, framework: str, entries: Sequence[Tuple[str, Dict[st
         json.dump({"task": "statistics", "level": "L0", "framework": framework, "dump_data_dir": None,
                    "data": dict(entries)}, handle, indent=1)
     return path
+
+
+def add_script_arguments(parser) -> None:
+    """The command-line arguments both frameworks' `compile_check` commands take."""
+    parser.add_argument("--script", required=True,
+                        help="Python file defining compile_target() -> (model, example_inputs)")
+    parser.add_argument("--forward_only", "--forward-only", dest="forward_only", action="store_true",
+                        help="no backward pass")
+    parser.add_argument("-o", "--output_path", "--output-path", dest="output_path", required=True,
+                        help="folder for the dumps, the xlsx report and " + RESULT_FILE)
+
+
+def check_script(args, check, error, **options) -> int:
+    """Run `check(model, example_inputs, output_path=..., backward=..., **options)` on what the
+    compile_target() of `args.script` returns, and print the outcome; `error` is the framework's
+    CompileCheckError (one [ERROR] line when the script does not fit)."""
+    from msprobe.core.user_script import call_user_function, load_script_function
+
+    script = args.script
+    target = load_script_function(script, "compile_target", "(model, example_inputs)", error)
+    result = call_user_function(target, "compile_target()", error)
+    if not (isinstance(result, tuple) and len(result) == 2 and callable(result[0])):
+        raise error(f"compile_target() of {script} must return (model, example_inputs).")
+    model, example_inputs = result
+    report = check(model, example_inputs, output_path=args.output_path, backward=not args.forward_only, **options)
+    first = report["first_departure"]
+    print(f"first departure: {first['call']} ({first['summary'] or first['kind']})" if first else
+          "no module departs beyond tolerance")
+    print(f"report: {report['compare_result']}")
+    return 0

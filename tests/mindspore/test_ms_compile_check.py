@@ -63,3 +63,28 @@ def test_cell_jit_cannot_compile_is_reported_and_the_others_checked(tmp_path):
     calls = {row["call"] for row in report["ranking"]}
     assert "Cell.fc.Dense.forward.0" in calls and not any("scaled" in call for call in calls)
     assert report["first_departure"] is None
+
+
+def test_cli_runs_a_script_target(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = tmp_path / "target.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {here!r})\n"
+        "import mindspore as ms\n"
+        "import numpy as np\n"
+        "from ms_models import Net\n"
+        "def compile_target():\n"
+        "    ms.set_seed(0)\n"
+        "    return Net(), (ms.Tensor(np.ones((2, 4), np.float32)),)\n")
+    done = subprocess.run([sys.executable, "-m", "msprobe.cli", "-f", "mindspore", "compile_check", "--script",
+                           str(script), "--forward_only", "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "no module departs beyond tolerance" in done.stdout
+    report = json.loads((tmp_path / "out" / RESULT_FILE).read_text())
+    assert report["ranking"] and not any("backward" in row["call"] for row in report["ranking"])
