@@ -25,7 +25,12 @@ dump window each region is rerouted:
   with the dump's modes back on the stack, so every API/ATen call inside is recorded under its eager
   name (Dynamo keeps torch.nn.functional calls and Tensor methods as graph nodes). The kernels that
   run are the eager ones: this shows what the compiled region computes, call by call, not the
-  compiled kernels' rounding (compile_check answers that).
+  compiled kernels' rounding (compile_check answers that);
+- with the task option `shadow_compiled` (L0/mix): the step runs the user's own compiled graph, with
+  our module hooks taken off the region's modules while it runs (so Dynamo never traces them), and the
+  module boundaries are recorded from a second, no-grad forward of the window compile on the same
+  inputs (RNG state forked, buffers restored): training stays bit-identical, module backward entries
+  are not recorded (parameter gradients are, from the real backward).
 """
 import contextlib
 import sys
@@ -149,12 +154,13 @@ def _window_compile(region, original, interpret):
 class CompiledRegions:
     """Reroutes the compiled regions of `models` for one dump window (see the module docstring)."""
 
-    def __init__(self, collector, regions, module_level, modes, interpret=False):
+    def __init__(self, collector, regions, module_level, modes, interpret=False, shadow=False):
         self.collector = collector
         self.regions = regions
         self.module_level = module_level  # L0/mix: run through the window compile with hooks seen
         self.modes = modes  # () -> [(mode, pop_context_factory)] currently entered by the session
         self.interpret = interpret and bool(modes())  # interpret_compiled, where an API/ATen mode records
+        self.shadow = shadow and module_level and not self.interpret  # shadow_compiled (L0/mix)
 
     def install(self, session):
         for name, region in self.regions:
@@ -162,10 +168,16 @@ class CompiledRegions:
             rerouted = self.module_level or self.interpret
             compiled = _window_compile(region, original, self.interpret) if rerouted else None
             note = self._note(name or "<root>", region)
+            if self.shadow:
+                note["observed"] = ("each hooked module's inputs and outputs, from a second no-grad forward of the "
+                                    "region compiled with a graph break at every module (shadow_compiled); the step "
+                                    "itself ran the user's compiled graph")
+                note["not_observed"] = "module backward; the API/ATen calls inside the compiled graph"
             if is_optimized(region):
-                session.patch(region, "forward", self._wrap(region.forward, compiled, note))
+                session.patch(region, "forward", self._wrap(region.forward, compiled, note, original))
             else:
-                session.patch(region, "_compiled_call_impl", self._wrap(region._compiled_call_impl, compiled, note))
+                session.patch(region, "_compiled_call_impl",
+                              self._wrap(region._compiled_call_impl, compiled, note, original))
 
     def _note(self, name, region):
         backend = str(backend_name(user_backend(region)))
@@ -181,8 +193,8 @@ class CompiledRegions:
         return {"module": name, "backend": backend, "observed": observed,
                 "not_observed": "the API/ATen calls inside the compiled graph, call by call"}
 
-    def _wrap(self, users_call, compiled, note):
-        collector, modes, interpret = self.collector, self.modes, self.interpret
+    def _wrap(self, users_call, compiled, note, original):
+        collector, modes, interpret, shadow = self.collector, self.modes, self.interpret, self.shadow
 
         def compiled_region_call(*args, **kwargs):
             if collector.active:
@@ -195,11 +207,56 @@ class CompiledRegions:
             previous, _RUNNING.modes = _RUNNING.modes, (current if interpret else ())
             try:
                 with _modes_off(current):
-                    return (compiled or users_call)(*args, **kwargs)
+                    if not shadow:
+                        return (compiled or users_call)(*args, **kwargs)
+                    if collector.active:
+                        with _shadow_state(original), torch.no_grad():
+                            compiled(*args, **kwargs)  # the module hooks record its boundaries
+                    with _hooks_detached(original):
+                        return users_call(*args, **kwargs)
             finally:
                 _RUNNING.modes = previous
 
         return compiled_region_call
+
+
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_forward_pre_hooks_with_kwargs",
+               "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
+
+
+@contextlib.contextmanager
+def _hooks_detached(module):
+    """msprobe's forward hooks (marked `_msprobe_hook`) off every submodule of `module`, back after."""
+    saved = []
+    for sub in module.modules():
+        ours = [key for attr in ("_forward_pre_hooks", "_forward_hooks")
+                for key, hook in getattr(sub, attr).items() if getattr(hook, "_msprobe_hook", False)]
+        if ours:
+            saved.append((sub, {attr: dict(getattr(sub, attr)) for attr in _HOOK_DICTS}))
+            for attr in _HOOK_DICTS:
+                for key in ours:
+                    getattr(sub, attr).pop(key, None)
+    try:
+        yield
+    finally:
+        for sub, dicts in saved:
+            for attr, content in dicts.items():
+                getattr(sub, attr).clear()
+                getattr(sub, attr).update(content)
+
+
+@contextlib.contextmanager
+def _shadow_state(module):
+    """A forward whose side effects are undone: RNG streams forked, buffers (running statistics) restored."""
+    buffers = [(buffer, buffer.detach().clone()) for buffer in module.buffers()]
+    devices = sorted({b.device.index or 0 for b, _ in buffers if b.device.type == "cuda"})
+    with torch.random.fork_rng(devices=devices):
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for buffer, value in buffers:
+                    buffer.copy_(value)
 
 
 @contextlib.contextmanager

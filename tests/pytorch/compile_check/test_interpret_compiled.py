@@ -11,6 +11,14 @@ import torch.nn.functional as F
 from msprobe.pytorch import PrecisionDebugger
 
 
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    """Dynamo's state starts clean: after many models compiled in one process, Dynamo stops compiling a
+    shared frame (Linear.forward) at its recompile limit and runs it eagerly, unobserved."""
+    torch._dynamo.reset()
+    yield
+
 class Tiny(nn.Module):
     def __init__(self):
         super().__init__()
