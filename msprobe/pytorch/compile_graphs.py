@@ -10,8 +10,9 @@ graph's code) and graphs.json (per node: its op, target and module).
 When the backend compiles with Inductor (by name or by calling compile_fx), each graph's compile runs
 with Inductor's provenance tracking on (and its caches off: a cache hit generates no code, hence no
 mapping), its backward lowered at once: per generated kernel (`cpp_fused_*` on CPU, `triton_*` on GPU,
-`extern_kernels.*` for library calls), the post-grad ATen nodes it computes and, for the forward, the
-Dynamo FX nodes those come from. graphs.json lists them under each graph's "kernels", and the generated
+`extern_kernels.*` for library calls), the post-grad ATen nodes it computes and the Dynamo FX nodes
+those come from (forward: Inductor's provenance; backward: the forward ATen node with the same autograd
+sequence number, recorded by a post-grad pass). graphs.json lists them under each graph's "kernels", and the generated
 code is written beside the graph (graph_<n>.inductor_<phase>.py).
 """
 import contextlib
@@ -89,19 +90,36 @@ def _inductor_kernels(graph):
     from torch._inductor import debug
     from torch._inductor.graph import GraphLowering
 
+    seq_nrs = []  # per post-grad graph (forward, then backward): node name -> autograd sequence number
+    forward_fx = {}  # sequence number -> FX nodes of the forward's ATen nodes with that number
+    users_pass = inductor_config.post_grad_custom_post_pass
+
+    def record_seq_nrs(fx_graph):
+        if users_pass is not None:
+            users_pass(fx_graph)
+        seq_nrs.append({node.name: node.meta.get("seq_nr") for node in fx_graph.nodes})
+
     def save_output_code(code):
         phase = "forward" if not graph["inductor_code"] else "backward"
         graph["inductor_code"].append((phase, code))
+        seq_of = seq_nrs[-1] if seq_nrs else {}
         post_to_pre = debug._inductor_post_to_pre_grad_nodes.get("postToPre", {}) if phase == "forward" else {}
+        if phase == "forward":  # a backward ATen node comes from the forward op with its sequence number
+            for post, pres in post_to_pre.items():
+                if seq_of.get(post) is not None:
+                    forward_fx.setdefault(seq_of[post], set()).update(pres)
         for handle, post_nodes in debug._inductor_triton_kernel_to_post_grad_node_info.items():
             kernel = handle.rpartition(":")[0] or handle  # "<name>:<debug handle>"
-            fx_nodes = sorted({pre for post in post_nodes for pre in post_to_pre.get(post, [])})
+            fx_nodes = {pre for post in post_nodes for pre in post_to_pre.get(post, [])}
+            if phase == "backward":
+                fx_nodes = {pre for post in post_nodes for pre in forward_fx.get(seq_of.get(post), ())}
             graph["kernels"].append({"kernel": kernel, "phase": phase, "extern": kernel.startswith("extern_kernels."),
-                                     "aten_nodes": list(post_nodes), "fx_nodes": fx_nodes})
+                                     "aten_nodes": list(post_nodes), "fx_nodes": sorted(fx_nodes)})
         debug._inductor_triton_kernel_to_post_grad_node_info.clear()  # the backward's table starts empty
 
     with contextlib.ExitStack() as stack:
-        stack.enter_context(inductor_config.patch({"trace.provenance_tracking_level": 1, "fx_graph_cache": False}))
+        stack.enter_context(inductor_config.patch({"trace.provenance_tracking_level": 1, "fx_graph_cache": False,
+                                                   "post_grad_custom_post_pass": record_seq_nrs}))
         stack.enter_context(torch._functorch.config.patch(enable_autograd_cache=False,
                                                           force_non_lazy_backward_lowering=True))
         previous = GraphLowering.__dict__.get("save_output_code")  # as stored (None, or a staticmethod)

@@ -123,3 +123,6 @@ def test_inductor_kernels_of_the_suspect_are_mapped_to_its_fx_nodes(tmp_path):
         assert f"{kernel['kernel']} = async_compile.cpp_pybinding" in code
         backward = [k for k in graph["kernels"] if k["phase"] == "backward" and not k["extern"]]
         assert backward and all(k["kernel"].startswith("cpp_fused_") and k["aten_nodes"] for k in backward)
+        # the layer norm's backward kernel maps back to the same FX node
+        (grad_kernel,) = [k for k in backward if "native_layer_norm_backward" in k["kernel"]]
+        assert set(grad_kernel["fx_nodes"]) == layer_norm_nodes and grad_kernel["modules"] == ["1"]
