@@ -14,7 +14,8 @@ from msprobe.core.ranges import IndexRanges
 __all__ = ["Field", "Effect", "Rule", "fail", "choice", "boolean", "integer", "string", "string_list", "scope",
            "data_mode", "summary_mode", "bounds", "ranges", "port", "DATA_MODES", "MS_SUMMARY_ITEMS",
            "COMMON_FIELDS", "SCOPE", "LIST", "DATA_MODE", "SUMMARY_MODE", "unlisted", "IGNORE_NON_FINITE",
-           "RAISE_AT_PRODUCER", "ONLINE_FIELDS"]
+           "RAISE_AT_PRODUCER", "ONLINE_FIELDS", "INTERPRET_COMPILED",
+           "SHADOW_COMPILED"]
 
 DATA_MODES = ("all", "forward", "backward", "input", "output")
 MS_SUMMARY_ITEMS = ("max", "min", "mean", "l2norm")
@@ -182,8 +183,20 @@ SUMMARY_MODE = Field("summary_mode", summary_mode, "statistics",
                      "`statistics` (Max/Min/Mean/Norm), `md5` (adds the CRC-32 of each tensor) or `xor` (adds a "
                      "bitwise fingerprint and the RNG audit, docs/determinism.md); MindSpore graph "
                      "mode also accepts a list of `max`/`min`/`mean`/`l2norm`", effect=_SUMMARY_LIST_EFFECT)
+INTERPRET_COMPILED = Field("interpret_compiled", boolean, False, "PyTorch L1/L2/mix: in a dump window, "
+                           "torch.compile'd regions run their Dynamo graph node by node through torch.fx.Interpreter "
+                           "(eager kernels), so every call inside is recorded under its eager name "
+                           "([compile.md](compile.md))", listed=False,
+                           effect=Effect("PyTorch levels L1, L2, mix", lambda fw, task, level, value:
+                                         fw != "mindspore" and level in ("L1", "L2", "mix")))
+SHADOW_COMPILED = Field("shadow_compiled", boolean, False, "PyTorch L0/mix: torch.compile'd regions run the user's "
+                        "compiled graph (training bit-identical) and module inputs/outputs are recorded from a "
+                        "second, no-grad forward compiled module by module; no module backward entries "
+                        "([compile.md](compile.md))", listed=False,
+                        effect=Effect("PyTorch levels L0, mix", lambda fw, task, level, value:
+                                      fw != "mindspore" and level in ("L0", "mix")))
 #: which calls a dumping task sees (core/dump/filters.py)
-COMMON_FIELDS: Tuple[Field, ...] = (SCOPE, LIST, DATA_MODE)
+COMMON_FIELDS: Tuple[Field, ...] = (SCOPE, LIST, DATA_MODE, INTERPRET_COMPILED, SHADOW_COMPILED)
 
 
 def unlisted(*fields: Field) -> Tuple[Field, ...]:

@@ -14,16 +14,14 @@ advisor_*.txt, compile_check_result.json (modules ranked by departure) and, for 
 (a standalone script with its inputs, see compile_repro.py) and with `dump_graphs` its FX graphs.
 """
 import copy
-import json
 import os
 
+from msprobe.core.compile_report import RESULT_FILE, judge, write_report
 from msprobe.core.errors import MsprobeError
 from msprobe.core.log import logger
 from msprobe.core.paths import make_dir
 
 __all__ = ["compile_check", "CompileCheckError", "RESULT_FILE"]
-
-RESULT_FILE = "compile_check_result.json"
 
 
 class CompileCheckError(MsprobeError):
@@ -82,44 +80,12 @@ def _dump_run(model, args, kwargs, dump_path, backward, seed):
     return path
 
 
-def _ranking(records):
-    """[{module, departure}] per call, largest departure first: the worst score / allowance of its rows."""
-    import numpy as np
-
-    judgement = records.judgement
-    if judgement is None:
-        return []
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(judgement.allowed > 0, judgement.scores / judgement.allowed, np.nan)
-    worst = {}
-    for row, entry in enumerate(records.entries):
-        values = ratio[row]
-        if not np.isfinite(values).any():
-            continue
-        value = float(np.nanmax(np.where(np.isfinite(values), values, np.nan)))
-        worst[entry] = max(worst.get(entry, 0.0), value)
-    ranked = sorted(worst.items(), key=lambda item: -item[1])
-    return [{"call": entry, "departure": round(value, 3), "beyond_tolerance": value > 1.0,
-             "parameters_grad": entry.endswith("parameters_grad")} for entry, value in ranked]
-
-
-def _module_path(entry):
-    """'Module.encoder.layer.0.Foo.forward.0' -> 'encoder.layer.0'."""
-    parts = entry.split(".")
-    for marker in ("forward", "backward", "parameters_grad"):
-        if marker in parts:
-            return ".".join(parts[1:parts.index(marker) - 1])
-    return None
-
-
 def compile_check(model, example_inputs, backend="inductor", output_path="./compile_check_output",
                   dump_graphs=False, backward=True, seed=0):
     """Compare `model` eager against `torch.compile(model, backend=backend)` module by module; returns
     the report (also written as compile_check_result.json). `example_inputs`: a tensor, a tuple of
     positional arguments or a dict of keyword arguments."""
     import torch
-
-    from msprobe.core.compare.runner import CompareOptions, compare_pair
 
     output_path = make_dir(output_path, what="output_path")
     args, kwargs = _split_inputs(example_inputs)
@@ -133,39 +99,20 @@ def compile_check(model, example_inputs, backend="inductor", output_path="./comp
         backend = graphs
     compiled = torch.compile(compiled_source, backend=backend)
     compiled_json = _dump_run(compiled, args, kwargs, os.path.join(output_path, "dump_compiled"), backward, seed)
-    outcome = compare_pair(compiled_json, eager_json, output_path, CompareOptions(progress=False))
-    records = outcome.records
-    suspect = _find_suspect(records)
-    parameter_gradients = []
-    if suspect is not None and suspect.phase not in ("forward", "backward"):
-        # parameter gradients are reductions over the batch that Inductor orders its own way: their rows
-        # stay in the report and the ranking, but a module departs by its forward or backward outputs
-        parameter_gradients.append(suspect.summary or suspect.entry)
-        suspect = None
-    report = {"backend": str(getattr(backend, "compiler_name", backend)), "eager_dump": eager_json,
-              "compiled_dump": compiled_json, "compare_result": outcome.xlsx_path,
-              "advisor": outcome.advisor_path, "ranking": _ranking(records), "first_departure": None,
-              "parameter_gradient_departures": parameter_gradients}
-    if suspect is not None:
-        report["first_departure"] = {"call": suspect.entry, "module": _module_path(suspect.entry),
-                                     "phase": suspect.phase, "kind": suspect.kind, "summary": suspect.summary}
-        module_path = report["first_departure"]["module"]
-        if module_path is not None and suspect.phase == "forward":
+    report, phase = judge(compiled_json, eager_json, output_path)
+    report = {"backend": str(getattr(backend, "compiler_name", backend)), **report}
+    first = report["first_departure"]
+    if first is not None:
+        if first["module"] is not None and phase == "forward":
             from msprobe.pytorch.compile_repro import write_repro
 
-            report["repro"] = write_repro(model, module_path, args, kwargs, backend if graphs is None else graphs.backend,
+            report["repro"] = write_repro(model, first["module"], args, kwargs,
+                                          backend if graphs is None else graphs.backend,
                                           os.path.join(output_path, "repro"), seed)
-        if graphs is not None and module_path is not None:
-            report["graphs"] = graphs.write_for(module_path, os.path.join(output_path, "graphs"))
-    with open(os.path.join(output_path, RESULT_FILE), "w", encoding="utf-8") as handle:
-        json.dump(report, handle, indent=2)
-    first = report["first_departure"]
+        if graphs is not None and first["module"] is not None:
+            report["graphs"] = graphs.write_for(first["module"], os.path.join(output_path, "graphs"))
+    write_report(report, output_path)
     logger.info(f"compile_check: first departing call: {first['call']} ({first['kind']})" if first else
                 "compile_check: no module departs beyond tolerance.")
     return report
 
-
-def _find_suspect(records):
-    from msprobe.core.compare.advisor import find_suspect
-
-    return find_suspect(records)

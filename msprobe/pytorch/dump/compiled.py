@@ -19,20 +19,34 @@ dump window each region is rerouted:
   user's fused graph would not (fp32 steps were bit-identical in our tests);
 - L1/L2: the TorchFunctionMode / TorchDispatchMode is taken off the stack while the region runs, so
   the region runs the user's own compiled graph, unobserved call by call; the dump says so once in
-  the log and under "compiled_regions" in dump.json.
+  the log and under "compiled_regions" in dump.json;
+- with the task option `interpret_compiled` (L1/L2/mix): the region runs through a window compile
+  whose backend (`InterpreterBackend`) runs Dynamo's graph node by node through torch.fx.Interpreter
+  with the dump's modes back on the stack, so every API/ATen call inside is recorded under its eager
+  name (Dynamo keeps torch.nn.functional calls and Tensor methods as graph nodes). The kernels that
+  run are the eager ones: this shows what the compiled region computes, call by call, not the
+  compiled kernels' rounding (compile_check answers that);
+- with the task option `shadow_compiled` (L0/mix): the step runs the user's own compiled graph, with
+  our module hooks taken off the region's modules while it runs (so Dynamo never traces them), and the
+  module boundaries are recorded from a second, no-grad forward of the window compile on the same
+  inputs (RNG state forked, buffers restored): training stays bit-identical, module backward entries
+  are not recorded (parameter gradients are, from the real backward).
 """
 import contextlib
 import sys
+import threading
 import weakref
 
 import torch
 
 from msprobe.core.log import logger
 
-__all__ = ["eager_name", "is_optimized", "find_regions", "CompiledRegions", "WindowBackend", "user_backend"]
+__all__ = ["eager_name", "is_optimized", "find_regions", "CompiledRegions", "WindowBackend", "user_backend",
+           "InterpreterBackend"]
 
 _ORIG = "_orig_mod"
-_WINDOW_COMPILES = weakref.WeakKeyDictionary()  # region module -> its window compile (kept across windows)
+# region module -> its window compile (kept across windows), one table per backend kind
+_WINDOW_COMPILES = {False: weakref.WeakKeyDictionary(), True: weakref.WeakKeyDictionary()}
 _LOGGED = set()  # region names already announced in the log (once per process)
 
 
@@ -92,6 +106,29 @@ class WindowBackend:
         return self.backend(graph_module, example_inputs)
 
 
+class _Running(threading.local):
+    modes = ()  # the dump modes of the region call in progress (InterpreterBackend puts them back)
+
+
+_RUNNING = _Running()
+
+
+class InterpreterBackend:
+    """A Dynamo backend running the captured graph node by node through torch.fx.Interpreter, with
+    the dump's TorchFunctionMode / TorchDispatchMode (taken off while Dynamo ran) back on the stack."""
+
+    compiler_name = "interpreter"
+
+    def __call__(self, graph_module, example_inputs):
+        def interpreted(*args):
+            with contextlib.ExitStack() as stack:
+                for mode in _RUNNING.modes:
+                    stack.enter_context(mode)
+                return torch.fx.Interpreter(graph_module).run(*args)
+
+        return interpreted
+
+
 def backend_name(backend):
     name = getattr(backend, "compiler_name", None)
     if isinstance(name, str):
@@ -99,51 +136,65 @@ def backend_name(backend):
     return backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
 
 
-def _window_compile(region, original):
+def _window_compile(region, original, interpret):
     """The compiled callable of `original` (the region's eager module) used during dump windows."""
-    cached = _WINDOW_COMPILES.get(region)
+    cached = _WINDOW_COMPILES[interpret].get(region)
     if cached is None:
-        backend = user_backend(region)
+        backend = InterpreterBackend() if interpret else user_backend(region)
         if isinstance(backend, str):
             from torch._dynamo.backends.registry import lookup_backend
 
             backend = lookup_backend(backend)
         cached = torch.compile(original.__call__ if is_optimized(region) else original._call_impl,
                                backend=WindowBackend(backend), isolate_recompiles=True)
-        _WINDOW_COMPILES[region] = cached
+        _WINDOW_COMPILES[interpret][region] = cached
     return cached
 
 
 class CompiledRegions:
     """Reroutes the compiled regions of `models` for one dump window (see the module docstring)."""
 
-    def __init__(self, collector, regions, module_level, modes):
+    def __init__(self, collector, regions, module_level, modes, interpret=False, shadow=False):
         self.collector = collector
         self.regions = regions
         self.module_level = module_level  # L0/mix: run through the window compile with hooks seen
         self.modes = modes  # () -> [(mode, pop_context_factory)] currently entered by the session
+        self.interpret = interpret and bool(modes())  # interpret_compiled, where an API/ATen mode records
+        self.shadow = shadow and module_level and not self.interpret  # shadow_compiled (L0/mix)
 
     def install(self, session):
         for name, region in self.regions:
             original = region._orig_mod if is_optimized(region) else region
-            compiled = _window_compile(region, original) if self.module_level else None
+            rerouted = self.module_level or self.interpret
+            compiled = _window_compile(region, original, self.interpret) if rerouted else None
             note = self._note(name or "<root>", region)
+            if self.shadow:
+                note["observed"] = ("each hooked module's inputs and outputs, from a second no-grad forward of the "
+                                    "region compiled with a graph break at every module (shadow_compiled); the step "
+                                    "itself ran the user's compiled graph")
+                note["not_observed"] = "module backward; the API/ATen calls inside the compiled graph"
             if is_optimized(region):
-                session.patch(region, "forward", self._wrap(region.forward, compiled, note))
+                session.patch(region, "forward", self._wrap(region.forward, compiled, note, original))
             else:
-                session.patch(region, "_compiled_call_impl", self._wrap(region._compiled_call_impl, compiled, note))
+                session.patch(region, "_compiled_call_impl",
+                              self._wrap(region._compiled_call_impl, compiled, note, original))
 
     def _note(self, name, region):
+        backend = str(backend_name(user_backend(region)))
+        if self.interpret:
+            return {"module": name, "backend": backend, "observed": "every API/ATen call inside the region, "
+                    "Dynamo's graph run node by node through torch.fx.Interpreter (interpret_compiled)",
+                    "not_observed": "the compiled kernels: the region ran eager kernels in the dump window"}
         if self.module_level:
             observed = ("each hooked module's inputs and compiled outputs (Dynamo breaks the graph at every "
                         "module boundary during the dump window)")
         else:
             observed = "the calls around the region; the region itself ran the user's compiled graph"
-        return {"module": name, "backend": str(backend_name(user_backend(region))), "observed": observed,
+        return {"module": name, "backend": backend, "observed": observed,
                 "not_observed": "the API/ATen calls inside the compiled graph, call by call"}
 
-    def _wrap(self, users_call, compiled, note):
-        collector, modes = self.collector, self.modes
+    def _wrap(self, users_call, compiled, note, original):
+        collector, modes, interpret, shadow = self.collector, self.modes, self.interpret, self.shadow
 
         def compiled_region_call(*args, **kwargs):
             if collector.active:
@@ -152,10 +203,60 @@ class CompiledRegions:
                     _LOGGED.add(note["module"])
                     logger.info(f"msprobe: module '{note['module']}' ran compiled ({note['backend']}); "
                                 f"recorded: {note['observed']}; not recorded call by call: {note['not_observed']}.")
-            with _modes_off(modes()):
-                return (compiled or users_call)(*args, **kwargs)
+            current = modes()
+            previous, _RUNNING.modes = _RUNNING.modes, (current if interpret else ())
+            try:
+                with _modes_off(current):
+                    if not shadow:
+                        return (compiled or users_call)(*args, **kwargs)
+                    if collector.active:
+                        with _shadow_state(original), torch.no_grad():
+                            compiled(*args, **kwargs)  # the module hooks record its boundaries
+                    with _hooks_detached(original):
+                        return users_call(*args, **kwargs)
+            finally:
+                _RUNNING.modes = previous
 
         return compiled_region_call
+
+
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_forward_pre_hooks_with_kwargs",
+               "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
+
+
+@contextlib.contextmanager
+def _hooks_detached(module):
+    """msprobe's forward hooks (marked `_msprobe_hook`) off every submodule of `module`, back after."""
+    saved = []
+    for sub in module.modules():
+        ours = [key for attr in ("_forward_pre_hooks", "_forward_hooks")
+                for key, hook in getattr(sub, attr).items() if getattr(hook, "_msprobe_hook", False)]
+        if ours:
+            saved.append((sub, {attr: dict(getattr(sub, attr)) for attr in _HOOK_DICTS}))
+            for attr in _HOOK_DICTS:
+                for key in ours:
+                    getattr(sub, attr).pop(key, None)
+    try:
+        yield
+    finally:
+        for sub, dicts in saved:
+            for attr, content in dicts.items():
+                getattr(sub, attr).clear()
+                getattr(sub, attr).update(content)
+
+
+@contextlib.contextmanager
+def _shadow_state(module):
+    """A forward whose side effects are undone: RNG streams forked, buffers (running statistics) restored."""
+    buffers = [(buffer, buffer.detach().clone()) for buffer in module.buffers()]
+    devices = sorted({b.device.index or 0 for b, _ in buffers if b.device.type == "cuda"})
+    with torch.random.fork_rng(devices=devices):
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for buffer, value in buffers:
+                    buffer.copy_(value)
 
 
 @contextlib.contextmanager

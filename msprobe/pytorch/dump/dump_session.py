@@ -54,7 +54,10 @@ class TorchDumpSession:
 
                 self.aten_mode = self.hooks.enter(AtenDumpMode(collector, self.reentrancy))
             if self.regions:
-                CompiledRegions(collector, self.regions, level in ("L0", "mix"), self._modes).install(self.hooks)
+                section = collector.config.section
+                CompiledRegions(collector, self.regions, level in ("L0", "mix"), self._modes,
+                                interpret=section.get("interpret_compiled", False),
+                                shadow=section.get("shadow_compiled", False)).install(self.hooks)
 
     def _modes(self):
         return [mode for mode in (self.api_mode, self.aten_mode) if mode is not None]

@@ -119,4 +119,6 @@ class ModuleHooks:
 
 
 def _outside_dynamo(hook):
-    return torch._dynamo.disable(hook)
+    hook = torch._dynamo.disable(hook)
+    hook._msprobe_hook = True  # shadow_compiled takes these off a region's modules (dump/compiled.py)
+    return hook

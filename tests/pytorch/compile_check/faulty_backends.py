@@ -1,4 +1,5 @@
-"""torch.compile backends that change one op (the graph then runs eagerly), and a tiny BERT built from a config."""
+"""torch.compile backends that change one op (the graph then runs eagerly, or through Inductor), and a tiny BERT
+built from a config."""
 import torch
 import torch.nn.functional as F
 
@@ -42,3 +43,16 @@ def low_precision_matmul(graph_module, example_inputs):
                 node.target = _bf16_linear
     graph_module.recompile()
     return graph_module.forward
+
+
+def wide_eps_layer_norm_inductor(graph_module, example_inputs):
+    """Every layer_norm gets eps 0.5, then Inductor compiles the graph (C++ kernels on CPU)."""
+    from torch._inductor.compile_fx import compile_fx
+
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target in (F.layer_norm, torch.layer_norm):
+            args = list(node.args) + [None] * (5 - len(node.args))
+            args[4] = 0.5
+            node.args, node.kwargs = tuple(args), {k: v for k, v in node.kwargs.items() if k != "eps"}
+    graph_module.recompile()
+    return compile_fx(graph_module, example_inputs)

@@ -98,3 +98,31 @@ def test_cli_target_returning_something_else_is_one_error_line(tmp_path, capsys)
     out = capsys.readouterr()
     assert code != 0 and "Traceback" not in out.err + out.out
     assert "must return (model, example_inputs)" in out.err + out.out
+
+
+def test_inductor_kernels_of_the_suspect_are_mapped_to_its_fx_nodes(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4))
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    report = compile_check(model, (x,), backend=faulty_backends.wide_eps_layer_norm_inductor,
+                           output_path=tmp_path, dump_graphs=True)
+    assert report["first_departure"]["module"] == "1"
+    listing = json.loads((tmp_path / "graphs" / "graphs.json").read_text())
+    # the LayerNorm's graph piece as Inductor compiled it (after other models in the process, Dynamo may
+    # first hand over a graph with LayerNorm's eps as a symbol, whose compile it drops: no kernels)
+    graphs = [g for g in listing["graphs"] if "1" in g["modules"] and g["kernels"]]
+    assert graphs
+    for graph in graphs:
+        layer_norm_nodes = {n["node"] for n in graph["nodes"] if n["module"] == "1" and n["op"] == "call_function"}
+        forward = [k for k in graph["kernels"] if k["phase"] == "forward" and not k["extern"]]
+        # the generated C++ kernel that computes the layer norm, mapped to the FX node of the LayerNorm
+        (kernel,) = [k for k in forward if "native_layer_norm" in k["kernel"]]
+        assert kernel["kernel"].startswith("cpp_fused_") and set(kernel["fx_nodes"]) == layer_norm_nodes
+        assert kernel["modules"] == ["1"]
+        code = (tmp_path / "graphs" / graph["file"].replace(".py", ".inductor_forward.py")).read_text()
+        assert f"{kernel['kernel']} = async_compile.cpp_pybinding" in code
+        backward = [k for k in graph["kernels"] if k["phase"] == "backward" and not k["extern"]]
+        assert backward and all(k["kernel"].startswith("cpp_fused_") and k["aten_nodes"] for k in backward)
+        # the layer norm's backward kernel maps back to the same FX node
+        (grad_kernel,) = [k for k in backward if "native_layer_norm_backward" in k["kernel"]]
+        assert set(grad_kernel["fx_nodes"]) == layer_norm_nodes and grad_kernel["modules"] == ["1"]

@@ -1,0 +1,92 @@
+"""MindSpore compile_check: each sub-cell in PyNative vs mindspore.jit on the same inputs, forward and
+backward; a clean network departs nowhere, a jit that multiplies one Dense in float16 is named first."""
+import json
+
+import mindspore as ms
+import numpy as np
+import pytest
+from mindspore import Tensor
+from ms_compile_models import LOW_PRECISION_CELL, low_precision_dense_jit
+from ms_models import Net
+
+from msprobe.core.compile_report import RESULT_FILE
+from msprobe.mindspore.compile_check import compile_check
+
+
+def _inputs(dtype=ms.float32):
+    return Tensor(np.random.RandomState(0).randn(6, 4).astype(np.float32)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [ms.float32, ms.float16])
+def test_clean_network_departs_nowhere_under_jit(tmp_path, dtype):
+    ms.set_seed(0)
+    net = Net()
+    if dtype != ms.float32:
+        net.to_float(dtype)
+    report = compile_check(net, (_inputs(dtype),), output_path=str(tmp_path))
+    assert report["first_departure"] is None, report["first_departure"]
+    calls = {row["call"] for row in report["ranking"]}
+    assert {"Cell.block.fc.Dense.forward.0", "Cell.block.Block.forward.0", "Cell.head.Dense.backward.0",
+            "Cell.block.fc2.Linear.parameters_grad"} <= calls
+    assert not any(row["beyond_tolerance"] for row in report["ranking"])
+
+
+def test_low_precision_dense_is_named_first(tmp_path):
+    ms.set_seed(0)
+    net = Net()
+    x = _inputs()
+    report = compile_check(net, (x,), output_path=str(tmp_path), jit=low_precision_dense_jit)
+    first = report["first_departure"]
+    assert first["module"] == LOW_PRECISION_CELL and first["phase"] == "forward" and first["kind"] == "cause"
+    assert first["call"] == "Cell.block.fc.Dense.forward.0"
+    written = json.loads((tmp_path / RESULT_FILE).read_text())
+    assert written["first_departure"] == first
+    ranked = {row["call"]: row for row in written["ranking"]}
+    assert ranked["Cell.block.fc.Dense.forward.0"]["beyond_tolerance"]
+    assert not ranked["Cell.head.Dense.forward.0"]["beyond_tolerance"]
+    # recomputed here: the PyNative output of block.fc against its float16 product
+    eager = net.block.fc(x).asnumpy()
+    half = (x.asnumpy().astype(np.float16) @ net.block.fc.weight.asnumpy().astype(np.float16).T).astype(np.float32)
+    half = half + net.block.fc.bias.asnumpy()
+    dump = json.loads((tmp_path / "dump_compiled" / "step0" / "rank" / "dump.json").read_text())
+    out = dump["data"]["Cell.block.fc.Dense.forward.0"]["output"][0]
+    assert out["Max"] == pytest.approx(float(half.max()), abs=1e-6) and out["Max"] != pytest.approx(float(eager.max()), abs=1e-7)
+
+
+def test_cell_jit_cannot_compile_is_reported_and_the_others_checked(tmp_path, monkeypatch):
+    from ms_compile_models import NetWithUncompilableCell
+
+    monkeypatch.chdir(tmp_path)  # MindSpore writes rank_0/om/analyze_fail.ir into the working directory
+
+    ms.set_seed(0)
+    report = compile_check(NetWithUncompilableCell(), _inputs(), output_path=str(tmp_path))
+    (skipped,) = report["not_compiled"]
+    assert skipped["cell"] == "scaled" and skipped["class"] == "PidScaled" and "Import" in skipped["error"]
+    calls = {row["call"] for row in report["ranking"]}
+    assert "Cell.fc.Dense.forward.0" in calls and not any("scaled" in call for call in calls)
+    assert report["first_departure"] is None
+
+
+def test_cli_runs_a_script_target(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = tmp_path / "target.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {here!r})\n"
+        "import mindspore as ms\n"
+        "import numpy as np\n"
+        "from ms_models import Net\n"
+        "def compile_target():\n"
+        "    ms.set_seed(0)\n"
+        "    return Net(), (ms.Tensor(np.ones((2, 4), np.float32)),)\n")
+    done = subprocess.run([sys.executable, "-m", "msprobe.cli", "-f", "mindspore", "compile_check", "--script",
+                           str(script), "--forward_only", "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "no module departs beyond tolerance" in done.stdout
+    report = json.loads((tmp_path / "out" / RESULT_FILE).read_text())
+    assert report["ranking"] and not any("backward" in row["call"] for row in report["ranking"])
