@@ -1,7 +1,8 @@
 """Fingerprint dump (summary_mode "xor") against PyTorch's DebugMode with log_tensor_hashes, in one process.
 
 usage: python benchmarks/fingerprint_vs_debugmode.py [gpt|llama|both]   (env STEPS, default 4; REPEATS, default 3;
-       DIVERGENCE_ONLY=1 skips the timings)
+       DIVERGENCE_ONLY=1 skips the timings; CLOCK=cpu times steps in process CPU time instead of wall time,
+       which moves less while other processes load the machine)
 
 Two models: the benchmark GPT of shared/bench/dump_overhead.py (same definition, CPU, 2 threads) and a 4-layer
 `transformers` Llama (hidden 64). For each, one training step is timed without any tool, with DebugMode +
@@ -33,6 +34,7 @@ from msprobe.pytorch import PrecisionDebugger
 torch.set_num_threads(2)
 STEPS = int(os.environ.get("STEPS", "4"))
 REPEATS = int(os.environ.get("REPEATS", "3"))
+CLOCK = time.process_time if os.environ.get("CLOCK") == "cpu" else time.perf_counter
 
 
 from dump_overhead import GPT  # noqa: E402  (the benchmark GPT, defined once in benchmarks/)
@@ -62,9 +64,9 @@ def step(model, loss):
 def time_plain(model, loss):
     times = []
     for _ in range(STEPS):
-        start = time.perf_counter()
+        start = CLOCK()
         step(model, loss)
-        times.append(time.perf_counter() - start)
+        times.append(CLOCK() - start)
     return statistics.median(times[1:])
 
 
@@ -72,10 +74,10 @@ def time_debugmode(model, loss):
     from torch.utils._debug_mode import DebugMode
     times = []
     for _ in range(STEPS):
-        start = time.perf_counter()
+        start = CLOCK()
         with DebugMode() as mode, DebugMode.log_tensor_hashes("hash_tensor"):
             step(model, loss)
-        times.append(time.perf_counter() - start)
+        times.append(CLOCK() - start)
         del mode
     return statistics.median(times[1:])
 
@@ -93,12 +95,12 @@ def time_xor(model, loss, work, level):
     debugger = _debugger(work, level)
     times = []
     for _ in range(STEPS):
-        start = time.perf_counter()
+        start = CLOCK()
         debugger.start(model)
         step(model, loss)
         debugger.stop()
         debugger.step()
-        times.append(time.perf_counter() - start)
+        times.append(CLOCK() - start)
     debugger.close()
     shutil.rmtree(os.path.join(work, f"dump_{level}"), ignore_errors=True)
     return statistics.median(times[1:])

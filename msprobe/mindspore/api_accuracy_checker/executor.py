@@ -19,7 +19,7 @@ from msprobe.core.run_ut.random_data import kind_of_dtype, rng_for
 from msprobe.mindspore.api_accuracy_checker.api_map import (ms_dtype, resolve_mindspore, resolve_torch,
                                                             torch_dtype_of)
 
-__all__ = ["make_executor", "run_case", "MindSporeOps"]
+__all__ = ["make_executor", "run_case", "MindSporeOps", "saved_tensor", "call_arguments"]
 
 _UPCAST = {"bfloat16": "float32", "float16": "float32", "float32": "float64"}
 
@@ -35,6 +35,16 @@ def _load_array(tensor_dir, record):
     if not isinstance(array, np.ndarray):
         raise UnsupportedError(f"tensor file {name} holds a {type(array).__name__}, not one array")
     return array
+
+
+def saved_tensor(tensor_dir, record):
+    """The MindSpore tensor a record's `data_name` file holds, in the recorded dtype (a bfloat16 tensor is
+    saved widened to float32; narrowing it back is exact)."""
+    import mindspore as ms
+
+    dtype = _short(record.get("dtype", "float32"))
+    array = _load_array(tensor_dir, record)
+    return ms.Tensor(array.astype(np.float32) if dtype == "bfloat16" else array, dtype=ms_dtype(dtype))
 
 
 def _short(dtype):
@@ -99,6 +109,21 @@ class _Inputs:
         twin.tensors = [ms.Tensor(v.astype(dt) if kind_of_dtype(dt) == "float" else v, dtype=ms_dtype(dt))
                         for v, dt in zip(self.values, twin.dtypes)]
         return twin
+
+
+def call_arguments(record, name, tensor_dir):
+    """(args, kwargs) of a recorded forward call, rebuilt as the tested side of run_ut rebuilds them: new
+    MindSpore tensors in the recorded dtypes from the files in tensor_dir."""
+    inputs = _Inputs(_RecordedCall(name, record), tensor_dir)
+    return fill(inputs.template.args, inputs.tensors, _ms_scalar), fill(inputs.template.kwargs, inputs.tensors,
+                                                                        _ms_scalar)
+
+
+class _RecordedCall:
+    """The two fields of an ApiCase that _Inputs reads."""
+
+    def __init__(self, name, forward):
+        self.name, self.forward = name, forward
 
 
 def _grad_arrays(case, outputs, tensor_dir):

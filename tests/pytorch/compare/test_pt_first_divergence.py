@@ -80,6 +80,7 @@ def test_a_flipped_parameter_bit_names_the_parameter(tmp_path):
     good_data = json.loads((good / "step0" / "rank" / "dump.json").read_text())["data"]
     assert good_data[report["call"]]["input_args"][1]["shape"] == [64, 32]  # the up_proj linear, 2nd layer
     assert report["differing_inputs"] == ["input_args.1"]
+    assert [o["call"] for o in report["origins"]] == [report["call"]]  # the module entry listing it again: propagated
 
 
 def test_compare_of_md5_dumps_writes_the_first_divergence(tmp_path, capsys):
