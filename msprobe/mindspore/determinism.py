@@ -16,7 +16,7 @@ from msprobe.core.compare import rerun
 from msprobe.core.errors import UnsupportedError
 from msprobe.core.naming import is_random_api
 from msprobe.mindspore.api_accuracy_checker.api_map import resolve_mindspore
-from msprobe.mindspore.api_accuracy_checker.executor import call_arguments, saved_tensor
+from msprobe.mindspore.api_accuracy_checker.executor import call_arguments, call_input_grads, saved_tensor
 from msprobe.mindspore.dump.adapter import get_adapter
 
 __all__ = ["rerun_origin", "MindSporeCallRunner"]
@@ -32,7 +32,8 @@ def _tensors(value, tensor_type):
 
 class MindSporeCallRunner:
     """Runs one recorded MindSpore API call (mint, ops, Tensor methods, supported primitives) on its saved
-    inputs, in PyNative mode on the current device."""
+    inputs, in PyNative mode on the current device: the forward, or forward and backward (ms.vjp) from the
+    saved output gradients."""
 
     def __init__(self):
         import mindspore
@@ -54,12 +55,15 @@ class MindSporeCallRunner:
     def saved_fingerprint(self, tensor_dir, descriptor):
         return self.adapter.fingerprint(saved_tensor(tensor_dir, descriptor))
 
-    def run_once(self, function, record, call, tensor_dir):
+    def run_once(self, function, record, call, tensor_dir, backward_record=None):
+        if backward_record is not None:
+            grads = call_input_grads(function, record, backward_record, call, tensor_dir)
+            return [self.adapter.fingerprint(g) for g in grads]
         args, kwargs = call_arguments(record, call, tensor_dir)  # new tensors: in-place calls start afresh
         return [self.adapter.fingerprint(t) for t in _tensors(function(*args, **kwargs), self.tensor_type)]
 
 
 def rerun_origin(tensor_dump_json, call, bench_dump_json, k=5):
-    """Re-execute `call` (a forward API entry) k times on the tensor dump's saved inputs; returns
-    core/compare/rerun.py's verdict plus "call"."""
+    """Re-execute `call` (the forward or backward entry of an API call) k times on the tensor dump's saved
+    inputs; returns core/compare/rerun.py's verdict plus "call"."""
     return rerun.rerun_origin(tensor_dump_json, call, bench_dump_json, MindSporeCallRunner(), k)

@@ -13,16 +13,20 @@ fingerprinted as summary_mode "xor" does.
 import torch
 
 from msprobe.core.compare import rerun
+from msprobe.core.errors import CompareError
+from msprobe.core.naming import EntryName
 from msprobe.core.run_ut.arg_template import tensor_file_path
-from msprobe.pytorch.api_accuracy_checker.arguments import build_call_args, flatten_tensors
-from msprobe.pytorch.api_accuracy_checker.op_resolver import resolve_api
+from msprobe.pytorch.api_accuracy_checker.arguments import build_call_args, build_grads, flatten_tensors
+from msprobe.pytorch.api_accuracy_checker.executor import call_api, run_backward
+from msprobe.pytorch.api_accuracy_checker.op_resolver import is_inplace, resolve_api
 from msprobe.pytorch.dump.adapter import TorchAdapter
 
 __all__ = ["rerun_origin", "TorchCallRunner"]
 
 
 class TorchCallRunner:
-    """Runs one recorded PyTorch API call on its saved inputs, on `device`, without autograd."""
+    """Runs one recorded PyTorch API call on its saved inputs, on `device`: the forward without autograd, or
+    forward and backward from the saved output gradients (as run_ut does)."""
 
     def __init__(self, device="cpu"):
         self.device = device
@@ -35,14 +39,23 @@ class TorchCallRunner:
         path = tensor_file_path(tensor_dir, descriptor["data_name"])
         return self.adapter.fingerprint(torch.load(path, map_location="cpu", weights_only=True))
 
-    def run_once(self, function, record, call, tensor_dir):
-        with torch.no_grad():
-            inputs = build_call_args(record, call, tensor_dir, self.device, with_grad=False)
-            out = function(*inputs.args, **inputs.kwargs)
-        return [self.adapter.fingerprint(t) for t in flatten_tensors(out) if isinstance(t, torch.Tensor)]
+    def run_once(self, function, record, call, tensor_dir, backward_record=None):
+        with_grad = backward_record is not None
+        with torch.set_grad_enabled(with_grad):
+            inputs = build_call_args(record, call, tensor_dir, self.device, with_grad=with_grad)
+            outputs = flatten_tensors(call_api(function, inputs, is_inplace(EntryName.parse(call).api)))
+        if not with_grad:
+            return [self.adapter.fingerprint(t) for t in outputs if isinstance(t, torch.Tensor)]
+        grads = build_grads(backward_record, call, outputs, tensor_dir)
+        pairs = [(o, g) for o, g in zip(outputs, grads)
+                 if g is not None and isinstance(o, torch.Tensor) and o.requires_grad]
+        if not pairs:
+            raise CompareError(f"{call[:120]}: no saved output gradient reaches a differentiable output.")
+        run_backward([o for o, _ in pairs], [g for _, g in pairs])
+        return [self.adapter.fingerprint(leaf.grad) for leaf in inputs.leaves if leaf.grad is not None]
 
 
 def rerun_origin(tensor_dump_json, call, bench_dump_json, k=5, device="cpu"):
-    """Re-execute `call` (a forward API entry) k times on the tensor dump's saved inputs; returns
-    core/compare/rerun.py's verdict plus "call"."""
+    """Re-execute `call` (the forward or backward entry of an API call) k times on the tensor dump's saved
+    inputs; returns core/compare/rerun.py's verdict plus "call"."""
     return rerun.rerun_origin(tensor_dump_json, call, bench_dump_json, TorchCallRunner(device), k)

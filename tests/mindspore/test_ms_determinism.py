@@ -112,6 +112,17 @@ def test_a_call_that_is_fine_here_reproduces_the_good_run(ms, tmp_path):
     assert verdict["reruns"] == [verdict["baseline"]] * 3 == [verdict["observed"]] * 3
 
 
+def test_a_backward_call_is_re_run_from_its_saved_output_gradient(ms, tmp_path):
+    from msprobe.mindspore.determinism import rerun_origin
+    good = train_step(ms, tmp_path / "good")
+    tensors = train_step(ms, tmp_path / "tensors", task="tensor")
+    verdict = rerun_origin(tensors, "MintFunctional.silu.0.backward", good, k=2)
+    assert verdict["class"] == REPRODUCES_BASELINE and verdict["reruns"] == [verdict["observed"]] * 2
+    good_grad = load_dump(os.path.dirname(os.path.dirname(os.path.dirname(good))))[0]["data"][
+        "MintFunctional.silu.0.backward"]["output"]
+    assert verdict["baseline"] == [d["xor"] for d in good_grad if d] and len(verdict["baseline"]) == 1
+
+
 def test_a_flipped_parameter_bit_names_the_parameter(ms, tmp_path):
     def flip(net):
         from mindspore import Tensor
@@ -130,8 +141,8 @@ def test_random_apis_and_backward_calls_are_not_re_run(ms, tmp_path):
     from msprobe.mindspore.determinism import rerun_origin
     tensors = train_step(ms, tmp_path / "tensors", task="tensor")
     good = train_step(ms, tmp_path / "good")
-    with pytest.raises(MsprobeError, match="not a forward API call"):
-        rerun_origin(tensors, "Mint.square.0.backward", good, k=2)
+    with pytest.raises(MsprobeError, match="not the forward or backward of an API call"):
+        rerun_origin(tensors, "Cell.up.Linear.forward.0", good, k=2)
     with pytest.raises(MsprobeError, match="k must be an integer"):
         rerun_origin(tensors, SILU, good, k=1)
     from msprobe.mindspore.determinism import MindSporeCallRunner

@@ -13,9 +13,10 @@ good run's (a fingerprint dump):
     classify_reruns([["ab..", ...], ...], baseline=["cd..", ...], observed=["ef..", ...]) -> {"class", ...}
     rerun_origin(tensor_dump_json, call, bench_dump_json, runner, k) -> the same, plus "call"
 
-`rerun_origin` reads both dumps, checks the call and drives a framework's `CallRunner` (how to find the API,
-build the call's inputs from the saved files, run it and fingerprint its outputs: pytorch/determinism.py,
-mindspore/determinism.py); this module holds everything else, so the frameworks share one judgement.
+`rerun_origin` reads both dumps, checks the call (the forward or the backward of an API call) and drives a
+framework's `CallRunner` (how to find the API, build the call's inputs from the saved files, run it and
+fingerprint its results: pytorch/determinism.py, mindspore/determinism.py); this module holds everything
+else, so the frameworks share one judgement.
 """
 import json
 import os
@@ -68,9 +69,13 @@ class CallRunner(Protocol):
         """The fingerprint (summary_mode "xor") of a tensor the dump saved (`data_name` in tensor_dir), in
         the recorded dtype."""
 
-    def run_once(self, function: Callable, record: dict, call: str, tensor_dir: str) -> List[str]:
-        """Build the call's inputs afresh from the saved files (an in-place call must not see the previous
-        re-run's result), call `function`, and return the fingerprints of its output tensors in order."""
+    def run_once(self, function: Callable, record: dict, call: str, tensor_dir: str,
+                 backward_record: Optional[dict] = None) -> List[str]:
+        """Build the forward call's inputs afresh from the saved files (an in-place call must not see the
+        previous re-run's result), call `function`, and return the fingerprints of its output tensors in
+        order. With `backward_record` (the backward entry: its "input" holds the saved output gradients),
+        backpropagate those gradients instead and return the fingerprints of the input gradients, in
+        argument order, as the backward entry's "output" lists them."""
 
 
 def _load(path, what):
@@ -105,26 +110,39 @@ def saved_descriptors(node):
     return []
 
 
+def _forward_name(call) -> EntryName:
+    """The forward entry of an API call entry (forward or backward); CompareError for any other name."""
+    name = EntryName.parse(call)
+    if name is None or name.is_module or name.direction not in ("forward", "backward"):
+        raise CompareError(f"{str(call)[:120]!r} is not the forward or backward of an API call; only those "
+                           "can be re-run.")
+    return EntryName(name.prefix, name.api, name.index, "forward", False)
+
+
 def rerun_origin(tensor_dump_json, call, bench_dump_json, runner: CallRunner, k=5) -> dict:
-    """Re-execute `call` (a forward API entry) k times on the inputs the tensor dump of the run under test
-    saved; judge the outputs' fingerprints against the good run's xor dump. Returns classify_reruns'
-    verdict plus "call"."""
+    """Re-execute `call` (the forward or the backward entry of an API call) k times on the inputs the tensor
+    dump of the run under test saved (a backward: the forward's inputs and the saved output gradients); judge
+    the results' fingerprints against the good run's xor dump. Returns classify_reruns' verdict plus
+    "call"."""
     if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= MAX_RERUNS:
         raise CompareError(f"k must be an integer from 2 to {MAX_RERUNS} (re-runs to compare), not {k!r}")
+    forward = _forward_name(call)
     path, dump = _load(tensor_dump_json, "tensor dump")
     _, bench = _load(bench_dump_json, "bench dump")
-    record, bench_record = (dump.get("data") or {}).get(call), (bench.get("data") or {}).get(call)
+    data = dump.get("data") or {}
+    record, bench_record, forward_record = data.get(call), (bench.get("data") or {}).get(call), data.get(str(forward))
     if not isinstance(record, dict) or not isinstance(bench_record, dict):
         raise CompareError(f"call {str(call)[:120]!r} is not in both dumps.")
-    name = EntryName.parse(call)
-    if name is None or name.is_module or name.direction != "forward":
-        raise CompareError(f"{str(call)[:120]!r} is not a forward API call; only those can be re-run.")
+    if not isinstance(forward_record, dict):
+        raise CompareError(f"the tensor dump has no {forward}: its inputs are needed to re-run {call[:120]}.")
     baseline = descriptor_prints(bench_record.get("output"))
     if not baseline:
         raise CompareError(f"the bench dump has no fingerprint of {str(call)[:120]}'s outputs: give it a "
                            "dump with summary_mode \"xor\".")
-    function = runner.resolve(name.prefix, name.api)
+    function = runner.resolve(forward.prefix, forward.api)
     tensor_dir = os.path.join(os.path.dirname(path), "dump_tensor_data")
     observed = [runner.saved_fingerprint(tensor_dir, d) for d in saved_descriptors(record.get("output"))]
-    reruns = [runner.run_once(function, record, call, tensor_dir) for _ in range(k)]
+    backward_record = record if forward.direction != EntryName.parse(call).direction else None
+    reruns = [runner.run_once(function, forward_record, str(forward), tensor_dir, backward_record)
+              for _ in range(k)]
     return {"call": call, **classify_reruns(reruns, baseline, observed or None)}
