@@ -13,16 +13,17 @@ from tests.core.dump.test_fingerprint import python_fingerprint
 from tests.pytorch.dump.pt_dump_helpers import MLP, run_dump
 
 
-def llama_step(root, level="L1", change=None, summary_mode="xor"):
-    """One forward+backward of a seeded tiny Llama under the debugger, `change(model)` applied first."""
+def llama_step(root, level="L1", change=None, summary_mode="xor", task="statistics", dump_list=()):
+    """One forward+backward of a seeded tiny Llama under the debugger, `change(model)` applied first (task
+    "tensor": the tensors of the calls `dump_list` names)."""
     torch.manual_seed(0)
     model = tiny_llama()
     if change is not None:
         change(model)
     root.mkdir(parents=True, exist_ok=True)
     config = root / "config.json"
-    config.write_text(json.dumps({"task": "statistics", "level": level, "dump_path": str(root / "dump"),
-                                  "statistics": {"summary_mode": summary_mode}}))
+    section = {"summary_mode": summary_mode} if task == "statistics" else {"list": list(dump_list)}
+    config.write_text(json.dumps({"task": task, "level": level, "dump_path": str(root / "dump"), task: section}))
     debugger = PrecisionDebugger(config_path=str(config))
     ids = torch.randint(0, VOCAB, (2, 8), generator=torch.Generator().manual_seed(1))
     debugger.start(model)
