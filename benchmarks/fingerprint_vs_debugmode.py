@@ -1,12 +1,15 @@
 """Fingerprint dump (summary_mode "xor") against PyTorch's DebugMode with log_tensor_hashes, in one process.
 
 usage: python benchmarks/fingerprint_vs_debugmode.py [gpt|llama|both]   (env STEPS, default 4; REPEATS, default 3;
-       DIVERGENCE_ONLY=1 skips the timings)
+       DIVERGENCE_ONLY=1 skips the timings; CLOCK=cpu times steps in process CPU time instead of wall time,
+       which moves less while other processes load the machine)
 
 Two models: the benchmark GPT of shared/bench/dump_overhead.py (same definition, CPU, 2 threads) and a 4-layer
 `transformers` Llama (hidden 64). For each, one training step is timed without any tool, with DebugMode +
 log_tensor_hashes("hash_tensor"), and with msprobe's statistics task, summary_mode "xor", at L2 and at L1 —
-alternating, REPEATS rounds, the lowest median of each (the round least disturbed by other processes).
+alternating, REPEATS rounds, the lowest median of each (the round least disturbed by other processes), and
+the median over rounds of each round's own ratios (steadier when the load changes between rounds). THREADS
+(default 2) sets torch's thread count.
 Prints one JSON line per model: each tool's ratio to the plain step, and the targets (L2 xor <= half of
 DebugMode's overhead; L1 xor <= 1.2x on the GPT).
 
@@ -30,9 +33,11 @@ import torch.nn as nn
 from msprobe.core.compare.first_divergence import find_first_divergence
 from msprobe.pytorch import PrecisionDebugger
 
-torch.set_num_threads(2)
+THREADS = int(os.environ.get("THREADS", "2"))  # THREADS=1: no OpenMP spin-waits in CPU time on a loaded machine
+torch.set_num_threads(THREADS)
 STEPS = int(os.environ.get("STEPS", "4"))
 REPEATS = int(os.environ.get("REPEATS", "3"))
+CLOCK = time.process_time if os.environ.get("CLOCK") == "cpu" else time.perf_counter
 
 
 from dump_overhead import GPT  # noqa: E402  (the benchmark GPT, defined once in benchmarks/)
@@ -62,9 +67,9 @@ def step(model, loss):
 def time_plain(model, loss):
     times = []
     for _ in range(STEPS):
-        start = time.perf_counter()
+        start = CLOCK()
         step(model, loss)
-        times.append(time.perf_counter() - start)
+        times.append(CLOCK() - start)
     return statistics.median(times[1:])
 
 
@@ -72,10 +77,10 @@ def time_debugmode(model, loss):
     from torch.utils._debug_mode import DebugMode
     times = []
     for _ in range(STEPS):
-        start = time.perf_counter()
+        start = CLOCK()
         with DebugMode() as mode, DebugMode.log_tensor_hashes("hash_tensor"):
             step(model, loss)
-        times.append(time.perf_counter() - start)
+        times.append(CLOCK() - start)
         del mode
     return statistics.median(times[1:])
 
@@ -93,12 +98,12 @@ def time_xor(model, loss, work, level):
     debugger = _debugger(work, level)
     times = []
     for _ in range(STEPS):
-        start = time.perf_counter()
+        start = CLOCK()
         debugger.start(model)
         step(model, loss)
         debugger.stop()
         debugger.step()
-        times.append(time.perf_counter() - start)
+        times.append(CLOCK() - start)
     debugger.close()
     shutil.rmtree(os.path.join(work, f"dump_{level}"), ignore_errors=True)
     return statistics.median(times[1:])
@@ -116,10 +121,18 @@ def overheads(name, work):
     best = {key: min(values) for key, values in runs.items()}
     ratio = {key: round(best[key] / best["none"], 2) for key in best if key != "none"}
     targets = {"xor_L2_overhead_vs_half_debugmode": round((ratio["xor_L2"] - 1) / (ratio["debugmode"] - 1), 2)}
+    # the same within each round (the tools timed right after their plain step), then the median over rounds:
+    # steadier than the best-of-each when the load changes from round to round
+    per_round = [{key: runs[key][i] / runs["none"][i] for key in runs if key != "none"} for i in range(REPEATS)]
+    round_ratio = {key: round(statistics.median(r[key] for r in per_round), 2) for key in per_round[0]}
+    targets["per_round_median_L2_overhead_vs_debugmode"] = round(statistics.median(
+        (r["xor_L2"] - 1) / (r["debugmode"] - 1) for r in per_round), 2)
     if name == "gpt":
         targets["xor_L1_ratio_target_1.2"] = ratio["xor_L1"]
-    return {"model": name, "step_s": round(best["none"], 4), "ratio": ratio, "targets": targets,
-            "all_s": {key: [round(v, 4) for v in values] for key, values in runs.items()}}
+        targets["per_round_median_L1_ratio"] = round_ratio["xor_L1"]
+    return {"model": name, "threads": THREADS, "clock": os.environ.get("CLOCK", "wall"),
+            "step_s": round(best["none"], 4), "ratio": ratio, "per_round_median_ratio": round_ratio,
+            "targets": targets, "all_s": {key: [round(v, 4) for v in values] for key, values in runs.items()}}
 
 
 def perturbed(kernel):

@@ -147,7 +147,8 @@ def _parameters(data, key) -> Dict[str, str]:
 
 def _classify(name, body_a, body_b, ins, outs, context) -> Tuple[str, str]:
     """(class, why) of one call whose fingerprints differ. context: produced_a/_b (fingerprint -> earlier
-    call), params (fingerprint -> parameter name, both runs), forward_differs (the forward of a backward
+    call), params (fingerprint -> parameter name, both runs), named_params (parameter name -> the call that
+    named it: a module entry listing it again only propagates), forward_differs (the forward of a backward
     call differed: its saved tensors, hidden inputs, may too), first (the first differing call so far)."""
     (in_a, in_b), (out_a, out_b) = ins, outs
     produced_a, produced_b, params, first = (context["produced_a"], context["produced_b"], context["params"],
@@ -168,7 +169,10 @@ def _classify(name, body_a, body_b, ins, outs, context) -> Tuple[str, str]:
     for path in bad_in:
         if fa.get(path) not in produced_a or fb.get(path) not in produced_b:
             parameter = params.get(fa.get(path)) or params.get(fb.get(path))
+            if parameter is not None and parameter in context["named_params"]:  # the module entry, after its calls
+                return "propagated", f"{path} is parameter {parameter}, named at {context['named_params'][parameter]}"
             if parameter is not None:
+                context["named_params"][parameter] = name
                 return "parameter", f"{path} is parameter {parameter}, which differs"
             if first is not None:  # made by a call the dump does not show (a view, an internal op)
                 return "propagated", f"{path} differs, after the divergence at {first}"
@@ -196,6 +200,7 @@ def diverge(dump_a: dict, dump_b: dict) -> dict:
               "first_difference": None, "origins": [], "propagated": 0}
     params = {**_parameters(data_b, key), **_parameters(data_a, key)}
     rng_parted = None
+    named_params: Dict[str, str] = {}
     forward_of = {backward_of(n): n for n in common if backward_of(n) != n}
     differed = set()
     produced_a: Dict[str, str] = {}
@@ -206,6 +211,7 @@ def diverge(dump_a: dict, dump_b: dict) -> dict:
         in_b, out_b = _sides(name, body_b, key)
         if in_a != in_b or out_a != out_b or body_a.get("rng") != body_b.get("rng"):
             context = {"produced_a": produced_a, "produced_b": produced_b, "params": params,
+                       "named_params": named_params,
                        "first": record["first_difference"], "forward_differs": forward_of.get(name) in differed}
             kind, why = _classify(name, body_a, body_b, (in_a, in_b), (out_a, out_b), context)
             differed.add(name)

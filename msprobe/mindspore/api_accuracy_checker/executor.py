@@ -19,7 +19,8 @@ from msprobe.core.run_ut.random_data import kind_of_dtype, rng_for
 from msprobe.mindspore.api_accuracy_checker.api_map import (ms_dtype, resolve_mindspore, resolve_torch,
                                                             torch_dtype_of)
 
-__all__ = ["make_executor", "run_case", "MindSporeOps"]
+__all__ = ["make_executor", "run_case", "MindSporeOps", "saved_tensor", "call_arguments",
+           "call_input_grads"]
 
 _UPCAST = {"bfloat16": "float32", "float16": "float32", "float32": "float64"}
 
@@ -35,6 +36,16 @@ def _load_array(tensor_dir, record):
     if not isinstance(array, np.ndarray):
         raise UnsupportedError(f"tensor file {name} holds a {type(array).__name__}, not one array")
     return array
+
+
+def saved_tensor(tensor_dir, record):
+    """The MindSpore tensor a record's `data_name` file holds, in the recorded dtype (a bfloat16 tensor is
+    saved widened to float32; narrowing it back is exact)."""
+    import mindspore as ms
+
+    dtype = _short(record.get("dtype", "float32"))
+    array = _load_array(tensor_dir, record)
+    return ms.Tensor(array.astype(np.float32) if dtype == "bfloat16" else array, dtype=ms_dtype(dtype))
 
 
 def _short(dtype):
@@ -101,6 +112,33 @@ class _Inputs:
         return twin
 
 
+def call_arguments(record, name, tensor_dir):
+    """(args, kwargs) of a recorded forward call, rebuilt as the tested side of run_ut rebuilds them: new
+    MindSpore tensors in the recorded dtypes from the files in tensor_dir."""
+    inputs = _Inputs(_RecordedCall(name, record), tensor_dir)
+    return fill(inputs.template.args, inputs.tensors, _ms_scalar), fill(inputs.template.kwargs, inputs.tensors,
+                                                                        _ms_scalar)
+
+
+def call_input_grads(function, record, backward_record, name, tensor_dir):
+    """The input gradients (MindSpore tensors, one per floating input, in argument order) of a recorded call:
+    its forward rebuilt from the files in tensor_dir, then the output gradients the backward record saved
+    propagated back through `function` (ms.vjp), as run_ut's tested side does."""
+    case = _RecordedCall(name, record, backward_record)
+    inputs = _Inputs(case, tensor_dir)
+    if not inputs.float_slots:
+        raise UnsupportedError(f"{name}: no floating input to take a gradient for")
+    outputs, vjp = _mindspore_forward(function, inputs, with_grad=True)
+    return _input_grads(outputs, vjp, _grad_arrays(case, outputs, tensor_dir))
+
+
+class _RecordedCall:
+    """The fields of an ApiCase that _Inputs and _grad_arrays read."""
+
+    def __init__(self, name, forward, backward=None):
+        self.name, self.forward, self.backward = name, forward, backward
+
+
 def _grad_arrays(case, outputs, tensor_dir):
     """Output gradients (numpy) from the backward record, None where none is recorded."""
     records = list((case.backward or {}).get("input") or [])
@@ -139,16 +177,21 @@ def _mindspore_forward(function, inputs, with_grad):
     return _flatten(out), (vjp_fn, isinstance(out, (tuple, list)))
 
 
-def _mindspore_backward(outputs, vjp, grads):
-    """Input gradients (numpy) of the MindSpore op for output gradients `grads` (numpy or None)."""
+def _input_grads(outputs, vjp, grads):
+    """Input gradients (MindSpore tensors, one per float input) of the op for output gradients `grads`
+    (numpy or None)."""
     import mindspore as ms
 
     vjp_fn, several = vjp
     sens = [ms.Tensor(g.astype(np.float32), dtype=o.dtype) if g is not None else ms.ops.zeros_like(o)
             for o, g in zip(outputs, grads)]
     input_grads = vjp_fn(tuple(sens) if several else sens[0])
-    input_grads = input_grads if isinstance(input_grads, (tuple, list)) else (input_grads,)
-    return [_ms_to_numpy(g) for g in input_grads]
+    return list(input_grads) if isinstance(input_grads, (tuple, list)) else [input_grads]
+
+
+def _mindspore_backward(outputs, vjp, grads):
+    """Input gradients (numpy) of the MindSpore op for output gradients `grads` (numpy or None)."""
+    return [_ms_to_numpy(g) for g in _input_grads(outputs, vjp, grads)]
 
 
 def _torch_forward(function, inputs, with_grad):

@@ -18,7 +18,7 @@ from msprobe.pytorch.api_accuracy_checker.arguments import (bench_copy, build_ca
                                                             flatten_tensors)
 from msprobe.pytorch.api_accuracy_checker.op_resolver import is_inplace, resolve_api
 
-__all__ = ["make_executor", "device_for", "run_case", "TorchOps"]
+__all__ = ["make_executor", "device_for", "run_case", "TorchOps", "call_api", "run_backward"]
 
 _INDEXERS = (torch.Tensor.__getitem__, torch.Tensor.__setitem__)
 
@@ -30,7 +30,8 @@ def device_for(device_id):
     return "cpu"
 
 
-def _call(function, call, inplace):
+def call_api(function, call, inplace):
+    """Call `function` with CallArgs `call` as run_ut does (index tuples restored, leaves of in-place ops copied)."""
     args = call.args
     if len(args) == 2 and isinstance(args[1], list) and function in _INDEXERS:
         args = [args[0], tuple(args[1])]  # the dump stores an index tuple as a list
@@ -73,7 +74,7 @@ def _compare(row_prefix, device_values, bench_values):
     return rows
 
 
-def _run_backward(outputs, grads):
+def run_backward(outputs, grads):
     """Backpropagate `grads` (same shapes as `outputs`) into the leaves. Calls the autograd engine the
     way torch.autograd.backward does, minus its gradient-shape check: that check imports sympy on first
     use (0.3-0.8 s, paid again by every multi_run_ut worker); the engine checks shapes itself."""
@@ -105,7 +106,7 @@ class TorchOps:
 
     def forward(self, case, function, side, with_grad, is_bench):
         torch.default_generator.manual_seed(0)  # CPU generator only: seeding CUDA costs more than most ops
-        side.outputs = flatten_tensors(_call(function, side.inputs, is_inplace(case.api)))
+        side.outputs = flatten_tensors(call_api(function, side.inputs, is_inplace(case.api)))
 
     def backward(self, case, settings, tested, bench):
         grads = build_grads(case.backward, case.name, tested.outputs, settings.get("tensor_dir"), self.seed)
@@ -121,8 +122,8 @@ class TorchOps:
         pairs = [(o, g) for o, g, keep in zip(tested.outputs, grads, differentiable) if keep]
         bench_pairs = [(ob, g.detach().to("cpu").to(ob.dtype))
                        for ob, g, keep in zip(bench.outputs, grads, differentiable) if keep]
-        _run_backward([o for o, _ in pairs], [g for _, g in pairs])
-        _run_backward([o for o, _ in bench_pairs], [g for _, g in bench_pairs])
+        run_backward([o for o, _ in pairs], [g for _, g in pairs])
+        run_backward([o for o, _ in bench_pairs], [g for _, g in bench_pairs])
         tested.grads = [leaf.grad for leaf in tested.inputs.leaves]
         bench.grads = [leaf.grad for leaf in bench.inputs.leaves]
         return ""

@@ -13,16 +13,17 @@ from tests.core.dump.test_fingerprint import python_fingerprint
 from tests.pytorch.dump.pt_dump_helpers import MLP, run_dump
 
 
-def llama_step(root, level="L1", change=None, summary_mode="xor"):
-    """One forward+backward of a seeded tiny Llama under the debugger, `change(model)` applied first."""
+def llama_step(root, level="L1", change=None, summary_mode="xor", task="statistics", dump_list=()):
+    """One forward+backward of a seeded tiny Llama under the debugger, `change(model)` applied first (task
+    "tensor": the tensors of the calls `dump_list` names)."""
     torch.manual_seed(0)
     model = tiny_llama()
     if change is not None:
         change(model)
     root.mkdir(parents=True, exist_ok=True)
     config = root / "config.json"
-    config.write_text(json.dumps({"task": "statistics", "level": level, "dump_path": str(root / "dump"),
-                                  "statistics": {"summary_mode": summary_mode}}))
+    section = {"summary_mode": summary_mode} if task == "statistics" else {"list": list(dump_list)}
+    config.write_text(json.dumps({"task": task, "level": level, "dump_path": str(root / "dump"), task: section}))
     debugger = PrecisionDebugger(config_path=str(config))
     ids = torch.randint(0, VOCAB, (2, 8), generator=torch.Generator().manual_seed(1))
     debugger.start(model)
@@ -80,6 +81,7 @@ def test_a_flipped_parameter_bit_names_the_parameter(tmp_path):
     good_data = json.loads((good / "step0" / "rank" / "dump.json").read_text())["data"]
     assert good_data[report["call"]]["input_args"][1]["shape"] == [64, 32]  # the up_proj linear, 2nd layer
     assert report["differing_inputs"] == ["input_args.1"]
+    assert [o["call"] for o in report["origins"]] == [report["call"]]  # the module entry listing it again: propagated
 
 
 def test_compare_of_md5_dumps_writes_the_first_divergence(tmp_path, capsys):

@@ -9,6 +9,7 @@ from msprobe.core.compare.first_divergence import find_first_divergence
 from msprobe.core.compare.rerun import DETERMINISTIC_DIFFERENT, NON_DETERMINISTIC, REPRODUCES_BASELINE
 from msprobe.pytorch import PrecisionDebugger
 from msprobe.pytorch.determinism import rerun_origin
+from tests.pytorch.compare.test_pt_first_divergence import llama_step
 
 CALL = "Functional.silu.0.forward"
 
@@ -76,3 +77,19 @@ def test_a_call_that_is_fine_here_reproduces_the_good_run(tmp_path):
     verdict = rerun_origin(str(tensors), CALL, str(good), k=3)
     assert verdict["class"] == REPRODUCES_BASELINE
     assert verdict["reruns"] == [verdict["baseline"]] * 3 == [verdict["observed"]] * 3
+
+
+def test_a_transformers_llama_with_a_non_deterministic_silu_is_named_and_classified(tmp_path, monkeypatch):
+    good = llama_step(tmp_path / "good")
+    # every second call of the kernel under F.silu is one ulp off: the 2nd layer's in this run, and every
+    # second re-run later
+    monkeypatch.setattr(torch._C._nn, "silu", silu_kernel(lambda n: n % 2 == 0))
+    bad = llama_step(tmp_path / "bad")
+    origin = find_first_divergence(str(bad), str(good), str(tmp_path / "out"))
+    assert origin["call"] == "Functional.silu.1.forward" and origin["class"] == "origin"
+    tensors = llama_step(tmp_path / "bad_tensors", task="tensor", dump_list=["silu"])
+    verdict = rerun_origin(str(tensors / "step0" / "rank" / "dump.json"), origin["call"],
+                           str(good / "step0" / "rank" / "dump.json"), k=4)
+    assert verdict["class"] == NON_DETERMINISTIC and verdict["distinct"] == 2
+    assert verdict["reruns"][0] == verdict["baseline"] != verdict["reruns"][1] == verdict["observed"]
+    assert verdict["matches_observed"] == 2
