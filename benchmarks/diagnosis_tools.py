@@ -264,7 +264,14 @@ def free_benchmark(ctx):
             with open(path, newline="") as handle:
                 suspects += [{"name": row["api_name"], "mode": mode, "max_rel": row["max_rel"]}
                              for row in csv.DictReader(handle)]
+    if ctx.pair in TOOLS["free_benchmark"].claims:  # the site's calls, from a dump of the same step
+        _, ctx.site_entries, _ = suite.dump_side(os.path.join(ctx.work, "site_dump"), ctx.model_name, ctx.base[0],
+                                                 ctx.seed, 1, ctx.fault, "faulty")
     return suspects
+
+
+def _free_benchmark_hit(suspect, ctx):
+    return suspect["name"] in ctx.site_entries
 
 
 TOOLS = {
@@ -281,10 +288,12 @@ TOOLS = {
                         limits="alerts on a change in time within one run (a norm jumping against its own recent "
                                "median, NaN, vanishing gradients); every fault here is there from step 0, so it has "
                                "no change to see"),
-    "free_benchmark": Tool(free_benchmark, claims=(), hit=_never,
+    "free_benchmark": Tool(free_benchmark, claims=("norm_fp16",), hit=_free_benchmark_hit,
                            limits="re-runs each API on perturbed or upcast inputs and flags APIs fragile in their "
-                                  "dtype; the faults here are correct APIs, and fp32 runs have nothing for "
-                                  "improve_precision to upcast"),
+                                  "dtype: of these faults only a tensor rounded through fp16 inside an fp32 run "
+                                  "(norm_fp16) is such a call; the others are correct APIs. It cannot tell a fragile "
+                                  "call that matters from one that does not (a bf16 add of nearly opposite numbers), "
+                                  "and fp32 runs have nothing for improve_precision to upcast"),
 }
 
 
