@@ -568,7 +568,11 @@ def main(argv=None):
         for path in args.table_from:
             with open(path) as handle:
                 results += [json.loads(line) for line in handle if line.startswith("{")]
-        print(table(results))
+        print(table([r for r in results if "tool" not in r]))
+        if any("tool" in r for r in results):  # rows of diagnosis_tools.TOOLS
+            import diagnosis_tools
+
+            print(diagnosis_tools.tools_table([r for r in results if "tool" in r]))
         return results
     models = args.models.split(",") if not args.quick or args.models != ",".join(MODELS) else ["gpt2", "llama"]
     steps = 1 if args.quick else args.steps
