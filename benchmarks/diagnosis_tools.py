@@ -339,8 +339,8 @@ def tools_table(results):
         claimed = [r for r in rows if "hit" in r]
         other = [r for r in rows if r.get("not_claimed")]
         missed = ", ".join(f"{r['model']}/{r['pair']} ({r.get('rank') or '-'})" for r in claimed if not r["hit"])
-        examples = "; ".join(sorted({f"{r['model']}/{r['pair']}: `{r['suspect']['name']}`" for r in clean
-                                     if r["false_suspect"]}))[:400]
+        named = sorted({f"{r['model']}/{r['pair']}: `{r['suspect']['name']}`" for r in clean if r["false_suspect"]})
+        examples = "; ".join(named[:6]) + (f"; and {len(named) - 6} more" if len(named) > 6 else "")
         lines.append(f"| {name} | {_rate(sum(r['false_suspect'] for r in clean), len(clean))} | "
                      f"{_rate(sum(r['hit'] for r in claimed), len(claimed)) if claimed else 'claims none'} | "
                      f"{missed or '-'} | {_rate(sum(r['flagged'] > 0 for r in other), len(other))} | "
