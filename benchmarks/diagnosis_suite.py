@@ -2,6 +2,8 @@
 
 usage: python benchmarks/diagnosis_suite.py [--quick] [--models gpt2,llama] [--faults param_scale,...]
                                             [--seeds 1] [--steps 2] [--json-only] [--keep DIR]
+                                            [--tools advisor,run_ut,grad_compare,trainer_mon,free_benchmark]
+                                            [--mindspore]
 
 Every entry of MODELS (a `transformers` model built from a tiny config, nothing downloaded) is trained
 `--steps` AdamW steps under PrecisionDebugger (task tensor, level mix) on the two sides of each pair:
@@ -24,6 +26,10 @@ and tensor modes at levels mix and L1. Scored per tool and mode: false suspects 
 rate on faulty pairs, and when missed, the rank of the first hit row among the rows beyond tolerance.
 Graph compare (`msprobe.visualization.graph_verdict`, the same dumps written as four dump directories)
 is scored the same way on its worst node and its "first" badge, with their agreement with the advisor.
+
+The other tools (run_ut, grad compare, TrainerMon alerts, free_benchmark) are TOOLS entries of
+diagnosis_tools.py, each with the faults it claims to find and its hit rule (`--tools`); the MindSpore
+nets are diagnosis_mindspore.py (`--mindspore`: its pairs scored for the advisor).
 
 To add a model: a MODELS entry name -> (builder(seed) -> torch model, batch(seed) -> kwargs with labels).
 To add a fault: a FAULTS entry name -> Fault(install, base, hit): `install(model, side, rng)` changes the
@@ -552,19 +558,27 @@ def main(argv=None):
     parser.add_argument("--json-only", action="store_true")
     parser.add_argument("--keep", default=None, help="keep the dumps under this directory")
     parser.add_argument("--table-from", nargs="+", default=None, help="only print the table of JSON-line files")
+    parser.add_argument("--tools", default="advisor", help="advisor (with the graph) and/or TOOLS of diagnosis_tools.py")
+    parser.add_argument("--mindspore", action="store_true", help="also score the advisor on the MindSpore nets")
     args = parser.parse_args(argv)
+    tools = args.tools.split(",")
+    others = [name for name in tools if name != "advisor"]
     if args.table_from:
         results = []
         for path in args.table_from:
             with open(path) as handle:
                 results += [json.loads(line) for line in handle if line.startswith("{")]
-        print(table(results))
+        print(table([r for r in results if "tool" not in r]))
+        if any("tool" in r for r in results):  # rows of diagnosis_tools.TOOLS
+            import diagnosis_tools
+
+            print(diagnosis_tools.tools_table([r for r in results if "tool" in r]))
         return results
     models = args.models.split(",") if not args.quick or args.models != ",".join(MODELS) else ["gpt2", "llama"]
     steps = 1 if args.quick else args.steps
     torch.set_num_threads(2)
     root = args.keep or tempfile.mkdtemp(prefix="msprobe_diagnosis_")
-    results = []
+    results, tool_rows = [], []
     import logging
 
     logging.getLogger("msprobe").setLevel(logging.WARNING)
@@ -574,18 +588,40 @@ def main(argv=None):
                 for seed in range(args.seeds):
                     work = os.path.join(root, f"{model_name}_{pair}_{seed}")
                     fault = FAULTS.get(pair)
-                    for row in run_pair(work, model_name, pair, seed, steps, fault):
+                    for row in run_pair(work, model_name, pair, seed, steps, fault) if "advisor" in tools else []:
                         row["seed"] = seed
                         results.append(row)
                         print(json.dumps(row), flush=True)
+                    for row in _other_tools(work, model_name, pair, seed, steps, others):
+                        print(json.dumps(row, default=str), flush=True)
+                        tool_rows.append(row)
                     if not args.keep:
                         shutil.rmtree(work, ignore_errors=True)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+    if args.mindspore:
+        import diagnosis_mindspore
+
+        ms_rows = diagnosis_mindspore.main(["--seeds", str(args.seeds)])
     if not args.json_only:
         print(table(results))
-    return results
+        if tool_rows:
+            import diagnosis_tools
+
+            print(diagnosis_tools.tools_table(tool_rows))
+        if args.mindspore:
+            print(table(ms_rows))
+    return results + tool_rows
+
+
+def _other_tools(work, model_name, pair, seed, steps, names):
+    """Rows of the diagnosis_tools TOOLS named (none: nothing imported)."""
+    if not names:
+        return []
+    import diagnosis_tools
+
+    return diagnosis_tools.run_tools(os.path.join(work, "tools"), model_name, pair, seed, steps, names)
 
 
 if __name__ == "__main__":

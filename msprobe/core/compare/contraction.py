@@ -27,7 +27,7 @@ from msprobe.core.naming import parse_name
 
 __all__ = ["explained_epsilons", "CONTRACTION_APIS"]
 
-CONTRACTION_APIS = frozenset({"linear"})
+CONTRACTION_APIS = frozenset({"linear", "Dense"})  # MindSpore mint.nn.Linear: Primitive.dense.Dense
 _BACKWARD = 1
 
 

@@ -19,12 +19,21 @@ _SCALARS = (bool, int, float, str)
 _NO_STATS = dict.fromkeys(STAT_KEYS)
 
 
+def _builtin(value):
+    """A scalar as its builtin type: numpy's float64 is a float, but marshal (the JSON helper's
+    transport) writes it as bytes, and the step's JSON files were lost."""
+    for kind in _SCALARS:
+        if isinstance(value, kind):
+            return value if type(value) is kind else kind(value)
+    return value
+
+
 def describe_plain(value):
     """Descriptor of a framework-neutral non-tensor value, or None if it is not one."""
     if value is None:
         return None
     if isinstance(value, _SCALARS):
-        return {"type": type(value).__name__, "value": value}
+        return {"type": type(value).__name__, "value": _builtin(value)}
     if isinstance(value, slice):
         return {"type": "slice", "value": [_plain_value(value.start), _plain_value(value.stop),
                                            _plain_value(value.step)]}
@@ -34,7 +43,7 @@ def describe_plain(value):
 
 
 def _plain_value(value):
-    return value if value is None or isinstance(value, _SCALARS) else str(value)
+    return _builtin(value) if value is None or isinstance(value, _SCALARS) else str(value)
 
 
 class RecordBuilder:

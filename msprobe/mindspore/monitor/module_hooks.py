@@ -1,16 +1,21 @@
 """Cell hooks of the MindSpore monitor: forward activations (`actv`), their gradients (`actv_grad`) and print_struct.
 
 Forward: `Cell.register_forward_hook` reads the selected input and output of each hooked cell. Backward:
-`Cell.register_backward_hook` receives the gradients with respect to the cell's inputs (`input_grad`) and
-outputs (`output_grad`); it only reads them, so the gradients and the training are unchanged (tested
-bitwise). Records are named `{cell}_{k}` where k counts the cell's forward calls in the step (forward and
-backward are counted apart: the k-th backward of a cell belongs to its k-th forward when each micro-batch
-runs forward then backward); the root cell is `root`. A missing gradient (the input of the first layer
+nothing is inserted into the autograd graph (`Cell.register_backward_hook` puts a CellBackwardHook node in
+front of the cell, which changes the order MindSpore sums gradients in and so the training's bits; see
+dump/grad_capture.py). A tensor hook on the selected output, set when the forward returns, reads the
+gradient flowing into the cell (`output_grad`); one on the selected input, set before the forward runs,
+reads the input's gradient as the training sums it (`input_grad`: the cell's own when the cell is the
+input's only consumer, as in a chain of layers; the total over every consumer otherwise). Tested bitwise
+on a model whose inputs feed several consumers. Records are named `{cell}_{k}` where k counts the cell's
+forward calls in the step (a backward record carries the number of the forward call it belongs to); the
+root cell is `root`. A missing gradient (the input of the first layer
 needs none) is `nan` in the csv, as in PyTorch.
 """
 from mindspore import Tensor
 
 from msprobe.core.monitor.module_struct import describe_io
+from msprobe.mindspore.dump.grad_capture import grad_enabled, is_float_tensor
 from msprobe.core.monitor.monitor_config import parse_target_spec
 
 __all__ = ["CellHooks"]
@@ -35,14 +40,16 @@ class CellHooks:
         self.monitor = monitor
         self.forward = forward
         self.calls = {}
-        self.grad_calls = {}
+        self.grad_calls = {}  # label -> forward calls whose gradients are watched this step
         self.struct = {} if monitor.config.print_struct else None
         for label, cell, spec in cells:
             indices = {io: parse_target_spec(io, text) for io, text in spec.items()}
             if forward or self.struct is not None:
                 session.add_handle(cell.register_forward_hook(self._forward_hook(label, indices)))
             if backward:
-                session.add_handle(cell.register_backward_hook(self._backward_hook(label, indices)))
+                pre, post = self._gradient_hooks(label, indices)
+                session.add_handle(cell.register_forward_pre_hook(pre))
+                session.add_handle(cell.register_forward_hook(post))
 
     def new_step(self) -> None:
         self.calls.clear()
@@ -64,18 +71,34 @@ class CellHooks:
             return None
         return hook
 
-    def _backward_hook(self, label, indices):
+    def _gradient_hooks(self, label, indices):
+        """(pre, post) forward hooks that put tensor hooks on the selected input and output of each call
+        made while collecting under a gradient transform; the k-th call's gradients are `{label}_{k}`."""
         input_index = indices.get("input_grad", indices.get("input", 0))
         output_index = indices.get("output_grad", indices.get("output", 0))
+        open_calls = []  # call numbers of forwards that have started and not returned (nested reuse)
 
-        def hook(_cell, grad_input, grad_output):
-            if not self.monitor.collecting_now:
+        def pre(_cell, inputs):
+            if not (self.monitor.collecting_now and grad_enabled()):
                 return None
             call = self.grad_calls.get(label, 0)
             self.grad_calls[label] = call + 1
-            dx, dy = _pick(grad_input, input_index), _pick(grad_output, output_index)
-            for tensor, io in ((dy, "output_grad"), (dx, "input_grad")):
-                if tensor is not None:
-                    self.monitor.batch.add(tensor, "actv_grad", f"{label}_{call}", io=io, micro_step=call)
+            open_calls.append(call)
+            self._watch(_pick(inputs, input_index), label, call, "input_grad")
             return None
-        return hook
+
+        def post(_cell, _inputs, output):
+            if open_calls:
+                self._watch(_pick(output, output_index), label, open_calls.pop(), "output_grad")
+            return None
+        return pre, post
+
+    def _watch(self, tensor, label, call, io):
+        if not is_float_tensor(tensor, Tensor):
+            return
+
+        def hook(grad):
+            if self.monitor.collecting_now:
+                self.monitor.batch.add(grad, "actv_grad", f"{label}_{call}", io=io, micro_step=call)
+            return None
+        tensor.register_hook(hook)

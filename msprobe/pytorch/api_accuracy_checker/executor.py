@@ -3,6 +3,10 @@ and backward, and judge every output with the precision standards.
 
 Device under test: CUDA device `-d` when CUDA is available, else the CPU, in the recorded dtypes.
 Bench: the CPU with every floating input upcast (bfloat16/float16 -> float32, float32 -> float64).
+A call made under autocast (recorded with a float32 input and a float16/bfloat16 output: the dump sees
+the arguments before autocast casts them) is replayed under autocast in that dtype on the device; the
+bench gets the inputs rounded to that dtype as autocast rounds them, computed in float64, and every
+result (a float32 weight's gradient too) is judged by that dtype's standard.
 The flow is `msprobe.core.run_ut.executor`'s; `TorchOps` gives it PyTorch's callbacks, and
 `make_executor(settings)` is the executor factory used by `msprobe.core.run_ut.runner`.
 """
@@ -11,6 +15,7 @@ import numpy as np
 import torch
 
 from msprobe.core.errors import UnsupportedError
+from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.precision.output_check import ERROR, SKIP, WARNING, check_output
 from msprobe.core.run_ut.executor import SideRun, executor_factory, save_error_arrays
 from msprobe.core.run_ut.executor import run_case as run_checked_case
@@ -42,6 +47,44 @@ def call_api(function, call, inplace):
     return function(*args, **call.kwargs)
 
 
+def _recorded_dtypes(node, out):
+    if is_tensor_descriptor(node):
+        out.add(str(node.get("dtype")))
+    elif isinstance(node, (list, tuple)):
+        for item in node:
+            _recorded_dtypes(item, out)
+    elif isinstance(node, dict):
+        for item in node.values():
+            _recorded_dtypes(item, out)
+    return out
+
+
+def autocast_dtype(record):
+    """The 16-bit dtype a call ran in under autocast, else None: a floating input recorded in float32
+    and a floating output in float16/bfloat16 (a plain call of an op that autocast lowers keeps its
+    inputs' dtype)."""
+    inputs = _recorded_dtypes([record.get("input_args"), record.get("input_kwargs")], set())
+    outputs = _recorded_dtypes(record.get("output"), set())
+    low = [name for name in ("torch.float16", "torch.bfloat16") if name in outputs]
+    if "torch.float32" in inputs and len(low) == 1 and "torch.float32" not in outputs:
+        return getattr(torch, low[0].rsplit(".", 1)[-1])
+    return None
+
+
+def _widened(value, low):
+    """The bench inputs of an autocast call: every floating tensor (in lists and dicts too) rounded to
+    `low`, as autocast casts it, and computed in float64; gradients pass the rounding unchanged, so the
+    bench's input gradients are float64 sums, not rounded ones."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        wide = value.to(torch.float64)
+        return wide + (value.detach().to(low).to(torch.float64) - wide.detach())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_widened(item, low) for item in value)
+    if isinstance(value, dict):
+        return {key: _widened(item, low) for key, item in value.items()}
+    return value
+
+
 def _as_numpy(value):
     if isinstance(value, torch.Tensor):
         value = value.detach().to("cpu")
@@ -55,7 +98,9 @@ def _dtype_text(value):
     return str(value.dtype) if isinstance(value, torch.Tensor) else type(value).__name__
 
 
-def _compare(row_prefix, device_values, bench_values):
+def _compare(row_prefix, device_values, bench_values, computed_in=None):
+    """Detail rows; `computed_in`: the dtype an autocast call computed in (its float32 results, such as
+    a float32 weight's gradient, carry that dtype's accuracy and are judged by its standard)."""
     if len(device_values) != len(bench_values):
         return [{"name": f"{row_prefix}.0", "status": ERROR,
                  "message": f"{len(device_values)} outputs on device, {len(bench_values)} on bench"}]
@@ -64,10 +109,11 @@ def _compare(row_prefix, device_values, bench_values):
         name = f"{row_prefix}.{index}"
         if tested is None or bench is None:
             continue
-        rounded = None
+        rounded, judged = None, _dtype_text(tested)
         if isinstance(tested, torch.Tensor) and isinstance(bench, torch.Tensor) and tested.is_floating_point():
-            rounded = _as_numpy(bench.detach().to(tested.dtype))
-        row = check_output(name, _as_numpy(tested), _as_numpy(bench), _dtype_text(tested), rounded)
+            low = computed_in if computed_in is not None and tested.dtype == torch.float32 else tested.dtype
+            rounded, judged = _as_numpy(bench.detach().to(low)), str(low)
+        row = check_output(name, _as_numpy(tested), _as_numpy(bench), judged, rounded)
         shape = list(tested.shape) if isinstance(tested, torch.Tensor) else []
         row.update(name=name, bench_dtype=_dtype_text(bench), tested_dtype=_dtype_text(tested), shape=str(shape))
         rows.append(row)
@@ -106,7 +152,18 @@ class TorchOps:
 
     def forward(self, case, function, side, with_grad, is_bench):
         torch.default_generator.manual_seed(0)  # CPU generator only: seeding CUDA costs more than most ops
-        side.outputs = flatten_tensors(call_api(function, side.inputs, is_inplace(case.api)))
+        low = autocast_dtype(case.forward)
+        if low is None:
+            side.outputs = flatten_tensors(call_api(function, side.inputs, is_inplace(case.api)))
+        elif is_bench:
+            side.outputs = flatten_tensors(call_api(lambda *a, **k: function(*_widened(a, low), **_widened(k, low)),
+                                                 side.inputs, is_inplace(case.api)))
+        else:
+            device = side.inputs.args[0].device.type if side.inputs.args and isinstance(
+                side.inputs.args[0], torch.Tensor) else "cpu"
+            with torch.autocast(device, dtype=low):
+                side.outputs = flatten_tensors(call_api(function, side.inputs, is_inplace(case.api)))
+            side.state = low
 
     def backward(self, case, settings, tested, bench):
         grads = build_grads(case.backward, case.name, tested.outputs, settings.get("tensor_dir"), self.seed)
@@ -129,7 +186,7 @@ class TorchOps:
         return ""
 
     def compare(self, prefix, tested, bench, tested_side, bench_side):
-        return _compare(prefix, tested, bench)
+        return _compare(prefix, tested, bench, tested_side.state if isinstance(tested_side.state, torch.dtype) else None)
 
     def save_error_data(self, folder, case, tested, bench):
         call = tested.inputs

@@ -110,7 +110,8 @@ class OnlineTorchOps(TorchOps):
             if len(received) != len([g for g in bench if g is not None]):
                 return rows  # the device's input gradients do not line up with the re-run's leaves
             bench = [g for g in bench if g is not None]
-        self.device_rows.extend(_compare(prefix, received, bench))
+        autocast = tested_side.state if isinstance(tested_side.state, torch.dtype) else None
+        self.device_rows.extend(_compare(prefix, received, bench, autocast))
         return rows
 
     def resolve(self, case):

@@ -155,3 +155,38 @@ def test_softmax_backward_that_is_truly_zero_passes(tmp_path):
     details = {row["API name"]: row for row in read_rows(report_paths(tmp_path / "out")[1])}
     row = details["Functional.softmax.0.backward.output.0"]
     assert row["Status"] == "pass" and "zero up to rounding" in row["Message"], row
+
+
+def test_calls_made_under_autocast_are_replayed_under_autocast_not_skipped(tmp_path):
+    """A model trained with fp16 autocast on the CPU: the dump records each linear's arguments before
+    autocast casts them (an fp16 activation, fp32 weight and bias; an fp16 output). Replayed as recorded
+    they fail ('mat1 and mat2 must have the same dtype') and were SKIP; they are checked in fp16 against
+    a float64 bench of the fp16-rounded inputs, forward and backward (the float32 weight's gradient
+    judged as the fp16 result it is), and pass."""
+    from msprobe.pytorch import PrecisionDebugger
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    x = torch.randn(64, 32)
+    debugger = PrecisionDebugger(task="tensor", dump_path=str(tmp_path / "dump"), level="L1")
+    debugger.start()
+    with torch.autocast("cpu", dtype=torch.float16):
+        out = model(x)
+    out.float().pow(2).mean().backward()
+    debugger.stop()
+    debugger.close()
+    dump = str(tmp_path / "dump" / "step0" / "rank" / "dump.json")
+    assert run_cli("run_ut", "-api_info", dump, "-o", str(tmp_path / "out")) == 0
+    results = results_by_api(tmp_path / "out")
+    linears = [name for name in results if name.startswith("Functional.linear.")]
+    assert len(linears) == 2, results
+    details = {row["API name"]: row for row in read_rows(report_paths(tmp_path / "out")[1])}
+    for name in linears:
+        assert results[name]["Forward Test Success"] == "pass", results[name]
+        assert results[name]["Backward Test Success"] == "pass", results[name]
+        row = details[f"{name}.forward.output.0"]
+        assert (row["DEVICE Dtype"], row["Bench Dtype"]) == ("torch.float16", "torch.float64"), row
+    # the second linear's fp16 output, recomputed here: its input (fp16 relu output) times the weight in fp16
+    hidden = torch.relu(torch.nn.functional.linear(x.half(), model[0].weight.half(), model[0].bias.half()))
+    want = torch.nn.functional.linear(hidden.double(), model[2].weight.half().double(), model[2].bias.half().double())
+    assert torch.allclose(out.double(), want, rtol=2e-2, atol=2e-3)

@@ -199,3 +199,23 @@ def test_a_failing_dump_never_breaks_training(tmp_path, monkeypatch, level):
     failed = debugger.collector.guard.failed
     assert "Functional.linear" in failed
     assert (level == "mix") == any(key.startswith("Module.") for key in failed)
+
+
+def test_numpy_scalar_arguments_are_dumped_as_numbers(tmp_path, monkeypatch):
+    """`scores * (1 / np.sqrt(d))` passes a numpy float64 (a float subclass); the JSON helper's marshal
+    transport turned it into bytes and the whole step's JSON files were lost. It is dumped as a number."""
+    import numpy as np
+
+    monkeypatch.setenv("MSPROBE_JSON_HELPER", "1")
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"))
+    debugger.start()
+    y = torch.mul(x, np.float64(0.25))
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    data = load_rank(tmp_path / "dump")[0]["data"]
+    scalar = data["Torch.mul.0.forward"]["input_args"][1]
+    assert scalar["value"] == 0.25 and type(scalar["value"]) is float, scalar
+    assert torch.equal(y, x * 0.25)

@@ -87,3 +87,24 @@ def test_fix_mode_says_how_many_calls_it_fixed(tmp_path, caplog):
         debugger.step()
     line = _summary(caplog)
     assert "checked 2 call(s) of 1 API(s)" in line and "fixed 2 call(s)" in line and "fix mode" in line
+
+
+def test_noise_does_not_flag_a_histogram_count(tmp_path, caplog):
+    """Mixtral's router counts tokens per expert with torch.histc: a one-ulp nudge that moves a value
+    across a bin edge changes a count by a whole unit (max_rel 1e5 was reported). Counts are not
+    fragile float results; the cancelling subtraction next to it still is."""
+    below_edge = torch.nextafter(torch.tensor(2.25), torch.tensor(0.0)).item()  # one ulp under a bin edge
+    values = torch.tensor([0.0, 1.0, 1.0, below_edge, 3.0, 3.0, 3.0, 1.5])
+    b = (torch.full((16,), 1.0) + torch.arange(16) * 2 ** -5).bfloat16()
+    a = b + 4 * 2 ** -7
+    debugger = PrecisionDebugger(config_path=write_config(str(tmp_path), {"pert_mode": "add_noise"}))
+    with caplog.at_level(logging.INFO, logger="msprobe"):
+        debugger.start()
+        counts = torch.histc(values, bins=4, min=0, max=3)
+        a - b
+        debugger.stop()
+        debugger.step()
+    assert counts.tolist() == [1.0, 2.0, 2.0, 3.0]  # bins [0, .75) [.75, 1.5) [1.5, 2.25) [2.25, 3]
+    rows = read_rows(str(tmp_path))
+    assert [r["api_name"] for r in rows] == ["Tensor.__sub__.0.forward"], rows
+    assert any("Torch.histc" in r.getMessage() and "counts elements" in r.getMessage() for r in caplog.records)
