@@ -37,6 +37,8 @@ _KERNEL_KINDS = {torch.float32: 4, torch.float64: 8, torch.float16: FLOAT16, tor
 _PLAIN_DTYPES = frozenset((torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
                            torch.int16, torch.int32, torch.int64, torch.bool))
 _HEADER_ROOM = 1 << 14  # pickled tensor header of a .pt file (a few hundred bytes; more spills to a plain write)
+# tensor classes whose data_ptr() is their own plain memory (a parameter is a tensor with a flag)
+_IN_PLACE_TYPES = (torch.Tensor, torch.nn.Parameter)
 _DTYPE_NAMES = {}
 _SHAPES = {}  # torch.Size -> tuple: a shared tuple is untracked by the GC after its first collection,
 _SHAPES_MAX = 4096  # and then so is every descriptor dict holding it (thousands live until step end)
@@ -88,7 +90,7 @@ def _host_float_statistics(data):
         return (value, value, value, value)
     if not count:
         return None
-    if float_stats is not None and type(data) is torch.Tensor and not data.is_neg():
+    if float_stats is not None and type(data) in _IN_PLACE_TYPES and not data.is_neg():
         # plain memory only: a negative-bit view stores the values un-negated, a subclass may have none
         return float_stats(data.data_ptr(), count, _KERNEL_KINDS[data.dtype], None)
     if data.dtype in _LOW_PRECISION:
@@ -342,10 +344,15 @@ class TorchAdapter(DumpAdapter):
             return tensor
 
     def tensor_stats(self, tensor):
-        if tensor.is_cpu and tensor.dtype in _KERNEL_KINDS and tensor.layout is torch.strided:
-            # a plain contiguous tensor is read in place: detach() only to permute a view (no autograd
-            # node) or to see a subclass (nn.Parameter) as its plain tensor
-            plain = type(tensor) is torch.Tensor and tensor.is_contiguous()
+        kind = _KERNEL_KINDS.get(tensor.dtype)
+        if kind is not None and tensor.is_cpu and tensor.layout is torch.strided:
+            # a plain contiguous tensor or parameter is read in place; detach() only to permute a view (no
+            # autograd node) or to see another subclass as its plain tensor
+            plain = type(tensor) in _IN_PLACE_TYPES and tensor.is_contiguous()
+            if plain and float_stats is not None and tensor.dim() and not tensor.is_neg():
+                count = tensor.numel()
+                if count:  # the common case of _host_float_statistics, without its calls
+                    return float_stats(tensor.data_ptr(), count, kind, None)
             stats = _host_float_statistics(tensor if plain else tensor.detach())
             if stats is not None:
                 return stats
