@@ -346,13 +346,17 @@ class TorchAdapter(DumpAdapter):
     def tensor_stats(self, tensor):
         kind = _KERNEL_KINDS.get(tensor.dtype)
         if kind is not None and tensor.is_cpu and tensor.layout is torch.strided:
-            # a plain contiguous tensor or parameter is read in place; detach() only to permute a view (no
-            # autograd node) or to see another subclass as its plain tensor
-            plain = type(tensor) in _IN_PLACE_TYPES and tensor.is_contiguous()
-            if plain and float_stats is not None and tensor.dim() and not tensor.is_neg():
+            # a plain tensor or parameter that is dense in some dimension order is read in place, in memory
+            # order (what _host_float_statistics gets from the permuted view, whose data_ptr is the same);
+            # detach() only for 0-d tensors and other subclasses
+            in_place = type(tensor) in _IN_PLACE_TYPES
+            contiguous = tensor.is_contiguous()
+            if (in_place and float_stats is not None and tensor.dim() and not tensor.is_neg()
+                    and (contiguous or _dense_order(tensor)[1])):
                 count = tensor.numel()
-                if count:  # the common case of _host_float_statistics, without its calls
+                if count:
                     return float_stats(tensor.data_ptr(), count, kind, None)
+            plain = in_place and contiguous
             stats = _host_float_statistics(tensor if plain else tensor.detach())
             if stats is not None:
                 return stats
