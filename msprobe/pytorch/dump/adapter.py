@@ -320,7 +320,14 @@ class TorchAdapter(DumpAdapter):
         size = tensor.shape
         shape = _SHAPES.get(size) or _shape_tuple(size)
         name = _DTYPE_NAMES.get(dtype) or _dtype_name(dtype)
-        return "torch.Tensor", name, shape, tensor.requires_grad, _content_key(tensor, dtype, shape)
+        try:  # _content_key's common case, inlined
+            if tensor.is_contiguous():
+                key = (tensor.data_ptr(), dtype, tensor.numel(), tensor._version, tensor.device)
+            else:
+                key = _content_key(tensor, dtype, shape)
+        except RuntimeError:  # inference tensors have no version counter; meta/sparse have no data_ptr
+            key = None
+        return "torch.Tensor", name, shape, tensor.requires_grad, key
 
     def tensor_identity(self, tensor):
         # memory + layout + version: a gradient and its view-of-the-same-memory twin (what the
