@@ -262,3 +262,32 @@ def _simd():
     from msprobe.core.dump import _fast_stats
 
     return _fast_stats.simd()
+
+
+def test_python_threads_reducing_long_buffers_at_once_get_the_one_thread_bits():
+    # the GIL is released around the kernel: two callers may share the pool, and each must be woken when done
+    import threading
+
+    from msprobe.core.dump import _fast_stats
+
+    arrays = [np.random.default_rng(k).standard_normal(300_001 + k).astype(np.float32) for k in range(4)]
+    before = _fast_stats.threads(1, 65536)
+    try:
+        expected = [native.float_stats(a.ctypes.data, a.size, 4, None) for a in arrays]
+        _fast_stats.threads(2)
+        found = {k: [] for k in range(3)}
+
+        def reduce_many(k):
+            for r in range(60):
+                a = arrays[(k + r) % 4]
+                found[k].append(native.float_stats(a.ctypes.data, a.size, 4, None) == expected[(k + r) % 4])
+
+        threads = [threading.Thread(target=reduce_many, args=(k,)) for k in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not any(thread.is_alive() for thread in threads)
+        assert all(all(results) and len(results) == 60 for results in found.values())
+    finally:
+        _fast_stats.threads(before[0], before[1])

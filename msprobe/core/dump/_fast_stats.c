@@ -300,7 +300,7 @@ static void *pool_worker(void *unused)
         run_chunks(job);
         pthread_mutex_lock(&pool_lock);
         if (--pool_busy == 0)
-            pthread_cond_signal(&pool_left);
+            pthread_cond_broadcast(&pool_left);  /* every caller waiting (two threads may run jobs) */
     }
     return NULL;
 }
