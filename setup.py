@@ -24,9 +24,11 @@ EXTRAS = {
 }
 EXTRAS["all"] = sorted(set(EXTRAS["pytorch"] + EXTRAS["mindspore"]))
 # one-pass tensor statistics for the dump; optional: without a C compiler msprobe uses framework kernels
+# (-pthread: long buffers are reduced on a small pool of threads)
 FAST_STATS = Extension("msprobe.core.dump._fast_stats", ["msprobe/core/dump/_fast_stats.c"], optional=True,
                        depends=["msprobe/core/_native_common.h"],
-                       extra_compile_args=[] if os.name == "nt" else ["-O3"])
+                       extra_compile_args=[] if os.name == "nt" else ["-O3", "-pthread"],
+                       extra_link_args=[] if os.name == "nt" else ["-pthread"])
 # one-pass error metrics of a device output against its bench (online_dispatch's judge); optional likewise
 PAIR_KERNELS = Extension("msprobe.core._pair_kernels", ["msprobe/core/_pair_kernels.c"], optional=True,
                          depends=["msprobe/core/_native_common.h"],

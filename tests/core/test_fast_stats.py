@@ -2,6 +2,9 @@
 more accurate than float32 reductions, NaN/inf semantics, every length around the vector and block
 sizes, and the portable loops against the AVX2 ones."""
 import math
+import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -194,3 +197,97 @@ def test_bucket_stats_portable_loops_agree_with_simd(portable_and_simd_rows):
     for portable, simd in portable_and_simd_rows(script):
         assert portable[:2] == simd[:2] and portable[3:] == simd[3:]
         assert portable[2] == pytest.approx(simd[2], rel=1e-12)
+
+
+def _long_buffers():
+    """Float32 / float16 / bfloat16 buffers long enough for the thread pool, ending mid-block and mid-round, with
+    values that tell the order of the additions and of the max / min lanes apart (signed zeros, wide scales)."""
+    rng = np.random.default_rng(21)
+    for count in (65536, 131072 + 7, 131072 + 255, 300_001, (1 << 20) + 13):
+        wide = (rng.standard_normal(count) * 10.0 ** rng.integers(-6, 6, count)).astype(np.float32)
+        zeros = np.where(rng.random(count) < 0.5, np.float32(0.0), np.float32(-0.0)).astype(np.float32)
+        zeros[rng.integers(count, size=5)] = -3.0
+        for array in (wide, zeros, -zeros):
+            yield count, 4, array
+            yield count, native.FLOAT16, array.astype(np.float16)
+            yield count, native.BFLOAT16, (array.view(np.uint32) >> 16).astype(np.uint16)
+
+
+def test_long_buffers_give_the_same_bits_on_any_thread_count():
+    from msprobe.core.dump import _fast_stats
+
+    before = _fast_stats.threads(1, 65536)
+    try:
+        rows = {}
+        for threads in (1, 2, 3, 8):
+            _fast_stats.threads(threads)
+            pooled = _fast_stats.threads()[2]
+            rows[threads] = [(native.float_stats(a.ctypes.data, count, kind, None),
+                              native.minmax_sumsq(a.ctypes.data, count, kind)) for count, kind, a in _long_buffers()]
+            ran = _fast_stats.threads()[2] - pooled
+            # the pool serves the AVX2 loops (x86); the portable loops stay on one thread
+            assert ran == (0 if threads == 1 or not _fast_stats.simd() else 2 * len(rows[threads]))
+        as_bits = {threads: [tuple(struct.pack("<d", v) for v in row[0] + row[1]) for row in found]
+                   for threads, found in rows.items()}
+        assert as_bits[2] == as_bits[1] and as_bits[3] == as_bits[1] and as_bits[8] == as_bits[1]
+        # and the one-thread loop is right: the maxima and minima are exact
+        for (_, kind, array), (stats, _) in zip(_long_buffers(), rows[1]):
+            if kind == 4:
+                assert (stats[0], stats[1]) == (float(array.max()), float(array.min()))
+    finally:
+        _fast_stats.threads(before[0], before[1])
+
+
+def test_a_forked_child_reduces_long_buffers_without_the_parent_workers():
+    # the child has none of the parent's pool threads: it starts its own instead of waiting for them
+    script = (
+        "import os, numpy as np\n"
+        "from msprobe.core.dump import _fast_stats as f\n"
+        "f.threads(2, 65536)\n"
+        "a = np.arange(1 << 20, dtype=np.float32)\n"
+        "parent = f.float_stats(a.ctypes.data, a.size, 4, None)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(0 if f.float_stats(a.ctypes.data, a.size, 4, None) == parent else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(parent[0], os.waitstatus_to_exitcode(status), f.threads()[2])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    high, child_status, pooled = result.stdout.split()
+    assert (float(high), int(child_status)) == (float((1 << 20) - 1), 0)
+    assert int(pooled) == (1 if native.minmax_sumsq is not None and _simd() else 0)
+
+
+def _simd():
+    from msprobe.core.dump import _fast_stats
+
+    return _fast_stats.simd()
+
+
+def test_python_threads_reducing_long_buffers_at_once_get_the_one_thread_bits():
+    # the GIL is released around the kernel: two callers may share the pool, and each must be woken when done
+    import threading
+
+    from msprobe.core.dump import _fast_stats
+
+    arrays = [np.random.default_rng(k).standard_normal(300_001 + k).astype(np.float32) for k in range(4)]
+    before = _fast_stats.threads(1, 65536)
+    try:
+        expected = [native.float_stats(a.ctypes.data, a.size, 4, None) for a in arrays]
+        _fast_stats.threads(2)
+        found = {k: [] for k in range(3)}
+
+        def reduce_many(k):
+            for r in range(60):
+                a = arrays[(k + r) % 4]
+                found[k].append(native.float_stats(a.ctypes.data, a.size, 4, None) == expected[(k + r) % 4])
+
+        threads = [threading.Thread(target=reduce_many, args=(k,)) for k in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not any(thread.is_alive() for thread in threads)
+        assert all(all(results) and len(results) == 60 for results in found.values())
+    finally:
+        _fast_stats.threads(before[0], before[1])

@@ -53,3 +53,35 @@ def test_reentrancy_is_per_thread():
         thread.start()
         thread.join()
     assert seen == [False] and not guard.active
+
+
+def test_fewer_collections_raises_the_young_threshold_until_the_session_closes():
+    import gc
+
+    from msprobe.core.dump.session import fewer_collections
+
+    before = gc.get_threshold()
+    gc.set_threshold(700, before[1], before[2])
+    try:
+        session = HookSession()
+        fewer_collections(session, young=40_000)
+        assert gc.get_threshold() == (40_000, before[1], before[2])
+        session.close()
+        assert gc.get_threshold() == (700, before[1], before[2])
+        # a threshold the user sets inside the window is theirs: closing leaves it
+        session = HookSession()
+        fewer_collections(session, young=40_000)
+        gc.set_threshold(5_000, before[1], before[2])
+        session.close()
+        assert gc.get_threshold() == (5_000, before[1], before[2])
+        # gc switched off by the user: nothing changes
+        gc.disable()
+        try:
+            session = HookSession()
+            fewer_collections(session, young=40_000)
+            assert gc.get_threshold() == (5_000, before[1], before[2])
+            session.close()
+        finally:
+            gc.enable()
+    finally:
+        gc.set_threshold(*before)

@@ -10,11 +10,14 @@
  *     bucket_stats(address, count, itemsize, bounds, direction_address=None)
  *         -> (max, min, sumsq, zeros, (count <= bound for each bound)); writes element > 0 as bytes (grad_probe)
  *     fingerprint(address, nbytes) -> (xor, weighted sum) of the buffer's 64-bit words (summary_mode "xor")
+ *     threads(count=None, min_elements=None) -> (count, min_elements, buffers pooled) in force before the call
  *
  * address: the first element (an int from data_ptr() / ndarray.ctypes.data); count >= 1 elements,
  * contiguous; itemsize 4 (float32), 8 (float64), FLOAT16 (2) or BFLOAT16 (258), 16-bit floats being widened to
  * float32 exactly. The caller keeps the memory alive and unchanged for the
- * call (the GIL is released while it runs over 64 K elements or more). Any NaN gives NaN for max and min
+ * call (the GIL is released while it runs over 64 K elements or more; float32 / 16-bit buffers of 128 K elements
+ * or more are reduced on a small thread pool, with the one-thread results bit for bit, see "long ... buffers"
+ * below; threads() sets it). Any NaN gives NaN for max and min
  * (and sumsq), as torch.aminmax and numpy do. The same pass sums the elements (float32 blocks of 16 per
  * lane, then double), so float_stats gives Mean without another pass; given `total` (a framework's own
  * sum) it divides that instead, in the buffer's precision. For float32 the mean and the norm sqrt(sumsq)
@@ -94,6 +97,10 @@ static double hsum4d(__m256d v)
  * overflow to inf, as in torch's float32 norm. NaN needs no test of its own: a NaN element
  * makes the sum of squares NaN (squares are never negative, so inf never turns into NaN). */
 #define BLOCK 256
+/* one thread's max / min lanes over its blocks */
+typedef struct {
+    __m256 hi0, hi1, lo0, lo1;
+} part_t;
 #define AVX2_FLOAT_KERNEL(name, in_type, target_list, LOAD8, LOAD)                                    \
     __attribute__((target(target_list))) static void name(const void *data, Py_ssize_t n, stats_t *out) \
     {                                                                                                 \
@@ -122,6 +129,63 @@ static double hsum4d(__m256d v)
         float hi = hmax8(_mm256_max_ps(hi0, hi1)), lo = hmin8(_mm256_min_ps(lo0, lo1));               \
         double sumsq = hsum4d(total), sum = hsum4d(plain);                                            \
         for (; i < n; i++) {                                                                          \
+            float a = LOAD(p, i);                                                                     \
+            hi = a > hi ? a : hi;                                                                     \
+            lo = a < lo ? a : lo;                                                                     \
+            sumsq += (double)a * a;                                                                   \
+            sum += a;                                                                                 \
+        }                                                                                             \
+        out->max = hi; out->min = lo; out->sumsq = sumsq; out->sum = sum; out->has_nan = sumsq != sumsq; \
+    }                                                                                                 \
+    /* blocks [first, last) of the loop above (block k: elements [BLOCK k, min(BLOCK (k + 1), n16)), n16 the \
+     * elements in whole rounds of 16): each block's two double vectors go to sq[k] / sm[k], max / min lanes \
+     * start from -inf / +inf (see combine_parts) */                                                  \
+    __attribute__((target(target_list))) static void name##_blocks(const void *data, Py_ssize_t n16,   \
+                                                                   Py_ssize_t first, Py_ssize_t last,  \
+                                                                   part_t *part, __m256d *sq, __m256d *sm) \
+    {                                                                                                 \
+        const in_type *p = (const in_type *)data;                                                     \
+        __m256 hi0 = _mm256_set1_ps(-INFINITY), hi1 = hi0, lo0 = _mm256_set1_ps(INFINITY), lo1 = lo0;  \
+        for (Py_ssize_t k = first; k < last; k++) {                                                   \
+            Py_ssize_t i = k * BLOCK, stop = i + BLOCK <= n16 ? i + BLOCK : n16;                      \
+            __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();                                \
+            __m256 t0 = _mm256_setzero_ps(), t1 = _mm256_setzero_ps();                                \
+            for (; i < stop; i += 16) {                                                               \
+                __m256 a = LOAD8(p + i), b = LOAD8(p + i + 8);                                        \
+                hi0 = _mm256_max_ps(hi0, a); hi1 = _mm256_max_ps(hi1, b);                             \
+                lo0 = _mm256_min_ps(lo0, a); lo1 = _mm256_min_ps(lo1, b);                             \
+                s0 = _mm256_fmadd_ps(a, a, s0); s1 = _mm256_fmadd_ps(b, b, s1);                       \
+                t0 = _mm256_add_ps(t0, a); t1 = _mm256_add_ps(t1, b);                                 \
+            }                                                                                         \
+            __m256 s = _mm256_add_ps(s0, s1), t = _mm256_add_ps(t0, t1);                              \
+            sq[k] = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s)),                         \
+                                  _mm256_cvtps_pd(_mm256_extractf128_ps(s, 1)));                      \
+            sm[k] = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(t)),                         \
+                                  _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1)));                      \
+        }                                                                                             \
+        part->hi0 = hi0; part->hi1 = hi1; part->lo0 = lo0; part->lo1 = lo1;                           \
+    }                                                                                                 \
+    /* the whole buffer from the parts: the same operations in the same order as name() */            \
+    __attribute__((target(target_list))) static void name##_combine(const void *data, Py_ssize_t n,    \
+                                                                    const part_t *parts, int nparts,  \
+                                                                    const __m256d *sq, const __m256d *sm, \
+                                                                    Py_ssize_t nblocks, stats_t *out)  \
+    {                                                                                                 \
+        const in_type *p = (const in_type *)data;                                                     \
+        __m256 first = _mm256_set1_ps(LOAD(p, 0));                                                    \
+        __m256 hi0 = first, hi1 = first, lo0 = first, lo1 = first;                                    \
+        __m256d total = _mm256_setzero_pd(), plain = _mm256_setzero_pd();                             \
+        for (int c = 0; c < nparts; c++) {                                                            \
+            hi0 = _mm256_max_ps(hi0, parts[c].hi0); hi1 = _mm256_max_ps(hi1, parts[c].hi1);           \
+            lo0 = _mm256_min_ps(lo0, parts[c].lo0); lo1 = _mm256_min_ps(lo1, parts[c].lo1);           \
+        }                                                                                             \
+        for (Py_ssize_t k = 0; k < nblocks; k++) {                                                    \
+            total = _mm256_add_pd(total, sq[k]);                                                      \
+            plain = _mm256_add_pd(plain, sm[k]);                                                      \
+        }                                                                                             \
+        float hi = hmax8(_mm256_max_ps(hi0, hi1)), lo = hmin8(_mm256_min_ps(lo0, lo1));               \
+        double sumsq = hsum4d(total), sum = hsum4d(plain);                                            \
+        for (Py_ssize_t i = n - n % 16; i < n; i++) {                                                 \
             float a = LOAD(p, i);                                                                     \
             hi = a > hi ? a : hi;                                                                     \
             lo = a < lo ? a : lo;                                                                     \
@@ -172,6 +236,170 @@ static void f64_avx2(const void *data, Py_ssize_t n, stats_t *out)
     out->max = hi; out->min = lo; out->sumsq = sumsq; out->sum = sum; out->has_nan = sumsq != sumsq;
 }
 
+
+/* ---- long float32 / float16 / bfloat16 buffers on several threads --------------------------------------------
+ * The hook that calls the kernel runs while the framework's own threads wait for the next op, so a long buffer
+ * (THREAD_MIN elements or more) is cut into chunks of whole blocks that the calling thread and the pool's workers
+ * take in any order (an atomic counter): a worker that is slow to wake (a loaded machine) only takes fewer chunks,
+ * the caller never waits for one to start. Each block's sums are kept and added in block order afterwards, and
+ * the max / min lanes are combined in chunk order, so the results are those of the one-thread loop bit for bit,
+ * whatever the number of threads (tests/core/test_fast_stats.py). */
+#if defined(__unix__) || defined(__APPLE__)
+#define MSPROBE_THREADS 1
+#include <pthread.h>
+#include <unistd.h>
+
+#define CHUNK_BLOCKS 128               /* 32 K elements a chunk */
+#define MAX_CHUNKS 4096
+#define MAX_THREADS 8
+
+typedef void (*blocks_t)(const void *, Py_ssize_t, Py_ssize_t, Py_ssize_t, part_t *, __m256d *, __m256d *);
+
+typedef struct {
+    blocks_t blocks;
+    const void *data;
+    Py_ssize_t n16, nblocks;
+    int nchunks;
+    int next;                          /* the next chunk to take (atomic) */
+    part_t *parts;
+    __m256d *sq, *sm;
+} job_t;
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_wake = PTHREAD_COND_INITIALIZER, pool_left = PTHREAD_COND_INITIALIZER;
+static job_t *pool_job;                /* the job being run, NULL once its caller has all chunks done */
+static unsigned long pool_round;       /* counts jobs: a worker joins each at most once */
+static int pool_busy;                  /* workers inside the current job */
+static int pool_started;               /* workers running */
+static int pool_threads = -1;          /* threads per long buffer, caller included (-1: not decided yet) */
+static Py_ssize_t thread_min = 1 << 17;
+static Py_ssize_t pooled_runs;         /* buffers reduced on the pool (threads() reports it) */
+
+static void run_chunks(job_t *job)
+{
+    int c;
+    while ((c = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED)) < job->nchunks) {
+        Py_ssize_t first = (Py_ssize_t)c * CHUNK_BLOCKS, last = first + CHUNK_BLOCKS;
+        job->blocks(job->data, job->n16, first, last < job->nblocks ? last : job->nblocks, &job->parts[c],
+                    job->sq, job->sm);
+    }
+}
+
+static void *pool_worker(void *unused)
+{
+    (void)unused;
+    unsigned long seen = 0;
+    pthread_mutex_lock(&pool_lock);
+    for (;;) {
+        while (pool_job == NULL || pool_round == seen)
+            pthread_cond_wait(&pool_wake, &pool_lock);
+        seen = pool_round;
+        job_t *job = pool_job;
+        pool_busy++;
+        pthread_mutex_unlock(&pool_lock);
+        run_chunks(job);
+        pthread_mutex_lock(&pool_lock);
+        if (--pool_busy == 0)
+            pthread_cond_broadcast(&pool_left);  /* every caller waiting (two threads may run jobs) */
+    }
+    return NULL;
+}
+
+/* a forked child has none of the parent's workers (and its locks may have been held by one) */
+static void pool_after_fork(void)
+{
+    pthread_mutex_init(&pool_lock, NULL);
+    pthread_cond_init(&pool_wake, NULL);
+    pthread_cond_init(&pool_left, NULL);
+    pool_job = NULL;
+    pool_busy = pool_started = 0;
+}
+
+/* threads for a long buffer: MSPROBE_STATS_THREADS, else the CPUs this process may use, at most 2 (the framework's
+ * threads are idle during the hook, other processes may not be) */
+static int decide_threads(void)
+{
+    const char *setting = getenv("MSPROBE_STATS_THREADS");
+    long wanted = setting != NULL && *setting ? strtol(setting, NULL, 10) : 2;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+#ifdef __linux__
+    cpu_set_t mask;
+    if (sched_getaffinity(0, sizeof mask, &mask) == 0)
+        cpus = CPU_COUNT(&mask);
+#endif
+    if (wanted > cpus)
+        wanted = cpus;
+    if (wanted > MAX_THREADS)
+        wanted = MAX_THREADS;
+    pthread_atfork(NULL, NULL, pool_after_fork);
+    return wanted < 1 ? 1 : (int)wanted;
+}
+
+/* start the workers still missing (called without the GIL, under no lock); how many run */
+static int pool_start(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    while (pool_started < pool_threads - 1) {
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 1 << 16);
+        int failed = pthread_create(&thread, &attr, pool_worker, NULL);
+        pthread_attr_destroy(&attr);
+        if (failed) {
+            pool_threads = pool_started + 1;  /* keep what runs */
+            break;
+        }
+        pool_started++;
+    }
+    int started = pool_started;
+    pthread_mutex_unlock(&pool_lock);
+    return started;
+}
+
+/* blocks on the pool, then the one-thread combine; 0, or -1 when the buffer is not for the pool (or no memory) */
+static int pooled(blocks_t blocks, void (*combine)(const void *, Py_ssize_t, const part_t *, int, const __m256d *,
+                                                   const __m256d *, Py_ssize_t, stats_t *),
+                  const void *data, Py_ssize_t n, stats_t *out)
+{
+    if (pool_threads < 2 || n < thread_min)
+        return -1;
+    Py_ssize_t n16 = n - n % 16, nblocks = (n16 + BLOCK - 1) / BLOCK;
+    Py_ssize_t nchunks = (nblocks + CHUNK_BLOCKS - 1) / CHUNK_BLOCKS;
+    if (nchunks < 2 || nchunks > MAX_CHUNKS || pool_start() < 1)
+        return -1;
+    __m256d *sums = aligned_alloc(32, sizeof(__m256d) * 2 * (size_t)nblocks);
+    part_t *parts = aligned_alloc(32, sizeof(part_t) * (size_t)nchunks);
+    if (sums == NULL || parts == NULL) {
+        free(sums);
+        free(parts);
+        return -1;
+    }
+    job_t job = {blocks, data, n16, nblocks, (int)nchunks, 0, parts, sums, sums + nblocks};
+    pthread_mutex_lock(&pool_lock);
+    pool_job = &job;
+    pool_round++;
+    pthread_cond_broadcast(&pool_wake);
+    pthread_mutex_unlock(&pool_lock);
+    run_chunks(&job);
+    pthread_mutex_lock(&pool_lock);
+    pool_job = NULL;                   /* a worker that wakes from now on finds nothing */
+    while (pool_busy > 0)
+        pthread_cond_wait(&pool_left, &pool_lock);
+    pthread_mutex_unlock(&pool_lock);
+    combine(data, n, parts, (int)nchunks, job.sq, job.sm, nblocks, out);
+    __atomic_fetch_add(&pooled_runs, 1, __ATOMIC_RELAXED);
+    free(sums);
+    free(parts);
+    return 0;
+}
+
+static const blocks_t pooled_blocks[] = {f32_avx2_blocks, NULL, f16_avx2_blocks, bf16_avx2_blocks};
+static void (*const pooled_combine[])(const void *, Py_ssize_t, const part_t *, int, const __m256d *,
+                                      const __m256d *, Py_ssize_t, stats_t *) = {
+    f32_avx2_combine, NULL, f16_avx2_combine, bf16_avx2_combine};
+#endif
 #endif
 
 /* the kernels by element kind: float32, float64, float16, bfloat16 */
@@ -213,7 +441,13 @@ static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
 #endif
     /* short buffers take less time than handing the GIL over and back */
     PyThreadState *saved = count >= (1 << 16) ? PyEval_SaveThread() : NULL;
-    kernel(address, count, out);
+    int done = 0;
+#ifdef MSPROBE_THREADS
+    if (saved != NULL && simd_enabled() && pooled_blocks[kind] != NULL)
+        done = pooled(pooled_blocks[kind], pooled_combine[kind], address, count, out) == 0;
+#endif
+    if (!done)
+        kernel(address, count, out);
     if (saved != NULL)
         PyEval_RestoreThread(saved);
     if (out->has_nan) {
@@ -546,8 +780,43 @@ static PyObject *simd(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
     return PyBool_FromLong(simd_enabled());
 }
 
+/* threads(count=None, min_elements=None) -> (count, min_elements, buffers pooled so far), the settings in force
+ * before the call; a count of 1 turns the pool off (tests compare counts; MSPROBE_STATS_THREADS and MSPROBE_STATS_THREAD_MIN set them at import) */
+static PyObject *threads(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *count = Py_None, *minimum = Py_None;
+    if (!PyArg_ParseTuple(args, "|OO:threads", &count, &minimum))
+        return NULL;
+#ifdef MSPROBE_THREADS
+    PyObject *before = Py_BuildValue("(inn)", pool_threads, thread_min, pooled_runs);
+    if (before == NULL)
+        return NULL;
+    if (count != Py_None) {
+        long value = PyLong_AsLong(count);
+        if (value == -1 && PyErr_Occurred()) {
+            Py_DECREF(before);
+            return NULL;
+        }
+        pool_threads = value < 1 ? 1 : value > MAX_THREADS ? MAX_THREADS : (int)value;
+    }
+    if (minimum != Py_None) {
+        Py_ssize_t value = PyLong_AsSsize_t(minimum);
+        if (value == -1 && PyErr_Occurred()) {
+            Py_DECREF(before);
+            return NULL;
+        }
+        thread_min = value < 2 * CHUNK_BLOCKS * BLOCK ? 2 * CHUNK_BLOCKS * BLOCK : value;
+    }
+    return before;
+#else
+    return Py_BuildValue("(inn)", 1, (Py_ssize_t)0, (Py_ssize_t)0);
+#endif
+}
+
 static PyMethodDef methods[] = {
     {"simd", (PyCFunction)simd, METH_NOARGS, "simd() -> whether the AVX2 kernels are in use"},
+    {"threads", (PyCFunction)threads, METH_VARARGS,
+     "threads(count=None, min_elements=None) -> (threads, shortest pooled buffer, buffers pooled) before the call"},
     {"minmax_sumsq", (PyCFunction)(void (*)(void))minmax_sumsq, METH_FASTCALL,
      "minmax_sumsq(address, count, itemsize) -> (max, min, sum of squares) of a dense float buffer"},
     {"float_stats", (PyCFunction)(void (*)(void))float_stats, METH_FASTCALL,
@@ -570,6 +839,14 @@ PyMODINIT_FUNC PyInit__fast_stats(void)
         return NULL;
 #ifdef MSPROBE_X86
     fill_direction_bytes();
+#endif
+#ifdef MSPROBE_THREADS
+    pool_threads = decide_threads();
+    const char *minimum = getenv("MSPROBE_STATS_THREAD_MIN");
+    if (minimum != NULL && *minimum)
+        thread_min = strtol(minimum, NULL, 10);
+    if (thread_min < 2 * CHUNK_BLOCKS * BLOCK)
+        thread_min = 2 * CHUNK_BLOCKS * BLOCK;
 #endif
     if (PyModule_AddIntConstant(m, "FLOAT16", KIND_FLOAT16) < 0 ||
         PyModule_AddIntConstant(m, "BFLOAT16", KIND_BFLOAT16) < 0) {

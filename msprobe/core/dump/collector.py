@@ -153,6 +153,7 @@ class DumpCollector:
         # routing decided once: a task that does not look at calls costs nothing per call
         self._task_before = type(self.task).before_call is not Task.before_call
         self._task_after = type(self.task).after_call is not Task.after_call
+        self._task_admits_all = type(self.task).admit is Task.admit  # then records go straight in, unwrapped
         # RNG audit (rng_audit.py): the random state each random call starts from, in fingerprint dumps
         self._random_state = adapter.random_state if config.summary_mode == "xor" else None
         if getattr(config, "async_dump", False):
@@ -242,13 +243,13 @@ class DumpCollector:
             self.module_stack.append(call)
             call.list_matched = self.filter.list_matches(call)
         if dump:
-            name = call.name
             call.stack = self.stack_capture.capture(2)
             if self.want_forward_input:
                 records = self.records
                 self.task.sink = call.tensors
-                call.entry["input_args"] = records.describe_args(args, f"{name}.input")
-                call.entry["input_kwargs"] = records.describe_kwargs(kwargs or {}, f"{name}.input")
+                stem = None if records.on_tensor is None else f"{call.name}.input"  # file stems: tasks that save
+                call.entry["input_args"] = records.describe_args(args, stem)
+                call.entry["input_kwargs"] = records.describe_kwargs(kwargs, stem)
             if self._random_state is not None and is_random_call(key):
                 state = self._random_state()
                 if state is not None:
@@ -287,12 +288,17 @@ class DumpCollector:
         entry = call.entry
         self.task.sink = call.tensors
         if self.want_forward_output:
-            entry["output"] = self.records.describe_output(output, f"{call.name}.output")
+            records = self.records
+            entry["output"] = records.describe_output(output, None if records.on_tensor is None
+                                                      else f"{call.name}.output")
         if parameters is not None and (self.want_forward_input or self.want_forward_output):
             entry["parameters"] = {str(k): self.records.describe(v, f"{call.name}.parameters.{k}")
                                    for k, v in parameters.items()}
         if entry:  # data_mode without forward data: no forward entry (only its backward)
-            self._offer(Record("forward", call.name, entry, call.parent, call.stack, call, call.tensors))
+            if self._task_admits_all:
+                self._commit_entry(call.name, entry, call.parent, call.stack)
+            else:
+                self._offer(Record("forward", call.name, entry, call.parent, call.stack, call, call.tensors))
         if call.is_module and parameters and self.want_backward_output:
             grad_name = f"{call.key}.{PARAMS_GRAD}"
             if grad_name not in self.data:
@@ -370,11 +376,15 @@ class DumpCollector:
             # replace, never mutate: the writer may hold the previous dict
             self.data[record.name] = {**current, record.param_name: (record.entry,)}
         else:
-            self.data[record.name] = record.entry
-            if record.stack is not None:
-                self.stacks[record.name] = record.stack
-            if self.level != "L1":
-                self.construct[record.name] = record.parent
+            self._commit_entry(record.name, record.entry, record.parent, record.stack)
+        self.dirty = True
+
+    def _commit_entry(self, name, entry, parent, stack):
+        self.data[name] = entry
+        if stack is not None:
+            self.stacks[name] = stack
+        if self.level != "L1":
+            self.construct[name] = parent
         self.dirty = True
 
     def note_compiled_region(self, note: Dict[str, Any]) -> None:

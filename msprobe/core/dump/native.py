@@ -11,6 +11,10 @@ is grad_probe's pass: besides max/min/sum of squares, the zeros, the elements <=
 as given, in double: round them to the buffer's dtype first to match a framework comparison) and, given the
 address of `count` bytes, the direction (element > 0) written as 0/1 bytes.
 `fingerprint(address, nbytes) -> (xor, weighted sum)` is summary_mode "xor" (see stats.fingerprint).
+Long float32 / float16 / bfloat16 buffers (128 K elements or more) are reduced by the calling thread and a small
+pool of threads (2 by default, at most the CPUs the process may use; MSPROBE_STATS_THREADS=1 turns it off,
+MSPROBE_STATS_THREAD_MIN sets the shortest pooled buffer): the hook runs while the framework's threads wait, and
+the block sums are added in the one-thread order, so every result is the same bits on any thread count.
 All are None when the extension was not built
 (no C compiler at install time) or when MSPROBE_NATIVE_STATS=0: adapters then use their framework
 kernels, which give the same Max/Min/Mean and a Norm equal to within float32 rounding.

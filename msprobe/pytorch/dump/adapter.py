@@ -38,6 +38,8 @@ _PLAIN_DTYPES = frozenset((torch.float32, torch.float64, torch.float16, torch.bf
                            torch.int16, torch.int32, torch.int64, torch.bool))
 _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)  # whose data_ptr() is the tensor's own memory
 _HEADER_ROOM = 1 << 14  # pickled tensor header of a .pt file (a few hundred bytes; more spills to a plain write)
+# tensor classes whose data_ptr() is their own plain memory (a parameter is a tensor with a flag)
+_IN_PLACE_TYPES = (torch.Tensor, torch.nn.Parameter)
 _DTYPE_NAMES = {}
 _SHAPES = {}  # torch.Size -> tuple: a shared tuple is untracked by the GC after its first collection,
 _SHAPES_MAX = 4096  # and then so is every descriptor dict holding it (thousands live until step end)
@@ -94,7 +96,7 @@ def _host_float_statistics(data):
         return (value, value, value, value)
     if not count:
         return None
-    if float_stats is not None and type(data) is torch.Tensor and not data.is_neg():
+    if float_stats is not None and type(data) in _IN_PLACE_TYPES and not data.is_neg():
         # plain memory only: a negative-bit view stores the values un-negated, a subclass may have none
         return float_stats(data.data_ptr(), count, _KERNEL_KINDS[data.dtype], None)
     if data.dtype in _LOW_PRECISION:
@@ -326,7 +328,14 @@ class TorchAdapter(DumpAdapter):
         size = tensor.shape
         shape = _SHAPES.get(size) or _shape_tuple(size)
         name = _DTYPE_NAMES.get(dtype) or _dtype_name(dtype)
-        return "torch.Tensor", name, shape, tensor.requires_grad, _content_key(tensor, dtype, shape)
+        try:  # _content_key's common case, inlined
+            if tensor.is_contiguous():
+                key = (tensor.data_ptr(), dtype, tensor.numel(), tensor._version, tensor.device)
+            else:
+                key = _content_key(tensor, dtype, shape)
+        except RuntimeError:  # inference tensors have no version counter; meta/sparse have no data_ptr
+            key = None
+        return "torch.Tensor", name, shape, tensor.requires_grad, key
 
     def tensor_identity(self, tensor):
         # memory + layout + version: a gradient and its view-of-the-same-memory twin (what the
@@ -350,10 +359,19 @@ class TorchAdapter(DumpAdapter):
             return tensor
 
     def tensor_stats(self, tensor):
-        if tensor.is_cpu and tensor.dtype in _KERNEL_KINDS and tensor.layout is torch.strided:
-            # a plain contiguous tensor is read in place: detach() only to permute a view (no autograd
-            # node) or to see a subclass (nn.Parameter) as its plain tensor
-            plain = type(tensor) is torch.Tensor and tensor.is_contiguous()
+        kind = _KERNEL_KINDS.get(tensor.dtype)
+        if kind is not None and tensor.is_cpu and tensor.layout is torch.strided:
+            # a plain tensor or parameter that is dense in some dimension order is read in place, in memory
+            # order (what _host_float_statistics gets from the permuted view, whose data_ptr is the same);
+            # detach() only for 0-d tensors and other subclasses
+            in_place = type(tensor) in _IN_PLACE_TYPES
+            contiguous = tensor.is_contiguous()
+            if (in_place and float_stats is not None and tensor.dim() and not tensor.is_neg()
+                    and (contiguous or _dense_order(tensor)[1])):
+                count = tensor.numel()
+                if count:
+                    return float_stats(tensor.data_ptr(), count, kind, None)
+            plain = in_place and contiguous
             stats = _host_float_statistics(tensor if plain else tensor.detach())
             if stats is not None:
                 return stats

@@ -12,7 +12,7 @@ nodes are removed by the GradTracker, whose removal is the session's last undo s
 
 import torch
 
-from msprobe.core.dump.session import HookSession, Reentrancy
+from msprobe.core.dump.session import HookSession, Reentrancy, fewer_collections
 
 __all__ = ["TorchDumpSession"]
 
@@ -35,6 +35,7 @@ class TorchDumpSession:
         self.regions = find_regions(models)
         with self.hooks.installing():
             self.hooks.callback(self.tracker.remove)  # undone last: pending backward entries are flushed
+            fewer_collections(self.hooks)  # the step's records would otherwise set off full collections
             if level in ("L0", "mix"):
                 from msprobe.pytorch.dump.module_hooks import ModuleHooks
 

@@ -1,5 +1,6 @@
 """One hook lifecycle: stop() (or a failed install) leaves torch exactly as it was; collect() is
 start/stop as a with block; a failing statistic at L2 or in a collective never reaches training."""
+import gc
 import types
 
 import pytest
@@ -44,6 +45,7 @@ def torch_state(model):
         "parameter hooks": {name: (dict(p._post_accumulate_grad_hooks or {}), dict(p._backward_hooks or {}))
                             for name, p in model.named_parameters()},
         "DataLoader __next__": _BaseDataLoaderIter.__dict__["__next__"],
+        "gc thresholds": gc.get_threshold(),
     }
 
 
@@ -60,6 +62,8 @@ def test_stop_leaves_torch_exactly_as_it_was(tmp_path, level):
     train(model, debugger, steps=2)
     debugger.start()
     assert torch_state(model) != before  # hooks are in while dumping
+    # and young collections are rarer: the window's records would set off full collections (core/dump/session.py)
+    assert gc.get_threshold()[0] == max(before["gc thresholds"][0], 50_000)
     out = model(torch.randint(0, 20, (1, 3)))
     debugger.stop()
     _assert_same_state(before, torch_state(model))
