@@ -415,7 +415,7 @@ class DumpCollector:
         if self.compiled_regions:  # a key beside 1.2.1's: readers of the 1.2.1 layout ignore it
             files["dump.json"]["compiled_regions"] = list(self.compiled_regions.values())
         if self.records.placed:  # DTensors: their placements beside dump.json (compare --layout auto)
-            files["layout.json"] = {"framework": framework, "data": layout_mirror(data, self.records.placed)}
+            files["layout.json"] = {"framework": framework, **layout_mirror(data, self.records.placed)}
         if self.debug_data:
             files["debug.json"] = {"task": task, "level": "debug", "framework": framework,
                                    "dump_data_dir": data_dir, "data": dict(self.debug_data)}

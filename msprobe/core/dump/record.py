@@ -188,9 +188,10 @@ def _child(stem, key):
 
 
 def layout_mirror(data, placed):
-    """layout.json's 'data': the entries of dump.json's `data` that hold sharded tensors, in the same
-    nesting, each sharded tensor's descriptor replaced by {"type": "placement", "value": "Shard(0)",
-    "mesh": [ranks]} and every other leaf by null, so a reader names its rows as it names dump.json's."""
+    """layout.json's 'meshes' (the distinct meshes' ranks) and 'data': the entries of dump.json's `data`
+    that hold sharded tensors, in the same nesting, each sharded tensor's descriptor replaced by
+    {"type": "placement", "value": "Shard(0)", "mesh": [ranks]} and every other leaf by null, so a reader
+    names its rows as it names dump.json's."""
     def mirror(node):
         if type(node) is dict and "type" in node:
             hit = placed.get(id(node))
@@ -207,4 +208,6 @@ def layout_mirror(data, placed):
         children = node if isinstance(node, (list, tuple)) else node.values() if isinstance(node, dict) else ()
         return any(holds(child) for child in children)
 
-    return {name: mirror(body) for name, body in data.items() if holds(body)}
+    meshes = sorted({tuple(hit[2]) for hit in placed.values()})
+    return {"meshes": [list(mesh) for mesh in meshes],
+            "data": {name: mirror(body) for name, body in data.items() if holds(body)}}

@@ -2,9 +2,10 @@
 
     python dtensor_job.py ROOT PORT WORLD [MODE]     WORLD 1: the same model on a 1-rank mesh
       MODE clean (default)   every rank computes its shard exactly
-      MODE fault             rank 1 scales its shard of the hidden activation by 1.5 (a fault in one shard)
+      MODE fault             rank 1 scales its shard of the GELU's output by 1.5 (a fault in one shard)
 
-fc1 (8 -> 16) is ColwiseParallel, fc2 (16 -> 8) RowwiseParallel; both runs build the full model from one seed.
+fc1 (8 -> 16) is ColwiseParallel (its output kept a DTensor), fc2 (16 -> 8) RowwiseParallel; both runs build
+the full model from one seed. Each rank also saves its parameters' and gradients' local shards (local{rank}.pt).
 """
 import datetime
 import json
@@ -28,8 +29,10 @@ class MLP(torch.nn.Module):
 
     def forward(self, x):
         hidden = F.gelu(self.fc1(x))
-        if self.fault:
-            hidden = hidden * 1.5
+        if self.fault:  # on the local shard only, then back into the DTensor: rank 1's half is wrong
+            from torch.distributed.tensor import DTensor
+
+            hidden = DTensor.from_local(hidden.to_local() * 1.5, hidden.device_mesh, hidden.placements)
         return self.fc2(hidden)
 
 
@@ -51,8 +54,9 @@ def worker(rank, root, port, world, mode):
                    "statistics": {"data_mode": ["all"]}}, handle)
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
     mesh = init_device_mesh("cpu", (world,))
+    # fc1's output stays a DTensor (Shard(-1)) through the GELU, so every sharded row records its placement
     model = parallelize_module(MLP(fault=mode == "fault" and rank == 1), mesh,
-                               {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+                               {"fc1": ColwiseParallel(use_local_output=False), "fc2": RowwiseParallel()})
     debugger = PrecisionDebugger(config_path=cfg_path)
     debugger.start(model)
     model(inputs()).pow(2).mean().backward()
