@@ -20,6 +20,10 @@ sums the shards elementwise: Mean = sum(Mean_i); Max, Min and Norm cannot be rec
 (shown N/A, not judged). Replicate takes the group's first rank; rows it calls replicated whose ranks
 disagree are named in a warning (a rank-local difference the comparison of rank 0 cannot see).
 Only statistics dumps can be recombined (tensor files and md5 fingerprints of shards are not the whole).
+
+`auto` instead of a file: the placements the PyTorch dump recorded for DTensors (layout.json beside each
+rank's dump.json, written by core/dump/record.py's layout_mirror), groups from the recorded meshes. A
+recorded layout.json is read with a layout file too: its exact row names come before the file's patterns.
 """
 import fnmatch
 import math

@@ -138,3 +138,26 @@ def test_compare_layout_auto_without_recorded_placements_is_an_error(runs, tmp_p
     assert code != 0
     captured = capsys.readouterr()
     assert "[ERROR]" in captured.out + captured.err and "layout.json" in captured.out + captured.err
+
+
+def test_recorded_placements_come_before_a_layout_files_patterns(runs):
+    (_, npu_jsons, _), = layout_pairs(os.path.join(runs["tp"], "dump"), os.path.join(runs["single"], "dump"),
+                                      {"tensors": {"*": "Shard(0)"}})
+    table = load_group(npu_jsons, {"tensors": {"*": "Shard(0)"}})
+    shape_of = dict(zip(table.columns["name"], table.columns["shape_key"]))
+    assert shape_of["Module.fc2.Linear.forward.0.parameters.weight"] == (8, 16)  # recorded Shard(1) wins
+    assert shape_of["Tensor.pow.0.forward.input.0"] == (12, 8)  # a plain tensor: the file's pattern applies
+
+
+def test_a_recorded_placement_that_cannot_be_recombined_is_left_out(runs, tmp_path):
+    copy = tmp_path / "dump"
+    shutil.copytree(os.path.join(runs["tp"], "dump"), copy)
+    for rank in (0, 1):
+        path = copy / "step0" / f"rank{rank}" / "layout.json"
+        recorded = json.loads(path.read_text())
+        recorded["data"]["Module.fc1.Linear.forward.0"]["parameters"]["weight"]["value"] = "Partial(max)"
+        path.write_text(json.dumps(recorded))
+    (_, npu_jsons, _), = layout_pairs(str(copy), os.path.join(runs["single"], "dump"), "auto")
+    table = load_group(npu_jsons, "auto")
+    row = table.columns["name"].index("Module.fc1.Linear.forward.0.parameters.weight")
+    assert table.columns["absent"][row] == 15 and table.columns["norm"][row] != table.columns["norm"][row]
