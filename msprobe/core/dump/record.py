@@ -83,9 +83,11 @@ class RecordBuilder:
                     ref = None
                 self._stats_cache[key] = (ref, stats, fingerprint)
         desc = {"type": kind, "dtype": dtype, "shape": shape}
-        if type(shape) is not tuple:  # a sharded tensor's local shape carrying its placement (layout.json)
-            desc["shape"] = tuple(shape)
-            self.placed[id(desc)] = (desc, shape.placement, shape.mesh)
+        if type(shape) is not tuple and type(shape) is not list:
+            placement = getattr(shape, "placement", None)  # a sharded tensor's local shape (layout.json)
+            if placement is not None:
+                desc["shape"] = tuple(shape)
+                self.placed[id(desc)] = (desc, placement, shape.mesh)
         if type(stats) is tuple:
             desc.update(zip(STAT_KEYS, stats))
         else:
