@@ -3,6 +3,7 @@
     python dtensor_job.py ROOT PORT WORLD [MODE]     WORLD 1: the same model on a 1-rank mesh
       MODE clean (default)   every rank computes its shard exactly
       MODE fault             rank 1 scales its shard of the GELU's output by 1.5 (a fault in one shard)
+      MODE tensor            as clean, with the tensor task (every tensor saved) instead of statistics
 
 fc1 (8 -> 16) is ColwiseParallel (its output kept a DTensor), fc2 (16 -> 8) RowwiseParallel; both runs build
 the full model from one seed. Each rank also saves its parameters' and gradients' local shards (local{rank}.pt).
@@ -50,8 +51,9 @@ def worker(rank, root, port, world, mode):
 
     cfg_path = os.path.join(root, f"cfg{rank}.json")
     with open(cfg_path, "w") as handle:
-        json.dump({"task": "statistics", "dump_path": os.path.join(root, "dump"), "level": "mix",
-                   "statistics": {"data_mode": ["all"]}}, handle)
+        task = "tensor" if mode == "tensor" else "statistics"
+        json.dump({"task": task, "dump_path": os.path.join(root, "dump"), "level": "mix",
+                   task: {"data_mode": ["all"]}}, handle)
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
     mesh = init_device_mesh("cpu", (world,))
     # fc1's output stays a DTensor (Shard(-1)) through the GELU, so every sharded row records its placement

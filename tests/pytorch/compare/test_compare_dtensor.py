@@ -26,11 +26,11 @@ def _free_port():
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Roots of a clean 2-rank parallelize_module run, one whose rank 1 scales its GELU shard, and a
-    1-rank run of the same model (the three gloo jobs run at the same time)."""
+    """Roots of a clean 2-rank parallelize_module run, one whose rank 1 scales its GELU shard, a 1-rank run
+    of the same model, and a clean 2-rank run with the tensor task (the gloo jobs run at the same time)."""
     root = tmp_path_factory.mktemp("dtensor")
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
-    specs = {"tp": ("2", "clean"), "tp_fault": ("2", "fault"), "single": ("1", "clean")}
+    specs = {"tp": ("2", "clean"), "tp_fault": ("2", "fault"), "single": ("1", "clean"), "tp_tensor": ("2", "tensor")}
     jobs = {}
     for name, (world, mode) in specs.items():
         (root / name).mkdir()
@@ -161,3 +161,17 @@ def test_a_recorded_placement_that_cannot_be_recombined_is_left_out(runs, tmp_pa
     table = load_group(npu_jsons, "auto")
     row = table.columns["name"].index("Module.fc1.Linear.forward.0.parameters.weight")
     assert table.columns["absent"][row] == 15 and table.columns["norm"][row] != table.columns["norm"][row]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_the_tensor_task_saves_a_dtensors_local_shard(runs, rank):
+    folder = os.path.join(runs["tp_tensor"], "dump", "step0", f"rank{rank}")
+    data = json.loads(open(os.path.join(folder, "dump.json")).read())["data"]
+    local = torch.load(os.path.join(runs["tp_tensor"], f"local{rank}.pt"))
+    for module, param in (("fc1", "weight"), ("fc2", "weight"), ("fc2", "bias")):
+        row = data[f"Module.{module}.Linear.forward.0"]["parameters"][param]
+        saved = torch.load(os.path.join(folder, "dump_tensor_data", row["data_name"]))
+        assert type(saved) is torch.Tensor and torch.equal(saved, local["params"][f"{module}.{param}"])
+        grad = data[f"Module.{module}.Linear.parameters_grad"][param][0]
+        saved = torch.load(os.path.join(folder, "dump_tensor_data", grad["data_name"]))
+        assert torch.equal(saved, local["grads"][f"{module}.{param}"]), (module, param)
