@@ -45,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser, help_texts: Optional[dict] = 
     parser.add_argument("--address", default=None, help="--engine ray: the cluster's address (default: auto)")
     parser.add_argument("--layout", default=None,
                         help="YAML/JSON: how the NPU run is sharded over ranks (Shard(d)/Partial/Replicate per row "
-                             "pattern); its ranks are recombined and compared with the bench run's ranks")
+                             "pattern); its ranks are recombined and compared with the bench run's ranks. 'auto': the "
+                             "placements the dump recorded for DTensors (layout.json beside dump.json)")
 
 
 def read_compare_json(path: str) -> dict:

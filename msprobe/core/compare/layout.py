@@ -20,6 +20,10 @@ sums the shards elementwise: Mean = sum(Mean_i); Max, Min and Norm cannot be rec
 (shown N/A, not judged). Replicate takes the group's first rank; rows it calls replicated whose ranks
 disagree are named in a warning (a rank-local difference the comparison of rank 0 cannot see).
 Only statistics dumps can be recombined (tensor files and md5 fingerprints of shards are not the whole).
+
+`auto` instead of a file: the placements the PyTorch dump recorded for DTensors (layout.json beside each
+rank's dump.json, written by core/dump/record.py's layout_mirror), groups from the recorded meshes. A
+recorded layout.json is read with a layout file too: its exact row names come before the file's patterns.
 """
 import fnmatch
 import math
@@ -28,16 +32,18 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
-from msprobe.core.compare.load import MODE_STATISTICS, DumpTable, detect_mode, load_dump
+from msprobe.core.compare.load import MODE_STATISTICS, DumpTable, detect_mode, load_dump, table_from_dump
 from msprobe.core.errors import CompareError, ConfigError
 from msprobe.core.log import logger
 
 __all__ = ["Placement", "Layout", "load_layout", "parse_placement", "recombine_tables", "load_group",
-           "layout_pairs", "REPLICATE"]
+           "layout_pairs", "recorded_placements", "recorded_groups", "REPLICATE", "AUTO"]
 
 _PLACEMENT = re.compile(r"^\s*(shard|replicate|partial)\s*(?:\(\s*(-?\d+)?\s*\))?\s*$", re.IGNORECASE)
 _NAN = float("nan")
 _ALL_ABSENT = 15
+AUTO = "auto"  # --layout auto: placements and groups recorded by the dump (layout.json, DTensors)
+RECORDED = "layout.json"
 _NOT_SUMMABLE = 1 | 2 | 8  # Max, Min, Norm of a partial sum
 
 
@@ -60,16 +66,26 @@ def parse_placement(text) -> Placement:
     return Placement(kind, int(match.group(2)) if kind == "shard" else None)
 
 
+UNFIT = Placement("unfit")  # a recorded placement layouts cannot recombine (Partial(max), a 2-D mesh)
+
+
 @dataclass
 class Layout:
-    """Groups of ranks (None: all ranks of a step, one group) and (pattern, placement) rules in order."""
+    """Groups of ranks (None: all ranks of a step, one group, or the recorded meshes) and (pattern, placement)
+    rules in order; `recorded` (row name -> placement, read from the dump's layout.json) comes first."""
     rules: List[Tuple[str, Placement]]
     groups: Optional[List[List[int]]] = None
+    auto: bool = False  # `--layout auto`: no rules of the user's; the dump's layout.json is required
+    recorded: Optional[dict] = None
 
     def __post_init__(self):
         self._compiled = [(re.compile(fnmatch.translate(pattern)), placement) for pattern, placement in self.rules]
 
     def placement_of(self, row_name: str) -> Placement:
+        if self.recorded:
+            hit = self.recorded.get(row_name)
+            if hit is not None:
+                return hit
         for regex, placement in self._compiled:
             if regex.match(row_name):
                 return placement
@@ -80,6 +96,8 @@ def load_layout(source) -> Layout:
     """A Layout from a YAML/JSON file path or an already parsed dict (see the module docstring)."""
     if isinstance(source, Layout):
         return source
+    if isinstance(source, str) and source == AUTO:
+        return Layout([], auto=True)
     if isinstance(source, str):
         from msprobe.core.paths import check_path, load_yaml
 
@@ -165,6 +183,11 @@ def recombine_tables(tables: Sequence[DumpTable], layout: Layout) -> DumpTable:
             continue
         placement = layout.placement_of(name) if cols["kind"][row] == "tensor" else REPLICATE
         stats = [tuple(t.columns[k][r] for k in ("max", "min", "mean", "norm")) for t, r in zip(tables, rows)]
+        if placement is UNFIT:
+            unfit.append(f"{name} (recorded placement not recombinable)")
+            cols["max"][row] = cols["min"][row] = cols["mean"][row] = cols["norm"][row] = _NAN
+            cols["absent"][row] = _ALL_ABSENT
+            continue
         if placement.kind == "replicate":
             if any(not all(map(_same, stats[0], other)) for other in stats[1:]):
                 differing.append(name)
@@ -194,8 +217,60 @@ def _warn(path, ranks, missing, unfit, differing):
 
 
 def load_group(npu_jsons: Sequence[str], layout) -> DumpTable:
-    """The recombined table of one group's dump.json files (shard order)."""
-    return recombine_tables([load_dump(path) for path in npu_jsons], load_layout(layout))
+    """The recombined table of one group's dump.json files (shard order); placements the dump recorded
+    (layout.json beside the first rank's dump.json) come before the layout's own rules."""
+    layout = load_layout(layout)
+    recorded = recorded_placements(os.path.join(os.path.dirname(npu_jsons[0]), RECORDED))
+    if recorded is None and layout.auto:
+        raise CompareError(f"--layout auto: no {RECORDED} beside '{npu_jsons[0]}' (the dump records one for "
+                           "DTensors only); give a layout file.")
+    if recorded is not None:
+        layout = Layout(layout.rules, layout.groups, layout.auto, recorded)
+    return recombine_tables([load_dump(path) for path in npu_jsons], layout)
+
+
+def _recorded_placement(text):
+    try:
+        return parse_placement(text)
+    except ConfigError:
+        return UNFIT
+
+
+def recorded_placements(path) -> Optional[dict]:
+    """Row name -> Placement of a dump's layout.json (None without the file). Its 'data' mirrors dump.json's
+    nesting, so dump.json's row naming (load.table_from_dump) names its rows; other leaves are null."""
+    if not os.path.isfile(path):
+        return None
+    raw = _read_recorded(path)
+    table = table_from_dump(raw, path)
+    cols = table.columns
+    return {name: _recorded_placement(value) for name, kind, value in zip(cols["name"], cols["kind"], cols["value"])
+            if kind == "text"}
+
+
+def _read_recorded(path):
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise CompareError(f"layout: cannot read '{path}': {error}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("data"), dict):
+        raise CompareError(f"layout: '{path}' is not a msprobe layout.json.")
+    return raw
+
+
+def recorded_groups(rank_jsons) -> Optional[List[List[int]]]:
+    """The distinct meshes the ranks' layout.json files name, ordered by their first rank (None: no file)."""
+    meshes = set()
+    for path in rank_jsons:
+        recorded = os.path.join(os.path.dirname(path), RECORDED)
+        if os.path.isfile(recorded):
+            for mesh in _read_recorded(recorded).get("meshes") or ():
+                if isinstance(mesh, list) and mesh and all(type(r) is int for r in mesh):
+                    meshes.add(tuple(mesh))
+    return [list(mesh) for mesh in sorted(meshes)] or None
 
 
 def _rank_jsons(step_dir):
@@ -219,7 +294,7 @@ def layout_pairs(npu_dir, bench_dir, layout) -> list:
         bench_ranks = _rank_jsons(bench_step) if os.path.isdir(bench_step) else {}
         if not npu_ranks:
             raise CompareError(f"--layout: no rank*/dump.json under '{npu_step}'.")
-        groups = layout.groups or [sorted(npu_ranks)]
+        groups = layout.groups or recorded_groups(npu_ranks.values()) or [sorted(npu_ranks)]
         for number, group in enumerate(groups):
             absent = [rank for rank in group if rank not in npu_ranks]
             if absent:

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 
 from msprobe.core.dump.filters import CallFilter
 from msprobe.core.dump.guard import DumpGuard
-from msprobe.core.dump.record import RecordBuilder
+from msprobe.core.dump.record import RecordBuilder, layout_mirror
 from msprobe.core.dump.rng_audit import is_random_call
 from msprobe.core.dump.stack import StackCapture
 from msprobe.core.dump.tasks import Record, Task, TaskContext, task_for
@@ -424,6 +424,8 @@ class DumpCollector:
                  "construct.json": dict(self.construct)}
         if self.compiled_regions:  # a key beside 1.2.1's: readers of the 1.2.1 layout ignore it
             files["dump.json"]["compiled_regions"] = list(self.compiled_regions.values())
+        if self.records.placed:  # DTensors: their placements beside dump.json (compare --layout auto)
+            files["layout.json"] = {"framework": framework, **layout_mirror(data, self.records.placed)}
         if self.debug_data:
             files["debug.json"] = {"task": task, "level": "debug", "framework": framework,
                                    "dump_data_dir": data_dir, "data": dict(self.debug_data)}

@@ -66,6 +66,7 @@ class RecordBuilder:
         self._tensor_class = adapter.tensor_class  # an isinstance check is cheaper than a method call
         self._pending = []      # (descriptor, handle)
         self._stats_cache = {}  # identity -> (weakref or None, handle)
+        self.placed = {}  # id(descriptor) -> (descriptor, placement text, mesh ranks) of the step's sharded tensors
         self._crc_cache = {}  # identity -> CRC of a tensor the adapter calls shareable (same validity as above)
 
     # -- statistics -------------------------------------------------------------------------
@@ -105,6 +106,11 @@ class RecordBuilder:
                 desc.update(_NO_STATS)
                 if stats is not None:
                     self._pending.append((desc, stats))
+        if type(shape) is not tuple and type(shape) is not list:
+            placement = getattr(shape, "placement", None)  # a sharded tensor's local shape (layout.json)
+            if placement is not None:
+                desc["shape"] = tuple(shape)
+                self.placed[id(desc)] = (desc, placement, shape.mesh)
         if requires_grad is not None:
             desc["requires_grad"] = requires_grad
         if self.want_md5:
@@ -205,4 +211,30 @@ class RecordBuilder:
         self.resolve()
         self._stats_cache.clear()
         self._crc_cache.clear()
+        self.placed = {}
 
+
+def layout_mirror(data, placed):
+    """layout.json's 'meshes' (the distinct meshes' ranks) and 'data': the entries of dump.json's `data`
+    that hold sharded tensors, in the same nesting, each sharded tensor's descriptor replaced by
+    {"type": "placement", "value": "Shard(0)", "mesh": [ranks]} and every other leaf by null, so a reader
+    names its rows as it names dump.json's."""
+    def mirror(node):
+        if type(node) is dict and "type" in node:
+            hit = placed.get(id(node))
+            return None if hit is None else {"type": "placement", "value": hit[1], "mesh": hit[2]}
+        if isinstance(node, (list, tuple)):
+            return [mirror(child) for child in node]
+        if isinstance(node, dict):
+            return {key: mirror(child) for key, child in node.items()}
+        return None
+
+    def holds(node):
+        if type(node) is dict and "type" in node:
+            return id(node) in placed
+        children = node if isinstance(node, (list, tuple)) else node.values() if isinstance(node, dict) else ()
+        return any(holds(child) for child in children)
+
+    meshes = sorted({tuple(hit[2]) for hit in placed.values()})
+    return {"meshes": [list(mesh) for mesh in meshes],
+            "data": {name: mirror(body) for name, body in data.items() if holds(body)}}

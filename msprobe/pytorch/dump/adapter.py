@@ -13,6 +13,7 @@ step is copied to the host with one `tolist()` per (dtype, device) group.
 import ctypes
 import math
 import struct
+import sys
 import threading
 import zlib
 
@@ -225,6 +226,49 @@ def _memory_order(data):
     return data.permute(order) if dense else data
 
 
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
+class PlacedShape(tuple):
+    """A DTensor's local shape, carrying its placement for the rank's layout.json (core/dump/record.py):
+    `placement` is 'Shard(d)' / 'Replicate' / 'Partial' (one mesh dimension; else the list as text),
+    `mesh` the mesh's ranks in coordinate order."""
+    placement = mesh = None
+
+
+def _dtensor_local(tensor):
+    """(local shard, its PlacedShape) for a DTensor, else None. DTensor is looked up in sys.modules: no
+    DTensor exists before torch.distributed.tensor is imported, and importing it here would be slow."""
+    dtensor = getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
+    if dtensor is None or not isinstance(tensor, dtensor):
+        return None
+    local = tensor._local_tensor
+    placements = [_placement_text(p) for p in tensor.placements]
+    shape = PlacedShape(local.shape)
+    shape.placement = placements[0] if len(placements) == 1 else str(placements)
+    shape.mesh = [int(r) for r in tensor.device_mesh.mesh.flatten().tolist()]
+    return local, shape
+
+
+def _placement_text(placement):
+    if placement.is_shard():
+        return f"Shard({placement.dim})"
+    if placement.is_replicate():
+        return "Replicate"
+    if placement.is_partial():
+        op = getattr(placement, "reduce_op", "sum")
+        return "Partial" if op == "sum" else f"Partial({op})"
+    return str(placement)
+
+
+def local_shard(tensor):
+    """A DTensor's local shard (the rank's own memory, what its statistics describe); any other tensor."""
+    if type(tensor) in _PLAIN_TYPES:
+        return tensor
+    found = _dtensor_local(tensor)
+    return tensor if found is None else found[0]
+
+
 class _CaptureWriter:
     """File object that keeps what torch.save writes, up to `keep` bytes (the rest is only counted)."""
 
@@ -324,6 +368,12 @@ class TorchAdapter(DumpAdapter):
     def tensor_facts(self, tensor):
         # tensor_header + requires_grad + content_identity in one call: this runs for every tensor, so
         # the two lookups are inlined (their helpers run only on a miss)
+        if type(tensor) not in _PLAIN_TYPES:
+            found = _dtensor_local(tensor)
+            if found is not None:  # a DTensor is described by its local shard (its own memory and key)
+                local, shape = found
+                return ("torch.Tensor", _dtype_name(local.dtype), shape, tensor.requires_grad,
+                        _content_key(local, local.dtype, tuple(shape)))
         dtype = tensor.dtype
         size = tensor.shape
         shape = _SHAPES.get(size) or _shape_tuple(size)
@@ -340,6 +390,7 @@ class TorchAdapter(DumpAdapter):
     def tensor_identity(self, tensor):
         # memory + layout + version: a gradient and its view-of-the-same-memory twin (what the
         # next op's hook receives) share one tensor file
+        tensor = local_shard(tensor)
         try:
             return (tensor.data_ptr(), tensor.dtype, tuple(tensor.shape), tensor.stride(), tensor._version,
                     tensor.device)
@@ -347,18 +398,21 @@ class TorchAdapter(DumpAdapter):
             return None
 
     def content_identity(self, tensor):
+        tensor = local_shard(tensor)
         return _content_key(tensor, tensor.dtype, tuple(tensor.shape))
 
     def memory_owner(self, tensor):
         # torch keeps one Python object per storage for as long as the storage lives, so a weak
         # reference to it says whether the memory is still the same allocation, however many
         # short-lived tensor objects (gradients handed to hooks, views) pointed into it
+        tensor = local_shard(tensor)
         try:
             return tensor.untyped_storage()
         except (RuntimeError, NotImplementedError):
             return tensor
 
     def tensor_stats(self, tensor):
+        tensor = local_shard(tensor)
         kind = _KERNEL_KINDS.get(tensor.dtype)
         if kind is not None and tensor.is_cpu and tensor.layout is torch.strided:
             # a plain tensor or parameter that is dense in some dimension order is read in place, in memory
@@ -397,9 +451,11 @@ class TorchAdapter(DumpAdapter):
 
     def crc_shareable(self, tensor):
         # a contiguous tensor's bytes are its memory [data_ptr, + nbytes), which its content key names
+        tensor = local_shard(tensor)
         return tensor.is_contiguous() and not tensor.is_neg() and not tensor.is_conj()
 
     def crc32(self, tensor):
+        tensor = local_shard(tensor)
         if (type(tensor) is torch.Tensor and tensor.is_cpu and tensor.layout is torch.strided
                 and tensor.dtype in _PLAIN_DTYPES and tensor.is_contiguous() and not tensor.is_neg()
                 and not tensor.is_conj() and tensor.numel()):
@@ -413,6 +469,7 @@ class TorchAdapter(DumpAdapter):
         return f"{zlib.crc32(raw) & 0xFFFFFFFF:08x}"
 
     def fingerprint(self, tensor):
+        tensor = local_shard(tensor)
         if (native.fingerprint is not None and type(tensor) in _PLAIN_TYPES and tensor.is_cpu
                 and tensor.layout is torch.strided and tensor.dtype in _PLAIN_DTYPES and tensor.is_contiguous()
                 and not tensor.is_neg() and not tensor.is_conj()):
@@ -450,12 +507,14 @@ class TorchAdapter(DumpAdapter):
         return results
 
     def copy_for_save(self, tensor):
+        tensor = local_shard(tensor)
         data = tensor.detach()
         if data.device.type != "cpu":
             return data.to("cpu")
         return data.clone()
 
     def same_content(self, snapshot, tensor):
+        tensor = local_shard(tensor)
         data = tensor.detach()
         if data.device != snapshot.device:
             data = data.to(snapshot.device)
