@@ -226,9 +226,6 @@ def _memory_order(data):
     return data.permute(order) if dense else data
 
 
-_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
-
-
 class PlacedShape(tuple):
     """A DTensor's local shape, carrying its placement for the rank's layout.json (core/dump/record.py):
     `placement` is 'Shard(d)' / 'Replicate' / 'Partial' (one mesh dimension; else the list as text),
