@@ -187,7 +187,9 @@ class CompiledRegions:
                     "not_observed": "the compiled kernels: the region ran eager kernels in the dump window"}
         if self.module_level:
             observed = ("each hooked module's inputs and compiled outputs (Dynamo breaks the graph at every "
-                        "module boundary during the dump window)")
+                        "module boundary during the dump window, so the step computes what each module compiled "
+                        "on its own gives, which can differ in low precision from the whole-region compile; "
+                        "shadow_compiled keeps the step bit-identical)")
         else:
             observed = "the calls around the region; the region itself ran the user's compiled graph"
         return {"module": name, "backend": backend, "observed": observed,
