@@ -164,17 +164,21 @@ def _product_bound(ops, entry, tail):
     return sa * na + value * (ops.max_abs(rows[2]) * s1 * n1 + ops.max_abs(rows[1]) * s2 * n2)
 
 
-def _same_tensors(bounds, stats):
+def _same_tensors(bounds, stats, nonzero=True):
     """The bounds extended to every row holding the same tensor as a bounded output (the parameter's
-    gradient row, the optimizer reading that gradient): the same Max, Min, Mean and Norm on both sides."""
+    gradient row, the optimizer reading that gradient): the same Max, Min, Mean and Norm on both sides.
+    Only tensors with a Norm (nonzero unless `nonzero` is False) are matched."""
     npu, bench = (np.nan_to_num(s, nan=-1.0, posinf=-2.0, neginf=-3.0) for s in stats)
+    norm = stats[1][:, 3]
+    usable = np.isfinite(norm) & ((norm != 0) if nonzero else True)
     keys = {}
     for row, bound in bounds.items():
-        keys[npu[row].tobytes() + bench[row].tobytes()] = bound
+        if usable[row]:
+            keys[npu[row].tobytes() + bench[row].tobytes()] = bound
     out = dict(bounds)
-    for row in range(len(npu)):
+    for row in np.flatnonzero(usable).tolist():
         key = npu[row].tobytes() + bench[row].tobytes()
-        if row not in out and key in keys and np.isfinite(stats[1][row, 3]) and stats[1][row, 3] != 0:
+        if row not in out and key in keys:
             out[row] = keys[key]
     return out
 
@@ -202,7 +206,8 @@ def explained_epsilons(records, judgement, stats, numel):
                               np.abs(bench[:, 3]), np.abs(bench[:, 3]), np.abs(bench[:, 3])], axis=1)
             explained = bound[:, None] / scale
         out[rows] = np.where(np.isfinite(explained), explained, 0.0)
-    out[tie_rows(records, judgement) + _module_gradients(records)] = np.inf
+    out[list(_same_tensors(dict.fromkeys(tie_rows(records, judgement), 0.0), stats, nonzero=False))] = np.inf
+    out[_module_gradients(records)] = np.inf
     return out
 
 
