@@ -215,6 +215,7 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
     earlier = _tensor_keys(records, (records.extra.get("amplified") or []) + (records.extra.get("consequence") or []))
     seen, len_amplified, len_seen = set(earlier), 0, len(records.extra["consequence"])
     inherited = False  # a backward difference inherited from a forward one without a cause came first
+    float_args = _float_arguments_differing(records)
     forward_differs = {records.entries[r] for r in np.flatnonzero(bad & is_input & (records.phases == 0))}
     for phase, entry, rows in calls:
         rows = np.asarray(rows)
@@ -239,6 +240,15 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
             bad_out = bad_out[~again]
             if not len(bad_out):
                 continue
+        changed = inputs[float_args[inputs]] if len(bad_out) and len(bad_in) else inputs[:0]
+        if len(changed) and first_input is None:
+            # a float argument that differs (a wrong constant) makes another function of the inputs: the
+            # call's own difference, even where its inputs carry amplified rounding (a tie before it)
+            suspect = Suspect(int(bad_out[0]), names[int(bad_out[0])], entry, phase, "cause", bad_out.tolist(),
+                              [], [], changed.tolist())
+            suspect.summary = _describe(records, suspect)
+            records.extra["consequence"].clear()
+            return suspect
         if len(bad_out) and not len(bad_in):
             own = _new_error(records, bad_out, inputs[compared[inputs]])
             if not len(own):
@@ -267,6 +277,16 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
     suspect = Suspect(row, names[row], entry, phase, "input", bad_out.tolist())
     suspect.summary = _describe(records, suspect)
     return suspect
+
+
+def _float_arguments_differing(records):
+    """Bool per row: a float (not int or bool) non-tensor argument whose values differ on the two sides."""
+    out = np.zeros(len(records), dtype=bool)
+    rows = np.flatnonzero(records.reason == Reason.VALUE_DIFF)
+    if len(rows):
+        npu, bench = records.column("npu", "value"), records.column("bench", "value")
+        out[rows] = [isinstance(npu[r], float) and isinstance(bench[r], float) for r in rows.tolist()]
+    return out
 
 
 def _forward_of(entry):

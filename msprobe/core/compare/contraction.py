@@ -78,7 +78,7 @@ class _Operands:
 
 def _bounds(records, judgement, bench_stats, numel, unseen=None):
     """{output row: Frobenius bound of its difference, in units of eps} of contraction backward outputs
-    and element-wise products (addcmul)."""
+    and element-wise products (addcmul), each with the output's own rounding (1/2 eps ||out||)."""
     ops, bounds = _Operands(records, judgement, bench_stats, numel, unseen), {}
     entries = records.entries
     for row in range(len(entries)):
@@ -97,8 +97,8 @@ def _bounds(records, judgement, bench_stats, numel, unseen=None):
             bound = _broadcast_bound(ops, entry, entry[: -len("backward")] + "forward", tail, BROADCAST_APIS[api])
         else:
             continue
-        if bound is not None:
-            bounds[row] = bound
+        if bound is not None and np.isfinite(bench_stats[row, 3]):
+            bounds[row] = bound + 0.5 * abs(bench_stats[row, 3])  # and the output's own rounding
     return bounds
 
 
