@@ -1,25 +1,31 @@
-"""Linear-layer gradients whose difference is their operands' rounding amplified by cancellation.
+"""Gradients (and products) whose difference is their operands' rounding amplified by cancellation.
 
 A linear layer's backward computes three contractions from the incoming gradient G (tokens x out), the
-forward's input X (tokens x in) and weight W (out x in):
+forward's input X (tokens x in) and weight W (out x in); matmul, bmm and mm the first two:
 
     grad input    dX = G W        ||dX - dX'|| <= ||dG|| ||W|| + ||G|| ||dW_||
     grad weight   dW = G^T X      ||dW - dW'|| <= ||dG|| ||X|| + ||G|| ||dX_||
     grad bias     db = sum_t G_t  ||db - db'|| <= sqrt(tokens) ||dG||
 
-(Cauchy-Schwarz; dA is an operand's difference between the sides). Where the terms of the sum cancel
-(a bias feeding a LayerNorm has a gradient that is zero up to rounding; a weight gradient summing
-tokens of opposite sign) the result is far smaller than the bound's scale and its relative difference
-is large although every operand agrees: a difference of the operands amplified by cancellation, not
-a cause. An operand carrying `s` epsilons of difference relative to its own norm (its largest judged
-score, plus 1/2 for its own rounding) gives ||dA|| = (s + 1/2) eps ||A||. Every check of the output
-(Max, Min, Mean, Norm, tensor error) is bounded by the Frobenius norm of the output's difference; the
-bound is expressed in each check's own units (eps times the check's scale). A row holding the same
-tensor (the same four statistics on both sides: the parameter's gradient row, the optimizer reading
-that gradient) gets the same bound. The advisor (and the graph's AMPLIFIED level) counts an output
-within the bound as amplified rounding and the calls reading it as its consequences; the row's
-judgement (its colour) is unchanged: the difference is real, only not a cause. The bound uses only
-the dump (Norms, shapes, the forward's rows), no per-model constant.
+(Cauchy-Schwarz; dA is an operand's difference between the sides). An element-wise mul, add or sub
+whose operand was broadcast sums its gradient over the broadcast positions, a contraction too
+(`_broadcast_bound`); addcmul (Adam's second moment) is an element-wise product (`_product_bound`,
+Hoelder). Where the terms of a sum cancel (a bias feeding a LayerNorm has a gradient that is zero up
+to rounding; a weight gradient summing tokens of opposite sign) the result is far smaller than the
+bound's scale and its relative difference is large although every operand agrees: a difference of
+the operands amplified by cancellation, not a cause. An operand carrying `s` epsilons of difference
+relative to its own norm (its largest judged score, plus 1/2 for its own rounding) gives
+||dA|| = (s + 1/2) eps ||A||; each bound adds the output's own rounding, 1/2 eps ||out||. Every check
+of the output (Max, Min, Mean, Norm, tensor error) is bounded by the Frobenius norm of the output's
+difference; the bound is expressed in each check's own units (eps times the check's scale). A row
+holding the same tensor (the same four statistics on both sides: the parameter's gradient row, the
+optimizer reading that gradient) gets the same bound; a parameter's gradient, summed by autograd over
+the calls using the parameter (a tied embedding), is bounded by the sum of their differences; a
+module's backward rows (sums of what its calls computed) are not judged as causes when the calls are
+dumped. Selections (relu's sign, top-k ties) come from `selection`. The advisor (and the graph's
+AMPLIFIED level) counts an output within the bound as amplified rounding and the calls reading it as
+its consequences; the row's judgement (its colour) is unchanged: the difference is real, only not a
+cause. The bound uses only the dump (Norms, shapes, the forward's rows), no per-model constant.
 """
 import numpy as np
 

@@ -59,7 +59,8 @@ def selection_bounds(records, judgement, bench_stats, numel, by_name):
         if grad_row is None or x_row is None:
             continue
         grad_s, x_s, eps = _carried(judgement, grad_row), _carried(judgement, x_row), judgement.eps[row]
-        grad_norm, grad_max = bench_stats[grad_row, 3], np.nanmax(np.abs(bench_stats[grad_row, :2]))
+        extremes = np.abs(bench_stats[grad_row, :2])
+        grad_norm, grad_max = bench_stats[grad_row, 3], np.nanmax(extremes) if not np.isnan(extremes).all() else np.nan
         if grad_s is None or x_s is None or not eps > 0 or not np.isfinite(grad_norm) or not np.isfinite(grad_max):
             continue
         flips = max(1.0, np.ceil(numel[x_row] * (x_s + 0.5) * eps))
