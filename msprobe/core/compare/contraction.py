@@ -87,9 +87,14 @@ def _bounds(records, judgement, bench_stats, numel, unseen=None):
     and element-wise products (addcmul), each with the output's own rounding (1/2 eps ||out||)."""
     ops, bounds = _Operands(records, judgement, bench_stats, numel, unseen), {}
     entries = records.entries
+    parsed_of = {}
     for row in range(len(entries)):
         entry, name = entries[row], records.names[row]
-        parsed = parse_name(entry) if isinstance(entry, str) else None
+        if ".output." not in name or not isinstance(entry, str):
+            continue
+        if entry not in parsed_of:
+            parsed_of[entry] = parse_name(entry)
+        parsed = parsed_of[entry]
         if parsed is None or parsed.is_module or not name.startswith(entry + ".output."):
             continue
         api, tail = parsed.api.rsplit(".", 1)[-1], name[len(entry) + 1:]
