@@ -285,3 +285,25 @@ def test_clean_bf16_mixtral_graph_has_no_worst_node(more_runs):
     npu, bench = (os.path.dirname(more_runs[name]["tensor"]) for name in ("mixtral_bf16", "mixtral_fp32"))
     verdict = graph_verdict(npu, bench)
     assert (verdict.worst_node, verdict.first_node, verdict.suspect) == (None, None, None)
+
+
+def test_top_k_indices_whose_values_differ_are_still_a_cause(tmp_path):
+    """The tie rule covers indices whose chosen values agree; a top-k that picks other values (here the
+    smallest instead of the largest) from the same input is named."""
+    import torch
+
+    from compare_models import dump_calls
+
+    def calls(largest):
+        def run():
+            x = torch.randn(4, 16, generator=torch.Generator().manual_seed(3))
+            torch.topk(x, 2, dim=-1, largest=largest)
+        return run
+
+    npu = dump_calls(str(tmp_path / "npu"), calls(False))
+    bench = dump_calls(str(tmp_path / "bench"), calls(True))
+    records = compare_tables(load_dump(f"{npu}/dump.json"), load_dump(f"{bench}/dump.json"),
+                             CompareOptions(progress=False))
+    assert records.suspect is not None and records.suspect.entry == "Torch.topk.0.forward", \
+        records.suspect and records.suspect.summary
+    assert not records.extra["explained"][records.suspect.row].any()
