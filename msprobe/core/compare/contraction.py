@@ -68,10 +68,16 @@ class _Operands:
 
     def __init__(self, records, judgement, bench_stats, numel, unseen):
         self.records, self.judgement, self.stats, self.numel = records, judgement, bench_stats, numel
-        self.by_name, self.unseen = _rows_by_name(records), unseen
+        self.by_name, self.unseen, self.columns = _rows_by_name(records), unseen, {}
 
     def row(self, name):
         return self.by_name.get(name)
+
+    def bench_column(self, key):
+        """A bench column per row, read once (records.column builds the whole list)."""
+        if key not in self.columns:
+            self.columns[key] = self.records.column("bench", key)
+        return self.columns[key]
 
     def get(self, row):
         return _operand(self.judgement, self.stats, row, self.unseen)
@@ -121,7 +127,7 @@ def _linear_bound(ops, entry, forward, tail):
     if grad is None:
         return None
     if tail == "output.2":
-        shape = ops.records.column("bench", "shape_key")[grad_row]
+        shape = ops.bench_column("shape_key")[grad_row]
         tokens = ops.numel[grad_row] / (shape[-1] if shape else 1)
         return grad[0] * np.sqrt(max(tokens, 1.0)) * grad[1]
     other = ops.get(ops.row(f"{forward}.input.{1 if tail == 'output.0' else 0}"))
@@ -169,7 +175,7 @@ def _product_bound(ops, entry, tail):
     if any(o is None for o in operands):
         return None
     value_row = ops.row(f"{entry}.input.value")
-    value = ops.records.column("bench", "value")[value_row] if value_row is not None else 1.0
+    value = ops.bench_column("value")[value_row] if value_row is not None else 1.0
     value = abs(float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1.0
     (sa, na), (s1, n1), (s2, n2) = operands
     return sa * na + value * (ops.max_abs(rows[2]) * s1 * n1 + ops.max_abs(rows[1]) * s2 * n2)

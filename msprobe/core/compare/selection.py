@@ -51,8 +51,8 @@ def selection_bounds(records, judgement, bench_stats, numel, by_name):
     bounds = {}
     for row in np.flatnonzero(records.phases == _BACKWARD).tolist():
         entry = records.entries[row]
-        if _api(entry) not in SIGN_APIS or records.names[row] != f"{entry}.output.0" \
-                or not entry.endswith("backward"):
+        if not isinstance(entry, str) or records.names[row] != f"{entry}.output.0" or not entry.endswith("backward") \
+                or _api(entry) not in SIGN_APIS:
             continue
         grad_row = by_name.get(f"{entry}.input.0")
         x_row = by_name.get(entry[: -len("backward")] + "forward.input.0")
@@ -71,9 +71,13 @@ def selection_bounds(records, judgement, bench_stats, numel, by_name):
 def tie_rows(records, judgement):
     """Index output rows (output.1 of top-k, sort, ...) that differ while the call's values output and
     its compared tensor inputs agree within tolerance: a tie within rounding, amplified, not a cause."""
-    by_entry = {}
+    by_entry, apis = {}, {}
     for row, entry in enumerate(records.entries):
-        if records.phases[row] == _FORWARD and _api(entry) in INDEX_APIS:
+        if records.phases[row] != _FORWARD or not isinstance(entry, str):
+            continue
+        if entry not in apis:
+            apis[entry] = _api(entry)
+        if apis[entry] in INDEX_APIS:
             by_entry.setdefault(entry, []).append(row)
     out = []
     for entry, rows in by_entry.items():
