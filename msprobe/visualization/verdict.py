@@ -63,6 +63,10 @@ def node_levels(records, nodes) -> Dict[str, tuple]:
     # (not inputs of theirs), as the advisor reads them: consequences, never later causes
     inherited = records.phases > 0 if records.suspect is not None and records.suspect.phase == "forward" \
         else np.zeros(len(records), dtype=bool)
+    # rows the advisor passed over as differences without a cause of their own (amplified rounding, what
+    # reads it, a backward reading a forward that already differed, a module returning such a tensor)
+    passed = np.zeros(len(records), dtype=bool)
+    passed[list(records.extra.get("amplified") or []) + list(records.extra.get("consequence") or [])] = True
     levels = {}
     for node in nodes:
         inputs = np.asarray(node.input_rows, dtype=np.int64)
@@ -79,6 +83,8 @@ def node_levels(records, nodes) -> Dict[str, tuple]:
             levels[node.id] = (AMPLIFIED, 1.0)
         elif (len(inputs) and bad[inputs].any()) or inherited[differing].any():
             levels[node.id] = (CONSEQUENCE, 1.0)
+        elif passed[differing].all():
+            levels[node.id] = (AMPLIFIED if records.suspect is None else CONSEQUENCE, 1.0)
         elif len(own_difference(records, differing, inputs[compared[inputs]] if len(inputs) else inputs)):
             levels[node.id] = (OWN, 1.0)
         else:

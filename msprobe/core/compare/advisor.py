@@ -211,13 +211,44 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
     """The first cause among `calls` (in order); else, when the first difference is an input, that
     input; else None (differences only amplify, within AMPLIFICATION, what inputs carried)."""
     first_input, amplified = None, []
-    earlier = _tensor_keys(records, records.extra.get("amplified") or [])
+    # tensors seen differing in an earlier phase without a cause (amplified rounding and what reads it)
+    earlier = _tensor_keys(records, (records.extra.get("amplified") or []) + (records.extra.get("consequence") or []))
+    seen, len_amplified, len_seen = set(earlier), 0, len(records.extra["consequence"])
+    inherited = False  # a backward difference inherited from a forward one without a cause came first
+    float_args = _float_arguments_differing(records)
+    forward_differs = {records.entries[r] for r in np.flatnonzero(bad & is_input & (records.phases == 0))}
     for phase, entry, rows in calls:
         rows = np.asarray(rows)
         outputs = rows[~is_input[rows]]
         inputs = rows[is_input[rows]]
         bad_out = outputs[bad[outputs] | (records.reason[outputs] == Reason.VALUE_DIFF)]
         bad_in = inputs[bad[inputs]]
+        if len(bad_out) and not len(bad_in) and _forward_of(entry) in forward_differs:
+            # a backward call reads what its forward saved; that forward's inputs already differed
+            records.extra["consequence"].extend(bad_out.tolist())
+            inherited = True
+            continue
+        if len(bad_out) and not len(bad_in):
+            seen.update(_tensor_keys(records, amplified[len_amplified:] + records.extra["consequence"][len_seen:]))
+            len_amplified, len_seen = len(amplified), len(records.extra["consequence"])
+        again = np.array([_tensor_keys(records, [r]) <= seen for r in bad_out.tolist()] if not len(bad_in) else [],
+                         dtype=bool)
+        if len(bad_out) and not len(bad_in) and again.any():
+            # an output holding a tensor already seen differing without a cause (a module returning what
+            # its last call computed): that difference again, not a new one
+            records.extra["consequence"].extend(bad_out[again].tolist())
+            bad_out = bad_out[~again]
+            if not len(bad_out):
+                continue
+        changed = inputs[float_args[inputs]] if len(bad_out) and len(bad_in) else inputs[:0]
+        if len(changed) and first_input is None:
+            # a float argument that differs (a wrong constant) makes another function of the inputs: the
+            # call's own difference, even where its inputs carry amplified rounding (a tie before it)
+            suspect = Suspect(int(bad_out[0]), names[int(bad_out[0])], entry, phase, "cause", bad_out.tolist(),
+                              [], [], changed.tolist())
+            suspect.summary = _describe(records, suspect)
+            records.extra["consequence"].clear()
+            return suspect
         if len(bad_out) and not len(bad_in):
             own = _new_error(records, bad_out, inputs[compared[inputs]])
             if not len(own):
@@ -231,12 +262,12 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
             records.extra["consequence"].clear()  # only rows before the cause were looked at
             return suspect
         if len(bad_in):
-            records.extra["consequence"].extend(bad_out.tolist() + (bad_in.tolist() if amplified else []))
-            if first_input is None and not amplified and _tensor_keys(records, bad_in) <= earlier:
-                # a gradient amplified in the backward pass, read again by the optimizer: no new input,
-                # and what the call makes of it is a consequence of that amplification
+            records.extra["consequence"].extend(bad_out.tolist() + (bad_in.tolist() if amplified or inherited else []))
+            if first_input is None and not amplified and not inherited and _tensor_keys(records, bad_in) <= earlier:
+                # a gradient amplified in the backward pass (or a consequence of such a difference), read
+                # again by the optimizer: no new input, and what the call makes of it is a consequence
                 amplified.extend(bad_in.tolist())
-            elif first_input is None and not amplified:
+            elif first_input is None and not amplified and not inherited:
                 first_input = (phase, entry, bad_in, bad_out)
     records.extra.setdefault("amplified", []).extend(amplified)
     if first_input is None:
@@ -246,6 +277,24 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
     suspect = Suspect(row, names[row], entry, phase, "input", bad_out.tolist())
     suspect.summary = _describe(records, suspect)
     return suspect
+
+
+def _float_arguments_differing(records):
+    """Bool per row: a float (not int or bool) non-tensor argument whose values differ on the two sides."""
+    out = np.zeros(len(records), dtype=bool)
+    rows = np.flatnonzero(records.reason == Reason.VALUE_DIFF)
+    if len(rows):
+        npu, bench = records.column("npu", "value"), records.column("bench", "value")
+        out[rows] = [isinstance(npu[r], float) and isinstance(bench[r], float) for r in rows.tolist()]
+    return out
+
+
+def _forward_of(entry):
+    """'X.N.forward' of a backward entry 'X.N.backward' ('Module.m.C.forward.0' of 'Module.m.C.backward.0')."""
+    if entry.endswith(".backward"):
+        return entry[: -len("backward")] + "forward"
+    head, _, tail = entry.rpartition(".backward.")
+    return f"{head}.forward.{tail}" if head else None
 
 
 def advice_for(suspect):

@@ -1,33 +1,46 @@
-"""Linear-layer gradients whose difference is their operands' rounding amplified by cancellation.
+"""Gradients (and products) whose difference is their operands' rounding amplified by cancellation.
 
 A linear layer's backward computes three contractions from the incoming gradient G (tokens x out), the
-forward's input X (tokens x in) and weight W (out x in):
+forward's input X (tokens x in) and weight W (out x in); matmul, bmm and mm the first two:
 
     grad input    dX = G W        ||dX - dX'|| <= ||dG|| ||W|| + ||G|| ||dW_||
     grad weight   dW = G^T X      ||dW - dW'|| <= ||dG|| ||X|| + ||G|| ||dX_||
     grad bias     db = sum_t G_t  ||db - db'|| <= sqrt(tokens) ||dG||
 
-(Cauchy-Schwarz; dA is an operand's difference between the sides). Where the terms of the sum cancel
-(a bias feeding a LayerNorm has a gradient that is zero up to rounding; a weight gradient summing
-tokens of opposite sign) the result is far smaller than the bound's scale and its relative difference
-is large although every operand agrees: a difference of the operands amplified by cancellation, not
-a cause. An operand carrying `s` epsilons of difference relative to its own norm (its largest judged
-score, plus 1/2 for its own rounding) gives ||dA|| = (s + 1/2) eps ||A||. Every check of the output
-(Max, Min, Mean, Norm, tensor error) is bounded by the Frobenius norm of the output's difference; the
-bound is expressed in each check's own units (eps times the check's scale). A row holding the same
-tensor (the same four statistics on both sides: the parameter's gradient row, the optimizer reading
-that gradient) gets the same bound. The advisor (and the graph's AMPLIFIED level) counts an output
-within the bound as amplified rounding and the calls reading it as its consequences; the row's
-judgement (its colour) is unchanged: the difference is real, only not a cause. The bound uses only
-the dump (Norms, shapes, the forward's rows), no per-model constant.
+(Cauchy-Schwarz; dA is an operand's difference between the sides). An element-wise mul, add or sub
+whose operand was broadcast sums its gradient over the broadcast positions, a contraction too
+(`_broadcast_bound`); addcmul (Adam's second moment) is an element-wise product (`_product_bound`,
+Hoelder). Where the terms of a sum cancel (a bias feeding a LayerNorm has a gradient that is zero up
+to rounding; a weight gradient summing tokens of opposite sign) the result is far smaller than the
+bound's scale and its relative difference is large although every operand agrees: a difference of
+the operands amplified by cancellation, not a cause. An operand carrying `s` epsilons of difference
+relative to its own norm (its largest judged score, plus 1/2 for its own rounding) gives
+||dA|| = (s + 1/2) eps ||A||; each bound adds the output's own rounding, 1/2 eps ||out||. Every check
+of the output (Max, Min, Mean, Norm, tensor error) is bounded by the Frobenius norm of the output's
+difference; the bound is expressed in each check's own units (eps times the check's scale). A row
+holding the same tensor (the same four statistics on both sides: the parameter's gradient row, the
+optimizer reading that gradient) gets the same bound; a parameter's gradient, summed by autograd over
+the calls using the parameter (a tied embedding), is bounded by the sum of their differences; a
+module's backward rows (sums of what its calls computed) are not judged as causes when the calls are
+dumped. Selections (relu's sign, top-k ties) come from `selection`. The advisor (and the graph's
+AMPLIFIED level) counts an output within the bound as amplified rounding and the calls reading it as
+its consequences; the row's judgement (its colour) is unchanged: the difference is real, only not a
+cause. The bound uses only the dump (Norms, shapes, the forward's rows), no per-model constant.
 """
 import numpy as np
 
+from msprobe.core.compare.selection import selection_bounds, tie_rows
 from msprobe.core.naming import parse_name
 
-__all__ = ["explained_epsilons", "CONTRACTION_APIS"]
+__all__ = ["explained_epsilons", "CONTRACTION_APIS", "BROADCAST_APIS", "PRODUCT_APIS"]
 
-CONTRACTION_APIS = frozenset({"linear", "Dense"})  # MindSpore mint.nn.Linear: Primitive.dense.Dense
+CONTRACTION_APIS = frozenset({"linear", "Dense", "matmul", "__matmul__", "__rmatmul__", "bmm", "mm"})
+# (Dense: MindSpore mint.nn.Linear, Primitive.dense.Dense)
+# element-wise calls whose gradient for a broadcast operand sums over the broadcast positions: the
+# incoming gradient alone (add, sub) or times the other operand (mul)
+PRODUCT_APIS = frozenset({"addcmul", "addcmul_"})
+BROADCAST_APIS = {**{name: "sum" for name in ("add", "__add__", "__radd__", "sub", "__sub__", "__rsub__")},
+                  **{name: "product" for name in ("mul", "__mul__", "__rmul__")}}
 _BACKWARD = 1
 
 
@@ -35,8 +48,10 @@ def _rows_by_name(records):
     return {name: row for row, name in enumerate(records.names)}
 
 
-def _operand(judgement, bench_stats, row):
-    """(carried epsilons incl. own rounding, bench Norm) of an operand row, or None when unknown."""
+def _operand(judgement, bench_stats, row, unseen=None):
+    """(carried epsilons incl. own rounding, bench Norm) of an operand row, or None when unknown.
+    unseen: {row: epsilons of ||d|| / ||A||} a selection may carry that its statistics do not show
+    (selection.py), used where the tensor itself was not compared (statistics mode)."""
     if row is None:
         return None
     norm = bench_stats[row, 3]
@@ -44,68 +59,222 @@ def _operand(judgement, bench_stats, row):
         return None
     scores = judgement.scores[row]
     carried = float(np.nanmax(scores)) if not np.isnan(scores).all() else 0.0
+    if unseen and row in unseen and np.isnan(scores[4]):
+        carried = max(carried, unseen[row])
     return (carried if np.isfinite(carried) else np.inf) + 0.5, float(norm)
 
 
-def _bounds(records, judgement, bench_stats, numel):
-    """{output row: Frobenius bound of its difference, in units of eps} of linear backward outputs."""
-    by_name, bounds = _rows_by_name(records), {}
+class _Operands:
+    """Reads operands of the calls whose outputs get a bound: (carried epsilons, bench Norm, max |value|)."""
+
+    def __init__(self, records, judgement, bench_stats, numel, unseen):
+        self.records, self.judgement, self.stats, self.numel = records, judgement, bench_stats, numel
+        self.by_name, self.unseen, self.columns = _rows_by_name(records), unseen, {}
+
+    def row(self, name):
+        return self.by_name.get(name)
+
+    def bench_column(self, key):
+        """A bench column per row, read once (records.column builds the whole list)."""
+        if key not in self.columns:
+            self.columns[key] = self.records.column("bench", key)
+        return self.columns[key]
+
+    def get(self, row):
+        return _operand(self.judgement, self.stats, row, self.unseen)
+
+    def max_abs(self, row):
+        pair = np.abs(self.stats[row, :2])
+        value = float(np.nanmax(pair)) if not np.isnan(pair).all() else np.inf
+        return value if np.isfinite(value) else np.inf
+
+
+def _bounds(records, judgement, bench_stats, numel, unseen=None):
+    """{output row: Frobenius bound of its difference, in units of eps} of contraction backward outputs
+    and element-wise products (addcmul), each with the output's own rounding (1/2 eps ||out||)."""
+    ops, bounds = _Operands(records, judgement, bench_stats, numel, unseen), {}
     entries = records.entries
-    for row in np.flatnonzero(records.phases == _BACKWARD).tolist():
+    parsed_of = {}
+    for row in range(len(entries)):
         entry, name = entries[row], records.names[row]
-        parsed = parse_name(entry) if isinstance(entry, str) else None
-        if parsed is None or parsed.api.rsplit(".", 1)[-1] not in CONTRACTION_APIS:
+        if ".output." not in name or not isinstance(entry, str):
             continue
-        tail = name[len(entry) + 1:]
-        if tail not in ("output.0", "output.1", "output.2"):
+        if entry not in parsed_of:
+            parsed_of[entry] = parse_name(entry)
+        parsed = parsed_of[entry]
+        if parsed is None or parsed.is_module or not name.startswith(entry + ".output."):
             continue
-        forward = entry[: -len("backward")] + "forward" if entry.endswith("backward") else None
-        grad = _operand(judgement, bench_stats, by_name.get(f"{entry}.input.0"))
-        if grad is None or forward is None:
+        api, tail = parsed.api.rsplit(".", 1)[-1], name[len(entry) + 1:]
+        if api in PRODUCT_APIS and entry.endswith("forward"):
+            bound = _product_bound(ops, entry, tail)
+        elif records.phases[row] != _BACKWARD or not entry.endswith("backward"):
             continue
-        if tail == "output.2":
-            shape = records.column("bench", "shape_key")[by_name[f"{entry}.input.0"]]
-            tokens = numel[by_name[f"{entry}.input.0"]] / (shape[-1] if shape else 1)
-            bounds[row] = grad[0] * np.sqrt(max(tokens, 1.0)) * grad[1]
+        elif api in CONTRACTION_APIS:
+            bound = _linear_bound(ops, entry, entry[: -len("backward")] + "forward", tail)
+        elif api in BROADCAST_APIS:
+            bound = _broadcast_bound(ops, entry, entry[: -len("backward")] + "forward", tail, BROADCAST_APIS[api])
+        else:
             continue
-        other = _operand(judgement, bench_stats, by_name.get(f"{forward}.input.{1 if tail == 'output.0' else 0}"))
-        if other is not None:
-            bounds[row] = (grad[0] + other[0]) * grad[1] * other[1]
+        if bound is not None and np.isfinite(bench_stats[row, 3]):
+            bounds[row] = bound + 0.5 * abs(bench_stats[row, 3])  # and the output's own rounding
     return bounds
 
 
-def _same_tensors(bounds, stats):
+def _linear_bound(ops, entry, forward, tail):
+    if tail not in ("output.0", "output.1", "output.2"):
+        return None
+    grad_row = ops.row(f"{entry}.input.0")
+    grad = ops.get(grad_row)
+    if grad is None:
+        return None
+    if tail == "output.2":
+        shape = ops.bench_column("shape_key")[grad_row]
+        tokens = ops.numel[grad_row] / (shape[-1] if shape else 1)
+        return grad[0] * np.sqrt(max(tokens, 1.0)) * grad[1]
+    other = ops.get(ops.row(f"{forward}.input.{1 if tail == 'output.0' else 0}"))
+    return None if other is None else (grad[0] + other[0]) * grad[1] * other[1]
+
+
+def _broadcast_bound(ops, entry, forward, tail, kind):
+    """The bound of an element-wise call's gradient for an operand that was broadcast (fewer elements
+    than the incoming gradient G): backward sums G (add, sub) or G times the other operand X (mul) over
+    the k = numel(G) / numel(operand) positions the operand was broadcast to, a contraction whose terms
+    may cancel. Per output element |sum dG_t X_t| is at most ||dG_S|| ||X_S|| and at most
+    max|X| sqrt(k) ||dG_S|| over its k terms S, so ||d out|| <= ||dG|| min(||X|| sqrt(n_G / n_X),
+    sqrt(k) max|X|) + the same with G and X swapped; sum: sqrt(k) ||dG||. Operands not broadcast
+    (k = 1) are not contractions and get no bound."""
+    index = int(tail[len("output."):]) if tail[len("output."):].isdigit() else -1
+    grad_row, out_row = ops.row(f"{entry}.input.0"), ops.row(f"{entry}.{tail}")
+    operand_row = ops.row(f"{forward}.input.{index}")
+    grad = ops.get(grad_row)
+    if grad is None or index not in (0, 1) or out_row is None or operand_row is None:
+        return None
+    numel = ops.numel
+    k = numel[grad_row] / max(numel[out_row], 1.0)
+    if not k > 1.0 or numel[operand_row] != numel[out_row]:
+        return None  # not broadcast, or not the gradient of the operand it is named after
+    if kind == "sum":
+        return grad[0] * np.sqrt(k) * grad[1]
+    other_row = ops.row(f"{forward}.input.{1 - index}")
+    other = ops.get(other_row)
+    if other is None:
+        return None
+    expand = np.sqrt(max(numel[grad_row] / max(numel[other_row], 1.0), 1.0))
+    reach_x = min(other[1] * expand, np.sqrt(k) * ops.max_abs(other_row))
+    reach_g = min(grad[1], np.sqrt(k) * ops.max_abs(grad_row))
+    return grad[0] * grad[1] * reach_x + other[0] * other[1] * expand * reach_g
+
+
+def _product_bound(ops, entry, tail):
+    """addcmul: out = a + v t1 t2 element-wise (Adam's second moment, v (1 - beta2) g g). Hoelder:
+    ||d out|| <= ||da|| + |v| (max|t2| ||dt1|| + max|t1| ||dt2||): squaring a gradient whose largest
+    elements carry s epsilons moves the square's Norm, which those elements dominate, by up to 2 s."""
+    if tail != "output.0":
+        return None
+    rows = [ops.row(f"{entry}.input.{i}") for i in range(3)]
+    operands = [ops.get(r) for r in rows]
+    if any(o is None for o in operands):
+        return None
+    value_row = ops.row(f"{entry}.input.value")
+    value = ops.bench_column("value")[value_row] if value_row is not None else 1.0
+    value = abs(float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1.0
+    (sa, na), (s1, n1), (s2, n2) = operands
+    return sa * na + value * (ops.max_abs(rows[2]) * s1 * n1 + ops.max_abs(rows[1]) * s2 * n2)
+
+
+def _same_tensors(bounds, stats, nonzero=True):
     """The bounds extended to every row holding the same tensor as a bounded output (the parameter's
-    gradient row, the optimizer reading that gradient): the same Max, Min, Mean and Norm on both sides."""
+    gradient row, the optimizer reading that gradient): the same Max, Min, Mean and Norm on both sides.
+    Only tensors with a Norm (nonzero unless `nonzero` is False) are matched."""
     npu, bench = (np.nan_to_num(s, nan=-1.0, posinf=-2.0, neginf=-3.0) for s in stats)
+    norm = stats[1][:, 3]
+    usable = np.isfinite(norm) & ((norm != 0) if nonzero else True)
     keys = {}
     for row, bound in bounds.items():
-        keys[npu[row].tobytes() + bench[row].tobytes()] = bound
+        if usable[row]:
+            keys[npu[row].tobytes() + bench[row].tobytes()] = bound
     out = dict(bounds)
-    for row in range(len(npu)):
+    for row in np.flatnonzero(usable).tolist():
         key = npu[row].tobytes() + bench[row].tobytes()
-        if row not in out and key in keys and np.isfinite(stats[1][row, 3]) and stats[1][row, 3] != 0:
+        if row not in out and key in keys:
             out[row] = keys[key]
     return out
 
 
 def explained_epsilons(records, judgement, stats, numel):
-    """(rows, 5) epsilons of each check that the operands of a linear backward output explain (0 for
-    every other row): the advisor counts an output within them as amplified rounding, not a cause.
+    """(rows, 5) epsilons of each check that the operands of a contraction, an element-wise product or a
+    selection (selection.py) explain (0 for every other row; inf for an index output that is a tie
+    within rounding): the advisor counts an output within them as amplified rounding, not a cause.
     The judgement (the row's colour) is left as it is: the difference is real, only not a cause."""
     out = np.zeros(judgement.scores.shape)
     bench_stats = stats[1]
-    bounds = _bounds(records, judgement, bench_stats, numel)
-    if not bounds:
-        return out
-    bounds = _same_tensors(bounds, stats)
-    rows = np.fromiter(bounds, dtype=np.int64)
-    bound = np.fromiter(bounds.values(), dtype=np.float64)
-    bench = bench_stats[rows]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rms = np.abs(bench[:, 3]) / np.sqrt(np.maximum(numel[rows], 1.0))
-        scale = np.stack([np.fmax(np.abs(bench[:, 0]), rms), np.fmax(np.abs(bench[:, 1]), rms),
-                          np.abs(bench[:, 3]), np.abs(bench[:, 3]), np.abs(bench[:, 3])], axis=1)
-        explained = bound[:, None] / scale
-    out[rows] = np.where(np.isfinite(explained), explained, 0.0)
+    chosen = _same_tensors(selection_bounds(records, judgement, bench_stats, numel, _rows_by_name(records)), stats)
+    # what a selection may carry unseen by the statistics, relative to each row's own Norm
+    unseen = {row: bound / abs(bench_stats[row, 3]) for row, bound in chosen.items()
+              if np.isfinite(bench_stats[row, 3]) and bench_stats[row, 3] != 0}
+    bounds = _same_tensors({**_bounds(records, judgement, bench_stats, numel, unseen), **chosen}, stats)
+    bounds.update(_parameter_gradients(records, judgement, stats, unseen, bounds))
+    if bounds:
+        rows = np.fromiter(bounds, dtype=np.int64)
+        bound = np.fromiter(bounds.values(), dtype=np.float64)
+        bench = bench_stats[rows]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rms = np.abs(bench[:, 3]) / np.sqrt(np.maximum(numel[rows], 1.0))
+            scale = np.stack([np.fmax(np.abs(bench[:, 0]), rms), np.fmax(np.abs(bench[:, 1]), rms),
+                              np.abs(bench[:, 3]), np.abs(bench[:, 3]), np.abs(bench[:, 3])], axis=1)
+            explained = bound[:, None] / scale
+        out[rows] = np.where(np.isfinite(explained), explained, 0.0)
+    out[list(_same_tensors(dict.fromkeys(tie_rows(records, judgement), 0.0), stats, nonzero=False))] = np.inf
+    out[_module_gradients(records)] = np.inf
     return out
+
+
+def _parameter_gradients(records, judgement, stats, unseen, bounds):
+    """{parameter gradient row: bound}: a parameter's gradient is the sum autograd makes of what each
+    call using the parameter computed for it (a tied embedding and output projection has three users),
+    so ||d grad|| <= sum over users of ||d g_u||, each user's difference its own (carried epsilons, or
+    the bound of its contraction). The users are the forward inputs holding the parameter's tensor (the
+    same statistics as the module's `parameters.<name>` row); their gradient is that call's backward
+    output of the same index."""
+    by_name, names, out = _rows_by_name(records), records.names, {}
+    keys = {}
+    for row in np.flatnonzero(records.phases == 0).tolist():
+        tail = names[row][len(records.entries[row]) + 1:] if isinstance(records.entries[row], str) else ""
+        if tail.startswith("input.") and tail[len("input."):].isdigit():
+            keys.setdefault(stats[0][row].tobytes() + stats[1][row].tobytes(), []).append((records.entries[row], tail))
+    for row in np.flatnonzero(records.phases == 2).tolist():
+        entry, name = records.entries[row], names[row]
+        if not isinstance(entry, str) or not entry.endswith(".parameters_grad"):
+            continue
+        param = by_name.get(f"{entry[: -len('.parameters_grad')]}.forward.0.parameters.{name[len(entry) + 1:]}")
+        if param is None:
+            continue
+        total = 0.0
+        for user, tail in keys.get(stats[0][param].tobytes() + stats[1][param].tobytes(), []):
+            grad = by_name.get(f"{user[: -len('forward')]}backward.output.{tail[len('input.'):]}")
+            operand = _operand(judgement, stats[1], grad, unseen)
+            if operand is None or not user.endswith("forward"):
+                continue
+            total += max(operand[0], bounds.get(grad, 0.0) / operand[1]) * operand[1]
+        if total > 0:
+            out[row] = max(total, bounds.get(row, 0.0))
+    return out
+
+
+def _module_gradients(records):
+    """Output rows of Module backward entries, when the dump also records the API calls' backward (level
+    mix): a module's input gradient is what the calls inside it computed, summed by autograd over the
+    input's users inside the module (the residual path and the norm of a block): a sum whose terms may
+    cancel. Those calls are judged one by one before the module's row (backward records a module after
+    the calls inside it), so the module's difference is theirs, amplified by the sum, not its own."""
+    entries, phases, names = records.entries, records.phases, records.names
+    modules, calls = [], False
+    for row in np.flatnonzero(phases == _BACKWARD).tolist():
+        parsed = parse_name(entries[row]) if isinstance(entries[row], str) else None
+        if parsed is None:
+            continue
+        if not parsed.is_module:
+            calls = True
+        elif ".output." in names[row][len(entries[row]):]:
+            modules.append(row)
+    return modules if calls else []

@@ -21,7 +21,8 @@ difference is suspicious. A row is suspicious when a score exceeds its allowance
     mixed       2    2    0.5   0.5   2      only the lower-precision side rounds
 
 Aggregates (Mean, Norm) get tighter allowances than single elements because rounding errors of many
-elements average out, while a fault (a scale, a wrong constant) moves them all the same way.
+elements average out, while a fault (a scale, a wrong constant) moves them all the same way; the Mean
+and Norm of a single element (a 0-d loss) are that element and get its allowance.
 Gradients carry the rounding of the forward pass and of the backward pass: rows of backward calls and
 parameter gradients get 4 times these allowances, and rows recorded after the backward pass (the
 optimizer step, which squares gradients) 8 times.
@@ -186,6 +187,10 @@ def judge_rows(npu_stats, bench_stats, numel, npu_eps, bench_eps, tensor_error=N
         scores[:, 4] = tensor_scores(tensor_error, tensor_bench_norm, eps)
     scores[~known] = np.nan
     allowed = np.where(mixed[:, None], ALLOWED_MIXED, ALLOWED_SAME)
+    # an aggregate of one element (a 0-d loss) is that element: nothing averages out, so its Mean and
+    # Norm are allowed what the element is
+    single = np.broadcast_to(np.asarray(numel, dtype=np.float64), (rows,)) <= 1
+    allowed[single, 2:4] = allowed[single, :1]
     if phases is not None:
         allowed = allowed * PHASE_FACTOR[np.asarray(phases, dtype=np.int64)][:, None]
     with np.errstate(invalid="ignore"):

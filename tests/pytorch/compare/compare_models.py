@@ -297,10 +297,28 @@ def tiny_bert():
                                       attention_probs_dropout_prob=0.0, attn_implementation="eager"))
 
 
+def tiny_t5():
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    return T5ForConditionalGeneration(T5Config(vocab_size=96, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                                               dropout_rate=0.0, decoder_start_token_id=0,
+                                               attn_implementation="eager"))
+
+
+def tiny_mixtral():
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    return MixtralForCausalLM(MixtralConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                            num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                                            num_experts_per_tok=2, max_position_embeddings=32,
+                                            attn_implementation="eager"))
+
+
 def dump_transformer(out_dir, build, dtype="fp32", task="tensor", level="mix", edit=None, lr=1e-3, eps=1e-8,
-                     seed=0, steps=1):
+                     seed=0, steps=1, ids_seed=None):
     """`steps` AdamW steps of the transformers model `build()` (edited by `edit(model)` before the cast
-    to `dtype`) under the debugger; returns the step0 dump.json path."""
+    to `dtype`) under the debugger, on token ids drawn with `ids_seed` (default seed + 1); returns the
+    step0 dump.json path."""
     from msprobe.pytorch import PrecisionDebugger
 
     torch.manual_seed(seed)
@@ -318,7 +336,7 @@ def dump_transformer(out_dir, build, dtype="fp32", task="tensor", level="mix", e
         json.dump(config, handle)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, eps=eps)
     debugger = PrecisionDebugger(config_path=config_path, model=model)
-    ids = torch.randint(1, 96, (2, 8), generator=torch.Generator().manual_seed(seed + 1))
+    ids = torch.randint(1, 96, (2, 8), generator=torch.Generator().manual_seed(seed + 1 if ids_seed is None else ids_seed))
     for _ in range(steps):
         debugger.start()
         model(input_ids=ids, labels=ids).loss.backward()

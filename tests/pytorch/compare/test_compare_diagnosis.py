@@ -191,3 +191,119 @@ def test_clean_bf16_bert_graph_has_no_worst_node_where_differences_are_amplified
     assert records.judgement.suspicious.any()  # rows beyond the dtype tolerance exist
     verdict = graph_verdict(npu, bench)
     assert (verdict.worst_node, verdict.first_node, verdict.suspect, verdict.suspect_node) == (None,) * 4
+
+
+# -- amplified rounding that is not a contraction of a linear layer (t5, mixtral) --------------------
+
+@pytest.fixture(scope="module")
+def more_runs(tmp_path_factory):
+    """t5 and mixtral runs: name -> {'tensor': dump.json, 'statistics': the same run as statistics}."""
+    from compare_models import tiny_mixtral, tiny_t5
+
+    specs = {"t5_fp32": (tiny_t5, "fp32", {}), "t5_bf16": (tiny_t5, "bf16", {}),
+             "t5_bf16_eps": (tiny_t5, "bf16", {"eps": 1e-3}),
+             # the diagnosis benchmark's batch (seed 0), on which a router logit pair ties within bf16
+             "mixtral_fp32": (tiny_mixtral, "fp32", {"ids_seed": 1000}),
+             "mixtral_bf16": (tiny_mixtral, "bf16", {"ids_seed": 1000})}
+    msprobe_logger = logging.getLogger("msprobe")
+    level = msprobe_logger.level
+    msprobe_logger.setLevel(logging.WARNING)
+    try:
+        root = tmp_path_factory.mktemp("diagnosis_more_runs")
+        found = {}
+        for name, (build, dtype, extra) in specs.items():
+            tensor = dump_transformer(str(root / name), build, dtype, **extra)
+            found[name] = {"tensor": tensor,
+                           "statistics": as_statistics_dump(tensor, str(root / f"{name}_s" / "dump.json"))}
+    finally:
+        msprobe_logger.setLevel(level)
+    return found
+
+
+def _beyond(records, rows):
+    return [r for r in rows if records.judgement.suspicious[r]]
+
+
+@pytest.mark.parametrize("mode", ["statistics", "tensor"])
+def test_clean_bf16_t5_broadcast_mul_gradient_is_a_contraction_not_a_cause(more_runs, mode):
+    """T5's RMSNorm multiplies a (32,) weight with a (2, 8, 32) tensor: the weight's gradient sums
+    the product over the 16 positions it was broadcast to, a contraction whose terms cancel. Its
+    difference is within the Cauchy-Schwarz bound of that sum (operand norms from the dump)."""
+    records = _compare(more_runs, "t5_bf16", "t5_fp32", mode)
+    names = records.names
+    weight_grads = [r for r, n in enumerate(names) if ".__mul__." in n and n.endswith(".backward.output.0")
+                    and records.bench.columns["shape_key"][records.bench_pos[r]] == (32,)]
+    beyond = _beyond(records, weight_grads)
+    assert beyond, "a broadcast weight gradient differs beyond the bf16 tolerance"
+    explained = records.extra["explained"]
+    assert all((records.judgement.scores[r] <= explained[r]).any() for r in beyond)
+    assert records.suspect is None, records.suspect.summary
+
+
+def test_clean_bf16_t5_relu_backward_differs_by_its_sign_selection_only(more_runs):
+    """relu's backward passes the gradient where the forward's input was positive; an input within its
+    rounding of 0 may have the other sign on the other side. In tensor mode that shows (the error norm
+    of the gradient), and it is within the bound of such flips: not a cause."""
+    records = _compare(more_runs, "t5_bf16", "t5_fp32", "tensor")
+    relu = [r for r, n in enumerate(records.names) if ".relu." in n and n.endswith(".backward.output.0")]
+    beyond = _beyond(records, relu)
+    assert beyond, "a relu backward differs beyond the bf16 tolerance"
+    explained = records.extra["explained"]
+    assert all((records.judgement.scores[r] <= explained[r]).any() for r in beyond)
+    grads = [records.names.index(records.names[r].replace("output.0", "input.0")) for r in beyond]
+    assert not records.judgement.suspicious[grads].any()  # the incoming gradient agrees: a selection
+    assert records.suspect is None
+
+
+@pytest.mark.parametrize("mode", ["statistics", "tensor"])
+def test_a_wrong_adam_epsilon_of_t5_is_found_now_that_the_backward_passes(more_runs, mode):
+    records = _compare(more_runs, "t5_bf16_eps", "t5_fp32", mode)
+    suspect = records.suspect
+    assert suspect is not None and suspect.phase == "after backward", suspect and suspect.summary
+
+
+@pytest.mark.parametrize("mode", ["statistics", "tensor"])
+def test_clean_bf16_mixtral_router_tie_is_amplified_rounding_not_a_cause(more_runs, mode):
+    """Two experts' router logits tie within bf16 rounding, so top-k picks other experts: the indices
+    differ while the values chosen and the logits agree. That is a discrete choice from inputs within
+    tolerance (amplified), and the different experts' outputs are its consequences."""
+    records = _compare(more_runs, "mixtral_bf16", "mixtral_fp32", mode)
+    indices = [r for r, n in enumerate(records.names) if ".topk." in n and n.endswith(".forward.output.1")]
+    flipped = _beyond(records, indices)
+    assert flipped, "a router top-k picks other experts on the bf16 side"
+    values = [records.names.index(records.names[r].replace("output.1", "output.0")) for r in flipped]
+    assert not records.judgement.suspicious[values].any()
+    assert set(flipped) <= set(records.extra["amplified"])
+    assert records.suspect is None, records.suspect.summary
+
+
+def test_clean_bf16_mixtral_graph_has_no_worst_node(more_runs):
+    import os
+
+    from msprobe.visualization import graph_verdict
+
+    npu, bench = (os.path.dirname(more_runs[name]["tensor"]) for name in ("mixtral_bf16", "mixtral_fp32"))
+    verdict = graph_verdict(npu, bench)
+    assert (verdict.worst_node, verdict.first_node, verdict.suspect) == (None, None, None)
+
+
+def test_top_k_indices_whose_values_differ_are_still_a_cause(tmp_path):
+    """The tie rule covers indices whose chosen values agree; a top-k that picks other values (here the
+    smallest instead of the largest) from the same input is named."""
+    import torch
+
+    from compare_models import dump_calls
+
+    def calls(largest):
+        def run():
+            x = torch.randn(4, 16, generator=torch.Generator().manual_seed(3))
+            torch.topk(x, 2, dim=-1, largest=largest)
+        return run
+
+    npu = dump_calls(str(tmp_path / "npu"), calls(False))
+    bench = dump_calls(str(tmp_path / "bench"), calls(True))
+    records = compare_tables(load_dump(f"{npu}/dump.json"), load_dump(f"{bench}/dump.json"),
+                             CompareOptions(progress=False))
+    assert records.suspect is not None and records.suspect.entry == "Torch.topk.0.forward", \
+        records.suspect and records.suspect.summary
+    assert not records.extra["explained"][records.suspect.row].any()
