@@ -35,7 +35,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from msprobe.core.compare import CompareOptions, compare_tables  # noqa: E402
-from msprobe.core.compare.load import table_from_dump  # noqa: E402
 
 DIM, LAYERS, TOKENS, BATCH = 16, 2, 6, 2
 
@@ -221,14 +220,9 @@ def dump_net(out_dir, model_name, dtype, seed, fault=None, side="bench"):
 
 def ms_variants(raw, data_dir):
     """{(mode, level): DumpTable}: tensor/statistics x mix/L1 (L1: the Cell rows dropped)."""
-    out = {}
-    for level in ("mix", "L1"):
-        data = raw["data"] if level == "mix" else {k: v for k, v in raw["data"].items() if not k.startswith("Cell.")}
-        tensor = dict(raw, data=data, level=level)
-        out[("tensor", level)] = table_from_dump(tensor, f"<tensor {level}>", data_dir)
-        text = json.dumps(dict(tensor, task="statistics")).replace('"data_name"', '"_unused_data_name"')
-        out[("statistics", level)] = table_from_dump(json.loads(text), f"<statistics {level}>", None)
-    return out
+    import diagnosis_suite
+
+    return diagnosis_suite.variants(raw, data_dir, module_prefix="Cell.")
 
 
 def run_ms_pair(work, model_name, pair, seed):

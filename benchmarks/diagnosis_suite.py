@@ -330,14 +330,7 @@ def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench",
             first_rec = SpanRecorder(debugger, model.get_input_embeddings()) if step == 0 else None
             with torch.autocast("cpu", dtype=torch.float16, enabled=autocast):
                 loss = model(**batch).loss
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                loss.backward()
-                optimizer.step()
-            optimizer.zero_grad()
+            optimizer_step(loss, optimizer, scaler)
             if recorder:
                 spans = recorder.names
                 recorder.close()
@@ -398,11 +391,25 @@ def graph_dirs(rank_dir, out_root):
     return out
 
 
-def variants(raw, data_dir):
-    """{(mode, level): DumpTable} of one tensor dump: tensor/statistics x mix/L1."""
+def optimizer_step(loss, optimizer, scaler):
+    """Backward and one optimizer step (through the fp16 pair's GradScaler when there is one)."""
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        optimizer.step()
+    optimizer.zero_grad()
+
+
+def variants(raw, data_dir, module_prefix="Module."):
+    """{(mode, level): DumpTable} of one tensor dump: tensor/statistics x mix/L1 (L1: the module rows,
+    `module_prefix` "Module." or MindSpore's "Cell.", dropped)."""
     out = {}
     for level in ("mix", "L1"):
-        data = raw["data"] if level == "mix" else {k: v for k, v in raw["data"].items() if not k.startswith("Module.")}
+        data = raw["data"] if level == "mix" else {
+            k: v for k, v in raw["data"].items() if not k.startswith(module_prefix)}
         tensor = dict(raw, data=data, level=level)
         out[("tensor", level)] = table_from_dump(tensor, f"<tensor {level}>", data_dir)
         text = json.dumps(dict(tensor, task="statistics")).replace('"data_name"', '"_unused_data_name"')

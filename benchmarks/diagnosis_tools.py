@@ -93,14 +93,7 @@ def train_side(ctx, side, steps, attach):
             before(step)
             with torch.autocast("cpu", dtype=torch.float16, enabled=autocast):
                 loss = model(**batch).loss
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                loss.backward()
-                optimizer.step()
-            optimizer.zero_grad()
+            suite.optimizer_step(loss, optimizer, scaler)
             after(step)
     finally:
         close()

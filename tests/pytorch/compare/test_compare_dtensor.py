@@ -3,8 +3,6 @@
 import json
 import os
 import shutil
-import socket
-import subprocess
 import sys
 
 import pytest
@@ -14,14 +12,12 @@ from msprobe.cli import main
 from msprobe.core.compare.layout import layout_pairs, load_group
 from msprobe.core.compare.load import load_dump
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from parallel_jobs import float64_stats, run_jobs  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 STATS = ("Max", "Min", "Mean", "Norm")
-
-
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -29,23 +25,8 @@ def runs(tmp_path_factory):
     """Roots of a clean 2-rank parallelize_module run, one whose rank 1 scales its GELU shard, a 1-rank run
     of the same model, and a clean 2-rank run with the tensor task (the gloo jobs run at the same time)."""
     root = tmp_path_factory.mktemp("dtensor")
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
     specs = {"tp": ("2", "clean"), "tp_fault": ("2", "fault"), "single": ("1", "clean"), "tp_tensor": ("2", "tensor")}
-    jobs = {}
-    for name, (world, mode) in specs.items():
-        (root / name).mkdir()
-        jobs[name] = subprocess.Popen([sys.executable, os.path.join(HERE, "dtensor_job.py"), str(root / name),
-                                       str(_free_port()), world, mode], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for job in jobs.values():
-        output = job.communicate(timeout=240)[0]
-        assert job.returncode == 0, output[-3000:]
-    return {name: str(root / name) for name in specs}
-
-
-def _local_stats(tensor):
-    tensor = tensor.double()
-    return [tensor.max().item(), tensor.min().item(), tensor.mean().item(), tensor.norm().item()]
+    return run_jobs(root, "dtensor_job.py", specs)
 
 
 @pytest.mark.parametrize("rank", [0, 1])
@@ -62,7 +43,7 @@ def test_dtensor_rows_hold_the_local_shards_shape_and_statistics(runs, rank):
             for what, row in rows.items():
                 expected = tensors[what]
                 assert row["shape"] == list(expected.shape), (module, param, what)
-                assert [row[k] for k in STATS] == pytest.approx(_local_stats(expected), rel=1e-5, abs=1e-7), \
+                assert [row[k] for k in STATS] == pytest.approx(float64_stats(expected), rel=1e-5, abs=1e-7), \
                     (module, param, what)
                 norms.add(round(row["Norm"], 6))
     assert len(norms) == 8  # eight different tensors, eight different norms (none taken from another tensor)

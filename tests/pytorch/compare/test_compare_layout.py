@@ -1,8 +1,6 @@
 """Different parallel layouts: a real 2-rank tensor-parallel gloo run compared with a 1-rank run (`--layout`)."""
 import json
 import os
-import socket
-import subprocess
 import sys
 
 import pytest
@@ -14,6 +12,7 @@ from msprobe.core.compare.layout import layout_pairs, load_group
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from parallel_jobs import float64_stats, run_jobs  # noqa: E402
 from tp_job import full_model  # noqa: E402
 
 LAYOUT = {"tensors": {
@@ -31,34 +30,13 @@ LAYOUT = {"tensors": {
 }}
 
 
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """dump roots of a clean 2-rank TP run, a 2-rank TP run whose rank 1 computes its GELU shard wrongly,
     and a 1-rank run of the same model (the three jobs run at the same time)."""
     root = tmp_path_factory.mktemp("tp")
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
     specs = {"tp": ("2", "clean"), "tp_fault": ("2", "fault"), "single": ("1", "clean")}
-    jobs = {}
-    for name, (world, mode) in specs.items():
-        (root / name).mkdir()
-        jobs[name] = subprocess.Popen([sys.executable, os.path.join(HERE, "tp_job.py"), str(root / name),
-                                       str(_free_port()), world, mode], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for job in jobs.values():
-        output = job.communicate(timeout=240)[0]
-        assert job.returncode == 0, output[-3000:]
-    return {name: str(root / name / "dump") for name in specs}
-
-
-def _stats(tensor):
-    tensor = tensor.detach().double()
-    return [tensor.max().item(), tensor.min().item(), tensor.mean().item(), tensor.norm().item()]
+    return {name: os.path.join(folder, "dump") for name, folder in run_jobs(root, "tp_job.py", specs).items()}
 
 
 def _recombined_row(table, name):
@@ -85,7 +63,7 @@ def test_recombined_shards_hold_the_whole_tensors_statistics(runs):
     for name, tensor in expected.items():
         shape, values = _recombined_row(table, name)
         assert shape == tuple(tensor.shape), name
-        assert values == pytest.approx(_stats(tensor), rel=1e-5, abs=1e-6), name
+        assert values == pytest.approx(float64_stats(tensor), rel=1e-5, abs=1e-6), name
     shape, values = _recombined_row(table, "Functional.linear.1.forward.output.0")  # Partial: only the Mean sums
     assert shape == (6, 8) and values[2] == pytest.approx(partial.mean().item(), rel=1e-5, abs=1e-7)
     assert all(v != v for k, v in enumerate(values) if k != 2)
