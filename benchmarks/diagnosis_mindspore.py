@@ -225,6 +225,35 @@ def ms_variants(raw, data_dir):
     return diagnosis_suite.variants(raw, data_dir, module_prefix="Cell.")
 
 
+def ms_graph_dirs(data_dir):
+    """{(mode, level): dump directory} of one side for graph compare (the suite's four variants)."""
+    import diagnosis_suite
+
+    rank_dir = os.path.dirname(data_dir)
+    return diagnosis_suite.graph_dirs(rank_dir, os.path.join(os.path.dirname(rank_dir), "graph_variants"),
+                                      module_prefix="Cell.")
+
+
+def score_ms_graph(npu_dir, bench_dir, suspect, row, span, site_cells):
+    """The graph's worst node and "first" badge on the same pair, scored as the suite scores PyTorch's: a
+    node is a hit when it is a call of the fault's span or a cell inside it, or the advisor's suspect node
+    when the advisor hit; a node on a clean pair is a false suspect."""
+    from msprobe.visualization import graph_verdict
+
+    verdict = graph_verdict(npu_dir, bench_dir, fuzzy_match=False, framework="mindspore")
+    out = {"graph_worst": verdict.worst_node, "graph_first": verdict.first_node,
+           "agree": verdict.worst_node == verdict.suspect_node and verdict.first_node == verdict.suspect_node
+           and verdict.suspect == (suspect.name if suspect else None)}
+    if "hit" not in row:
+        out["graph_false_suspect"] = verdict.worst_node is not None
+        out["graph_first_false_suspect"] = verdict.first_node is not None
+        return out
+    for key, node in (("graph_hit", verdict.worst_node), ("graph_first_hit", verdict.first_node)):
+        out[key] = node is not None and (node in span or any(node.startswith(cell) for cell in site_cells)
+                                         or (node == verdict.suspect_node and row["hit"]))
+    return out
+
+
 def run_ms_pair(work, model_name, pair, seed):
     """Dump both sides of one pair and score the advisor in the four variants."""
     fault = MS_FAULTS.get(pair)
@@ -232,6 +261,7 @@ def run_ms_pair(work, model_name, pair, seed):
     faulty_raw, faulty_data, span = dump_net(os.path.join(work, "faulty"), model_name, base[0], seed, fault, "faulty")
     bench_raw, bench_data, _ = dump_net(os.path.join(work, "bench"), model_name, base[1], seed, fault, "bench")
     npu, bench = ms_variants(faulty_raw, faulty_data), ms_variants(bench_raw, bench_data)
+    npu_dirs, bench_dirs = (ms_graph_dirs(data) for data in (faulty_data, bench_data))
     site_cells = {name.split(".forward")[0] for name in span if name.startswith("Cell.")}
     results = []
     for key in npu:
@@ -250,6 +280,7 @@ def run_ms_pair(work, model_name, pair, seed):
                        and records.judgement.suspicious[r]]
                 ranks = [i for i, r in enumerate(bad, 1) if records.entries[r] in span]
                 row["rank"] = ranks[0] if ranks else None
+        row.update(score_ms_graph(npu_dirs[key], bench_dirs[key], suspect, row, span, site_cells))
         results.append(row)
     return results
 

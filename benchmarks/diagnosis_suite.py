@@ -352,10 +352,10 @@ def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench",
     return dumps, spans, first
 
 
-def graph_dirs(rank_dir, out_root):
+def graph_dirs(rank_dir, out_root, module_prefix="Module."):
     """{(mode, level): dump directory} of one tensor dump for graph compare, the same four variants as
     `variants` written to disk: tensor mix is the dump itself; statistics drops the tensor file names;
-    L1 drops the Module rows and the module tree (an L1 dump has no construct)."""
+    L1 drops the module rows (`module_prefix`) and the module tree (an L1 dump has no construct)."""
     def read(name):
         path = os.path.join(rank_dir, name)
         if not os.path.exists(path):
@@ -366,7 +366,8 @@ def graph_dirs(rank_dir, out_root):
     raw, construct, stack = read("dump.json"), read("construct.json"), read("stack.json")
     out = {}
     for level in ("mix", "L1"):
-        data = raw["data"] if level == "mix" else {k: v for k, v in raw["data"].items() if not k.startswith("Module.")}
+        data = raw["data"] if level == "mix" else {
+            k: v for k, v in raw["data"].items() if not k.startswith(module_prefix)}
         tree = construct if level == "mix" else {}
         for mode in ("tensor", "statistics"):
             if (mode, level) == ("tensor", "mix"):
