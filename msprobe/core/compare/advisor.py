@@ -12,8 +12,10 @@ The suspect is chosen from the dtype-aware judgement (`tolerance`), call by call
 3. then forward calls recorded after the backward pass (the optimizer step).
 
 When no call qualifies and the first differing row of a phase is an input, that input is named and the
-text says that it already differed (the data, the weights or something not dumped). A differing non-tensor
-argument of the chosen call is reported with it. Rows that could not be compared are never suspects
+text says that it already differed (the data, the weights or something not dumped). In the forward
+pass the first differing input ends the search (later calls read what follows from it); after amplified
+rounding only a module's parameter row qualifies (no forward call computes a parameter). A differing
+non-tensor argument of the chosen call is reported with it. Rows that could not be compared are never suspects
 and never count as agreeing inputs; the text lists them, and says "no suspect among the compared rows"
 instead of "all rows pass" when some rows could not be compared. Written as `advisor_{timestamp}.txt`:
 
@@ -261,6 +263,18 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
             suspect.summary = _describe(records, suspect)
             records.extra["consequence"].clear()  # only rows before the cause were looked at
             return suspect
+        if len(bad_in) and phase == "forward" and first_input is None:
+            # the forward pass's first unexplained differing input (data, a weight, a call outside the
+            # dump): what follows reads it, so a later call's difference is presumed its consequence
+            # (statistics cannot show how it spreads element by element). After amplified rounding
+            # only a module's parameter row qualifies (no forward call computes a parameter; an operand
+            # may be the output of a call outside the dump that read the amplified difference).
+            named = bad_in if not (amplified or inherited) else bad_in[records.roles[bad_in] == "parameters"]
+            if len(named):
+                records.extra.setdefault("amplified", []).extend(amplified)
+                suspect = Suspect(int(named[0]), names[int(named[0])], entry, phase, "input", bad_out.tolist())
+                suspect.summary = _describe(records, suspect)
+                return suspect
         if len(bad_in):
             records.extra["consequence"].extend(bad_out.tolist() + (bad_in.tolist() if amplified or inherited else []))
             if first_input is None and not amplified and not inherited and _tensor_keys(records, bad_in) <= earlier:
