@@ -813,6 +813,49 @@ static PyObject *threads(PyObject *Py_UNUSED(self), PyObject *args)
 #endif
 }
 
+#if PY_VERSION_HEX >= 0x030B0000
+/* stack_key(frame) -> bytes: (code object address, bytecode offset) of `frame` and every frame above it,
+   the cache key of a captured stack (core/dump/stack.py); the same walk as the Python loop, without
+   the interpreter's per-frame bytecode. */
+static PyObject *stack_key(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyFrame_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "stack_key() takes a frame");
+        return NULL;
+    }
+    Py_ssize_t capacity = 128, count = 0;
+    long long *pairs = PyMem_Malloc((size_t)capacity * 2 * sizeof(long long));
+    if (pairs == NULL)
+        return PyErr_NoMemory();
+    PyFrameObject *frame = (PyFrameObject *)arg;
+    Py_INCREF(frame);
+    while (frame != NULL) {
+        if (count == capacity) {
+            long long *grown = PyMem_Realloc(pairs, (size_t)capacity * 4 * sizeof(long long));
+            if (grown == NULL) {
+                Py_DECREF(frame);
+                PyMem_Free(pairs);
+                return PyErr_NoMemory();
+            }
+            pairs = grown;
+            capacity *= 2;
+        }
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        pairs[2 * count] = (long long)(intptr_t)code;
+        pairs[2 * count + 1] = PyFrame_GetLasti(frame);
+        Py_DECREF(code);
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+        count++;
+    }
+    PyObject *key = PyBytes_FromStringAndSize((const char *)pairs, count * 2 * (Py_ssize_t)sizeof(long long));
+    PyMem_Free(pairs);
+    return key;
+}
+#endif
+
 static PyMethodDef methods[] = {
     {"simd", (PyCFunction)simd, METH_NOARGS, "simd() -> whether the AVX2 kernels are in use"},
     {"threads", (PyCFunction)threads, METH_VARARGS,
@@ -825,6 +868,10 @@ static PyMethodDef methods[] = {
      "bucket_stats(address, count, itemsize, bounds, direction_address) -> (max, min, sumsq, zeros, at_or_below)"},
     {"fingerprint", (PyCFunction)(void (*)(void))fingerprint, METH_FASTCALL,
      "fingerprint(address, nbytes) -> (xor, weighted sum) of the buffer's 64-bit words (summary_mode xor)"},
+#if PY_VERSION_HEX >= 0x030B0000
+    {"stack_key", (PyCFunction)stack_key, METH_O,
+     "stack_key(frame) -> bytes naming the code and bytecode offset of the frame and every caller above it"},
+#endif
     {NULL, NULL, 0, NULL},
 };
 

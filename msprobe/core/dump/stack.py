@@ -1,13 +1,16 @@
 """Cheap call-stack capture for stack.json: walk frames, format once per code location.
 
 Formatting a frame (reading the source line) is the expensive part, so formatted lines are
-cached by (code object, line number); a whole stack is cached by the tuple of its frames' code
-objects and bytecode offsets (several offsets of one line give equal stacks).
+cached by (code object, line number); a whole stack is cached by its frames' code objects and bytecode
+offsets (several offsets of one line give equal stacks), walked by the C extension where it is built
+(`native.stack_key`: ~4x cheaper than the Python loop on a 40-frame stack), else in Python.
 Frames inside msprobe itself and inside the framework's hook machinery are skipped.
 """
 import linecache
 import os
 import sys
+
+from msprobe.core.dump.native import stack_key as _native_stack_key
 
 __all__ = ["StackCapture"]
 
@@ -48,15 +51,18 @@ class StackCapture:
     def capture(self, depth=1):
         """The formatted stack of the caller (frames above `depth`), as a list (shared; do not mutate)."""
         frame = sys._getframe(depth)
-        key = []
-        append = key.append
-        # the hot loop: ints only (hashing code objects is slow), no filtering, and the bytecode offset
-        # rather than f_lineno (which decodes the line table on every read: 3x the cost of the walk)
-        while frame is not None:
-            append(id(frame.f_code))
-            append(frame.f_lasti)
-            frame = frame.f_back
-        key = tuple(key)
+        if _native_stack_key is not None:
+            key = _native_stack_key(frame)
+        else:
+            key = []
+            append = key.append
+            # the hot loop: ints only (hashing code objects is slow), no filtering, and the bytecode offset
+            # rather than f_lineno (which decodes the line table on every read: 3x the cost of the walk)
+            while frame is not None:
+                append(id(frame.f_code))
+                append(frame.f_lasti)
+                frame = frame.f_back
+            key = tuple(key)
         stack = self._stack_cache.get(key)
         if stack is None:
             stack = []

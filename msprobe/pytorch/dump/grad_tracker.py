@@ -38,7 +38,11 @@ def _edge_of(tensor):
     node = tensor.grad_fn
     if node is not None:
         return node, tensor.output_nr
-    return get_gradient_edge(tensor).node, 0  # a leaf: its AccumulateGrad node
+    if torch.is_grad_enabled():
+        # a leaf: its AccumulateGrad node, reached as get_gradient_edge does (through a view's grad_fn)
+        # without its wrappers and checks (2.2 instead of 5 us; the hooks call begin() with grad enabled)
+        return tensor.view_as(tensor).grad_fn.next_functions[0][0], 0
+    return get_gradient_edge(tensor).node, 0
 
 
 def flat_tensors(value, found):
