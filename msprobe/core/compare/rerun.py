@@ -142,7 +142,8 @@ def rerun_origin(tensor_dump_json, call, bench_dump_json, runner: CallRunner, k=
     function = runner.resolve(forward.prefix, forward.api)
     tensor_dir = os.path.join(os.path.dirname(path), "dump_tensor_data")
     observed = [runner.saved_fingerprint(tensor_dir, d) for d in saved_descriptors(record.get("output"))]
-    backward_record = record if forward.direction != EntryName.parse(call).direction else None
+    called = EntryName.parse(call)  # checked by _forward_name: a forward or backward entry
+    backward_record = record if called is not None and called.direction == "backward" else None
     reruns = [runner.run_once(function, forward_record, str(forward), tensor_dir, backward_record)
               for _ in range(k)]
     return {"call": call, **classify_reruns(reruns, baseline, observed or None)}
