@@ -33,7 +33,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
+from diagnosis_variants import graph_dirs, variants  # noqa: E402
 from msprobe.core.compare import CompareOptions, compare_tables  # noqa: E402
 
 DIM, LAYERS, TOKENS, BATCH = 16, 2, 6, 2
@@ -220,17 +222,13 @@ def dump_net(out_dir, model_name, dtype, seed, fault=None, side="bench"):
 
 def ms_variants(raw, data_dir):
     """{(mode, level): DumpTable}: tensor/statistics x mix/L1 (L1: the Cell rows dropped)."""
-    import diagnosis_suite
-
-    return diagnosis_suite.variants(raw, data_dir, module_prefix="Cell.")
+    return variants(raw, data_dir, module_prefix="Cell.")
 
 
 def ms_graph_dirs(data_dir):
     """{(mode, level): dump directory} of one side for graph compare (the suite's four variants)."""
-    import diagnosis_suite
-
     rank_dir = os.path.dirname(data_dir)
-    return diagnosis_suite.graph_dirs(rank_dir, os.path.join(os.path.dirname(rank_dir), "graph_variants"),
+    return graph_dirs(rank_dir, os.path.join(os.path.dirname(rank_dir), "graph_variants"),
                                       module_prefix="Cell.")
 
 

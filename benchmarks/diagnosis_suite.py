@@ -52,9 +52,10 @@ import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
 from msprobe.core.compare import CompareOptions, compare_tables  # noqa: E402
-from msprobe.core.compare.load import table_from_dump  # noqa: E402
+from diagnosis_variants import graph_dirs, variants  # noqa: E402
 
 VOCAB, HIDDEN, LAYERS, SEQ, BATCH = 96, 32, 2, 8, 2
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -352,46 +353,6 @@ def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench",
     return dumps, spans, first
 
 
-def graph_dirs(rank_dir, out_root, module_prefix="Module."):
-    """{(mode, level): dump directory} of one tensor dump for graph compare, the same four variants as
-    `variants` written to disk: tensor mix is the dump itself; statistics drops the tensor file names;
-    L1 drops the module rows (`module_prefix`) and the module tree (an L1 dump has no construct)."""
-    def read(name):
-        path = os.path.join(rank_dir, name)
-        if not os.path.exists(path):
-            return {}
-        with open(path) as handle:
-            return json.load(handle)
-
-    raw, construct, stack = read("dump.json"), read("construct.json"), read("stack.json")
-    out = {}
-    for level in ("mix", "L1"):
-        data = raw["data"] if level == "mix" else {
-            k: v for k, v in raw["data"].items() if not k.startswith(module_prefix)}
-        tree = construct if level == "mix" else {}
-        for mode in ("tensor", "statistics"):
-            if (mode, level) == ("tensor", "mix"):
-                out[(mode, level)] = rank_dir
-                continue
-            target = os.path.join(out_root, f"{mode}_{level}")
-            os.makedirs(target, exist_ok=True)
-            document = dict(raw, data=data, level=level)
-            text = json.dumps(document if mode == "tensor" else dict(document, task="statistics"))
-            if mode == "tensor":
-                data_dir = os.path.join(rank_dir, "dump_tensor_data")
-                link = os.path.join(target, "dump_tensor_data")
-                if os.path.isdir(data_dir) and not os.path.exists(link):
-                    os.symlink(data_dir, link)
-            else:
-                text = text.replace('"data_name"', '"_unused_data_name"')
-            for name, body in (("dump.json", text), ("construct.json", json.dumps(tree)),
-                               ("stack.json", json.dumps(stack))):
-                with open(os.path.join(target, name), "w") as handle:
-                    handle.write(body)
-            out[(mode, level)] = target
-    return out
-
-
 def optimizer_step(loss, optimizer, scaler):
     """Backward and one optimizer step (through the fp16 pair's GradScaler when there is one)."""
     if scaler is not None:
@@ -404,18 +365,6 @@ def optimizer_step(loss, optimizer, scaler):
     optimizer.zero_grad()
 
 
-def variants(raw, data_dir, module_prefix="Module."):
-    """{(mode, level): DumpTable} of one tensor dump: tensor/statistics x mix/L1 (L1: the module rows,
-    `module_prefix` "Module." or MindSpore's "Cell.", dropped)."""
-    out = {}
-    for level in ("mix", "L1"):
-        data = raw["data"] if level == "mix" else {
-            k: v for k, v in raw["data"].items() if not k.startswith(module_prefix)}
-        tensor = dict(raw, data=data, level=level)
-        out[("tensor", level)] = table_from_dump(tensor, f"<tensor {level}>", data_dir)
-        text = json.dumps(dict(tensor, task="statistics")).replace('"data_name"', '"_unused_data_name"')
-        out[("statistics", level)] = table_from_dump(json.loads(text), f"<statistics {level}>", None)
-    return out
 
 
 # -- scoring ---------------------------------------------------------------------------------------------
