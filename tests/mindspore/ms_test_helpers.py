@@ -52,3 +52,16 @@ def env_with_this_python(directory, env=None):
     env = dict(os.environ if env is None else env)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     return env
+
+
+def diagnosis_nets():
+    """benchmarks/diagnosis_mindspore.py loaded by path (its nets, faults and scoring: the tests check the
+    benchmark's own pairs)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "benchmarks",
+                        "diagnosis_mindspore.py")
+    spec = importlib.util.spec_from_file_location("diagnosis_mindspore", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

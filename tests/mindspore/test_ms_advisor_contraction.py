@@ -2,24 +2,14 @@
 projection's bias gradient of a mint.nn.Linear (dumped as `Primitive.dense.Dense`) is zero up to
 rounding (softmax ignores a constant added to every score of a row), so its relative difference is
 large although every operand agrees. The cancelling-contraction rule knew only PyTorch's `linear`."""
-import importlib.util
 import os
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _suite():
-    path = os.path.join(HERE, os.pardir, os.pardir, "benchmarks", "diagnosis_mindspore.py")
-    spec = importlib.util.spec_from_file_location("diagnosis_mindspore", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from ms_test_helpers import diagnosis_nets
 
 def test_clean_fp16_attention_net_has_no_suspect_where_a_dense_bias_gradient_cancels(ms, tmp_path):
-    suite = _suite()
+    suite = diagnosis_nets()
     rows = suite.run_ms_pair(str(tmp_path / "pair"), "ms_attention", "clean_fp16", 0)
     assert len(rows) == 4
     assert [row["suspect"] for row in rows] == [None] * 4, rows

@@ -4,28 +4,17 @@ call whose statistics look like its own difference (layer 1's norm product) is i
 every mode and level); and a differing parameter row is named even after amplified rounding came first
 (seed 0: layer 0's attention scores; level mix, where the weight has a parameter row). Before, the
 statistics compares of seed 2 named `Tensor.__mul__.6.forward.output.0` and seed 0 named nothing."""
-import importlib.util
-import os
 import random
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _suite():
-    path = os.path.join(HERE, os.pardir, os.pardir, "benchmarks", "diagnosis_mindspore.py")
-    spec = importlib.util.spec_from_file_location("diagnosis_mindspore", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from ms_test_helpers import diagnosis_nets
 
 @pytest.mark.parametrize("seed,levels", [(2, ("mix", "L1")), (0, ("mix",))])
 def test_scaled_weight_of_an_fp16_attention_net_is_the_suspect(ms, tmp_path, seed, levels):
     from msprobe.core.compare import CompareOptions, compare_tables
 
-    suite = _suite()
+    suite = diagnosis_nets()
     fault = suite.MS_FAULTS["param_scale"]
     faulty, faulty_data, span = suite.dump_net(str(tmp_path / "faulty"), "ms_attention", "fp16", seed, fault,
                                                "faulty")
