@@ -27,7 +27,7 @@ __all__ = ["FORWARD", "BACKWARD", "PARAMS_GRAD", "MODULE_PREFIXES", "DIRECTIONS"
            "params_grad_name",
            "strip_call_index", "is_module_name", "dotted_attribute", "tensor_file_name", "parse_tensor_file_name",
            "check_api_name", "is_api_name", "is_inplace", "INPLACE_DUNDERS", "RANDOM_APIS", "is_random_api",
-           "TENSOR_TYPE_SUFFIXES", "is_tensor_descriptor", "MAX_API_NAME_LEN"]
+           "TENSOR_TYPE_SUFFIXES", "is_tensor_descriptor", "tensor_descriptors", "MAX_API_NAME_LEN"]
 
 FORWARD, BACKWARD = "forward", "backward"
 DIRECTIONS = (FORWARD, BACKWARD)
@@ -281,3 +281,15 @@ def is_tensor_descriptor(node) -> bool:
     if isinstance(kind, str) and kind.endswith(TENSOR_TYPE_SUFFIXES):
         return True
     return "dtype" in node and "shape" in node
+
+
+def tensor_descriptors(node):
+    """The tensor descriptors under a dump.json value (lists, tuples and dicts walked), in order."""
+    if is_tensor_descriptor(node):
+        yield node
+    elif isinstance(node, (list, tuple)):
+        for item in node:
+            yield from tensor_descriptors(item)
+    elif isinstance(node, dict):
+        for item in node.values():
+            yield from tensor_descriptors(item)

@@ -23,7 +23,7 @@ import os
 from typing import Callable, List, Optional, Protocol, Sequence
 
 from msprobe.core.errors import CompareError
-from msprobe.core.naming import EntryName
+from msprobe.core.naming import EntryName, tensor_descriptors
 from msprobe.core.paths import check_path
 
 __all__ = ["NON_DETERMINISTIC", "DETERMINISTIC_DIFFERENT", "REPRODUCES_BASELINE", "CallRunner",
@@ -89,25 +89,12 @@ def _load(path, what):
 
 def descriptor_prints(node, key="xor"):
     """Fingerprints (`key`) of the tensor descriptors under node, in order."""
-    if isinstance(node, list):
-        return [p for item in node for p in descriptor_prints(item, key)]
-    if isinstance(node, dict):
-        if "type" in node:
-            return [node[key]] if key in node else []
-        return [p for item in node.values() for p in descriptor_prints(item, key)]
-    return []
+    return [d[key] for d in tensor_descriptors(node) if key in d]
 
 
 def saved_descriptors(node):
     """The tensor descriptors under node that name a saved file (`data_name`), in order."""
-    if isinstance(node, list):
-        return [d for item in node for d in saved_descriptors(item)]
-    if isinstance(node, dict):
-        if node.get("data_name"):
-            return [node]
-        if "type" not in node:
-            return [d for item in node.values() for d in saved_descriptors(item)]
-    return []
+    return [d for d in tensor_descriptors(node) if d.get("data_name")]
 
 
 def _forward_name(call) -> EntryName:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from msprobe.core.errors import UnsupportedError
-from msprobe.core.naming import is_tensor_descriptor
+from msprobe.core.naming import tensor_descriptors
 from msprobe.core.precision.output_check import ERROR, SKIP, WARNING, check_output
 from msprobe.core.run_ut.executor import SideRun, executor_factory, save_error_arrays
 from msprobe.core.run_ut.executor import run_case as run_checked_case
@@ -47,24 +47,16 @@ def call_api(function, call, inplace):
     return function(*args, **call.kwargs)
 
 
-def _recorded_dtypes(node, out):
-    if is_tensor_descriptor(node):
-        out.add(str(node.get("dtype")))
-    elif isinstance(node, (list, tuple)):
-        for item in node:
-            _recorded_dtypes(item, out)
-    elif isinstance(node, dict):
-        for item in node.values():
-            _recorded_dtypes(item, out)
-    return out
+def _recorded_dtypes(node):
+    return {str(d.get("dtype")) for d in tensor_descriptors(node)}
 
 
 def autocast_dtype(record):
     """The 16-bit dtype a call ran in under autocast, else None: a floating input recorded in float32
     and a floating output in float16/bfloat16 (a plain call of an op that autocast lowers keeps its
     inputs' dtype)."""
-    inputs = _recorded_dtypes([record.get("input_args"), record.get("input_kwargs")], set())
-    outputs = _recorded_dtypes(record.get("output"), set())
+    inputs = _recorded_dtypes([record.get("input_args"), record.get("input_kwargs")])
+    outputs = _recorded_dtypes(record.get("output"))
     low = [name for name in ("torch.float16", "torch.bfloat16") if name in outputs]
     if "torch.float32" in inputs and len(low) == 1 and "torch.float32" not in outputs:
         return getattr(torch, low[0].rsplit(".", 1)[-1])
