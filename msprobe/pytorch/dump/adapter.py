@@ -233,11 +233,16 @@ class PlacedShape(tuple):
     placement = mesh = None
 
 
-def _dtensor_local(tensor):
-    """(local shard, its PlacedShape) for a DTensor, else None. DTensor is looked up in sys.modules: no
-    DTensor exists before torch.distributed.tensor is imported, and importing it here would be slow."""
+def _is_dtensor(tensor):
+    """DTensor is looked up in sys.modules: no DTensor exists before torch.distributed.tensor is imported,
+    and importing it here would be slow."""
     dtensor = getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
-    if dtensor is None or not isinstance(tensor, dtensor):
+    return dtensor is not None and isinstance(tensor, dtensor)
+
+
+def _dtensor_local(tensor):
+    """(local shard, its PlacedShape) for a DTensor, else None."""
+    if not _is_dtensor(tensor):
         return None
     local = tensor._local_tensor
     placements = [_placement_text(p) for p in tensor.placements]
@@ -260,10 +265,9 @@ def _placement_text(placement):
 
 def local_shard(tensor):
     """A DTensor's local shard (the rank's own memory, what its statistics describe); any other tensor."""
-    if type(tensor) in _PLAIN_TYPES:
+    if type(tensor) in _PLAIN_TYPES or not _is_dtensor(tensor):
         return tensor
-    found = _dtensor_local(tensor)
-    return tensor if found is None else found[0]
+    return tensor._local_tensor  # only the shard: placements are read once, in tensor_facts
 
 
 class _CaptureWriter:
