@@ -30,22 +30,27 @@ RUNS = {
 }
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """name -> {'tensor': dump.json (level mix), 'statistics': the same run as a statistics dump}."""
+def _dump_runs(root, specs):
+    """name -> {'tensor': dump.json (level mix), 'statistics': the same run as a statistics dump} for
+    {name: (model builder, dtype, extra arguments)}."""
     msprobe_logger = logging.getLogger("msprobe")
     level = msprobe_logger.level
     msprobe_logger.setLevel(logging.WARNING)  # quiet while dumping; the level of later tests is theirs
     try:
-        root = tmp_path_factory.mktemp("diagnosis_runs")
         found = {}
-        for name, (build, dtype, extra) in RUNS.items():
+        for name, (build, dtype, extra) in specs.items():
             tensor = dump_transformer(str(root / name), build, dtype, **extra)
             found[name] = {"tensor": tensor,
                            "statistics": as_statistics_dump(tensor, str(root / f"{name}_s" / "dump.json"))}
     finally:
         msprobe_logger.setLevel(level)
     return found
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """name -> {'tensor': dump.json (level mix), 'statistics': the same run as a statistics dump}."""
+    return _dump_runs(tmp_path_factory.mktemp("diagnosis_runs"), RUNS)
 
 
 def _compare(runs, npu, bench, mode):
@@ -205,19 +210,7 @@ def more_runs(tmp_path_factory):
              # the diagnosis benchmark's batch (seed 0), on which a router logit pair ties within bf16
              "mixtral_fp32": (tiny_mixtral, "fp32", {"ids_seed": 1000}),
              "mixtral_bf16": (tiny_mixtral, "bf16", {"ids_seed": 1000})}
-    msprobe_logger = logging.getLogger("msprobe")
-    level = msprobe_logger.level
-    msprobe_logger.setLevel(logging.WARNING)
-    try:
-        root = tmp_path_factory.mktemp("diagnosis_more_runs")
-        found = {}
-        for name, (build, dtype, extra) in specs.items():
-            tensor = dump_transformer(str(root / name), build, dtype, **extra)
-            found[name] = {"tensor": tensor,
-                           "statistics": as_statistics_dump(tensor, str(root / f"{name}_s" / "dump.json"))}
-    finally:
-        msprobe_logger.setLevel(level)
-    return found
+    return _dump_runs(tmp_path_factory.mktemp("diagnosis_more_runs"), specs)
 
 
 def _beyond(records, rows):
