@@ -33,6 +33,7 @@ def _snapshot(net):
     executor = getattr(ms_api, "_JitExecutor", None) or ms_api._MindsporeFunctionExecutor
     state["jit"] = vars(executor).get("__call__")
     state["Tensor.__add__"] = vars(mindspore.Tensor).get("__add__", "<inherited>")
+    state["gc thresholds"] = gc.get_threshold()  # raised for a dump window (core/dump/session.py)
     return state
 
 
@@ -73,6 +74,7 @@ def test_stop_leaves_apis_cells_primitives_and_jit_as_before(ms, tmp_path):
     installed = _differences(before, _snapshot(net))
     assert any("_forward_pre_hook" in d for d in installed) and any("prim" in d for d in installed)
     assert any("jit" in d for d in installed) and any("api" in d for d in installed)
+    assert "gc thresholds" in installed and gc.get_threshold()[0] == 50_000
     net(Tensor(fixed_input()))
     debugger.stop()
     assert _differences(before, _snapshot(net)) == []

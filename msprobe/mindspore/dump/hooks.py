@@ -15,7 +15,7 @@ of 32 cells), against 0.7-0.8 s per training step::
 
 This is the `DumpHooks` of msprobe/core/framework.py; the core debugger base drives it.
 """
-from msprobe.core.dump.session import HookSession
+from msprobe.core.dump.session import HookSession, fewer_collections
 from msprobe.core.log import logger
 from msprobe.mindspore.dump.api_hooks import HookContext, JitPatcher, PrimitivePatcher
 from msprobe.mindspore.dump.cell_hooks import CellHooks
@@ -54,6 +54,7 @@ class MindSporeHooks:
             logger.warning(f"msprobe: level {self.level} dumps Cells only when start(model) gets the model.")
         session = HookSession()
         with session.installing():
+            fewer_collections(session)  # the step's records would otherwise set off full collections
             if self.uses_api_hooks:
                 self.context.apis.install()
                 session.callback(self.context.apis.remove)
