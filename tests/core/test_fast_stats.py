@@ -291,3 +291,36 @@ def test_python_threads_reducing_long_buffers_at_once_get_the_one_thread_bits():
         assert all(all(results) and len(results) == 60 for results in found.values())
     finally:
         _fast_stats.threads(before[0], before[1])
+
+
+def test_strided_kernels_equal_the_dense_kernels_on_the_c_order_copy():
+    # float_stats_strided / fingerprint_strided gather a view in C order: numpy views (slices, steps, transposes,
+    # broadcasts through stride 0) give the bits of the contiguous kernels on np.ascontiguousarray of the view
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((9, 8, 13))
+    broadcast = np.broadcast_to(base[:1], (5, 8, 13))
+    for dtype, kind in ((np.float32, 4), (np.float64, 8), (np.float16, native.FLOAT16)):
+        typed = base.astype(dtype)
+        for view in (typed[:, 2:5], typed[::3], typed[..., ::2], typed.transpose(2, 0, 1), typed[4],
+                     np.broadcast_to(typed[:1], (5, 8, 13)), typed[3, 2, 1:2]):
+            dense = np.ascontiguousarray(view)
+            strides = tuple(s // view.itemsize for s in view.strides)
+            expected = native.float_stats(dense.ctypes.data, dense.size, kind, None)
+            assert native.float_stats_strided(view.ctypes.data, kind, view.shape, strides) == expected
+            assert (native.fingerprint_strided(view.ctypes.data, view.itemsize, view.shape, strides)
+                    == native.fingerprint(dense.ctypes.data, dense.nbytes))
+    assert broadcast.strides[0] == 0
+    empty = base[:, :0]
+    assert native.fingerprint_strided(empty.ctypes.data, 8, empty.shape, tuple(s // 8 for s in empty.strides)) == (0, 0)
+
+
+def test_strided_kernels_refuse_bad_arguments():
+    array = np.zeros(4, np.float32)
+    with pytest.raises(ValueError):
+        native.float_stats_strided(array.ctypes.data, 3, (4,), (1,))  # not a float kind
+    with pytest.raises(ValueError):
+        native.fingerprint_strided(array.ctypes.data, 4, (4, 1), (1,))  # sizes and strides of different lengths
+    with pytest.raises(ValueError):
+        native.fingerprint_strided(array.ctypes.data, 4, (4,), (-1,))  # negative strides
+    with pytest.raises(ValueError):
+        native.float_stats_strided(array.ctypes.data, 4, (0,), (1,))  # nothing to reduce

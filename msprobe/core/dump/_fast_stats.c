@@ -10,6 +10,8 @@
  *     bucket_stats(address, count, itemsize, bounds, direction_address=None)
  *         -> (max, min, sumsq, zeros, (count <= bound for each bound)); writes element > 0 as bytes (grad_probe)
  *     fingerprint(address, nbytes) -> (xor, weighted sum) of the buffer's 64-bit words (summary_mode "xor")
+ *     float_stats_strided(address, itemsize, sizes, strides), fingerprint_strided(address, itemsize, sizes, strides)
+ *         -> the same of a strided view (strides in elements, >= 0) taken in C order, as of its dense copy
  *     threads(count=None, min_elements=None) -> (count, min_elements, buffers pooled) in force before the call
  *
  * address: the first element (an int from data_ptr() / ndarray.ctypes.data); count >= 1 elements,
@@ -420,20 +422,9 @@ static int kind_index(long itemsize)
     }
 }
 
-/* parse (address, count, itemsize) and run the kernel; 0 on success, -1 with an exception set */
-static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
+/* run the kernel of element kind `kind` (kind_index) over `count` >= 1 dense elements at `address` */
+static void compute_buffer(const void *address, Py_ssize_t count, int kind, stats_t *out)
 {
-    void *address;
-    Py_ssize_t count;
-    long itemsize;
-    if (arg_address(args[0], &address) < 0 || arg_size(args[1], &count) < 0 || arg_long(args[2], &itemsize) < 0)
-        return -1;
-    int kind = kind_index(itemsize);
-    if (address == NULL || count < 1 || kind < 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "need a non-null address, count >= 1, itemsize 4, 8, FLOAT16 (2) or BFLOAT16 (258)");
-        return -1;
-    }
     kernel_t kernel = portable_kernels[kind];
 #ifdef MSPROBE_X86
     if (simd_enabled())
@@ -455,6 +446,23 @@ static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
         out->min = NAN;
         out->sumsq = NAN;
     }
+}
+
+/* parse (address, count, itemsize) and run the kernel; 0 on success, -1 with an exception set */
+static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
+{
+    void *address;
+    Py_ssize_t count;
+    long itemsize;
+    if (arg_address(args[0], &address) < 0 || arg_size(args[1], &count) < 0 || arg_long(args[2], &itemsize) < 0)
+        return -1;
+    int kind = kind_index(itemsize);
+    if (address == NULL || count < 1 || kind < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "need a non-null address, count >= 1, itemsize 4, 8, FLOAT16 (2) or BFLOAT16 (258)");
+        return -1;
+    }
+    compute_buffer(address, count, kind, out);
     *itemsize_out = itemsize;
     return 0;
 }
@@ -470,6 +478,27 @@ static PyObject *minmax_sumsq(PyObject *Py_UNUSED(self), PyObject *const *args, 
     if (compute(args, &out, &itemsize) < 0)
         return NULL;
     return Py_BuildValue("(ddd)", out.max, out.min, out.sumsq);
+}
+
+/* (max, min, mean, norm) from one pass's stats_t; `total` (None or a framework's own sum) as float_stats */
+static PyObject *stats_result(const stats_t *out, Py_ssize_t count_elements, long itemsize, PyObject *total_obj,
+                              double total)
+{
+    if (total_obj == Py_None)
+        total = out->has_nan ? NAN : out->sum;
+    double count = (double)count_elements;
+    double mean, norm;
+    if (itemsize != 8 && total_obj == Py_None) {  /* float32, float16, bfloat16: float32 results */
+        mean = (float)(total / count);  /* the double sum: one rounding, to float32 */
+        norm = (float)sqrt(out->sumsq);
+    } else if (itemsize != 8) {
+        mean = (float)((double)(float)total / (double)(float)count);  /* float32 division, as torch */
+        norm = (float)sqrt(out->sumsq);
+    } else {
+        mean = total / count;
+        norm = sqrt(out->sumsq);
+    }
+    return Py_BuildValue("(dddd)", out->max, out->min, mean, norm);
 }
 
 static PyObject *float_stats(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
@@ -488,21 +517,7 @@ static PyObject *float_stats(PyObject *Py_UNUSED(self), PyObject *const *args, P
     long itemsize;
     if (compute(args, &out, &itemsize) < 0)
         return NULL;
-    if (args[3] == Py_None)
-        total = out.has_nan ? NAN : out.sum;
-    double count = (double)PyLong_AsSsize_t(args[1]);
-    double mean, norm;
-    if (itemsize != 8 && args[3] == Py_None) {  /* float32, float16, bfloat16: float32 results */
-        mean = (float)(total / count);  /* the double sum: one rounding, to float32 */
-        norm = (float)sqrt(out.sumsq);
-    } else if (itemsize != 8) {
-        mean = (float)((double)(float)total / (double)(float)count);  /* float32 division, as torch */
-        norm = (float)sqrt(out.sumsq);
-    } else {
-        mean = total / count;
-        norm = sqrt(out.sumsq);
-    }
-    return Py_BuildValue("(dddd)", out.max, out.min, mean, norm);
+    return stats_result(&out, PyLong_AsSsize_t(args[1]), itemsize, args[3], total);
 }
 
 /* ---- bucket_stats: grad_probe's per-parameter statistics in one pass ----------------------------------------
@@ -740,21 +755,9 @@ static void fingerprint_avx2(const uint8_t *p, Py_ssize_t words, uint64_t *xor_o
 }
 #endif
 
-static PyObject *fingerprint(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+/* (xor, weighted sum) of `nbytes` bytes at p, the last word zero-padded */
+static void fingerprint_buffer(const uint8_t *p, Py_ssize_t nbytes, uint64_t *xor_out, uint64_t *sum_out)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "fingerprint(address, nbytes) takes 2 arguments");
-        return NULL;
-    }
-    void *address;
-    Py_ssize_t nbytes;
-    if (arg_address(args[0], &address) < 0 || arg_size(args[1], &nbytes) < 0)
-        return NULL;
-    if (address == NULL || nbytes < 0) {
-        PyErr_SetString(PyExc_ValueError, "need a non-null address and nbytes >= 0");
-        return NULL;
-    }
-    const uint8_t *p = (const uint8_t *)address;
     Py_ssize_t words = nbytes / 8;
     uint64_t x = 0, s = 0;
     PyThreadState *saved = nbytes >= (1 << 19) ? PyEval_SaveThread() : NULL;
@@ -771,6 +774,171 @@ static PyObject *fingerprint(PyObject *Py_UNUSED(self), PyObject *const *args, P
         memcpy(&last, p + 8 * words, (size_t)(nbytes % 8));
         x ^= last;
         s += last * (uint64_t)(2 * words + 1);
+    }
+    *xor_out = x;
+    *sum_out = s;
+}
+
+static PyObject *fingerprint(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "fingerprint(address, nbytes) takes 2 arguments");
+        return NULL;
+    }
+    void *address;
+    Py_ssize_t nbytes;
+    if (arg_address(args[0], &address) < 0 || arg_size(args[1], &nbytes) < 0)
+        return NULL;
+    if (address == NULL || nbytes < 0) {
+        PyErr_SetString(PyExc_ValueError, "need a non-null address and nbytes >= 0");
+        return NULL;
+    }
+    uint64_t x, s;
+    fingerprint_buffer((const uint8_t *)address, nbytes, &x, &s);
+    return Py_BuildValue("(KK)", (unsigned long long)x, (unsigned long long)s);
+}
+
+/* ---- strided views: the elements of a view in C (row-major) order, copied into a dense buffer -------------
+ * A sliced, broadcast (stride 0) or transposed tensor's statistics and fingerprint are those of its dense copy;
+ * gathering it here gives the same bytes as the framework's contiguous() without the framework's per-op cost
+ * (a tensor op, an allocation through its allocator), which was most of an L2 dump's time on such views. */
+#define MAX_DIMS 25
+
+typedef struct {
+    const uint8_t *base;
+    Py_ssize_t itemsize, count, ndim, sizes[MAX_DIMS], strides[MAX_DIMS];  /* strides in bytes */
+} view_t;
+
+/* parse (address, itemsize in bytes, sizes, strides in elements); 0, or -1 with an exception set */
+static int parse_view(PyObject *address_obj, Py_ssize_t itemsize, PyObject *sizes, PyObject *strides, view_t *view)
+{
+    void *address;
+    if (arg_address(address_obj, &address) < 0)
+        return -1;
+    if (!PyTuple_Check(sizes) || !PyTuple_Check(strides) || PyTuple_GET_SIZE(sizes) != PyTuple_GET_SIZE(strides)
+        || PyTuple_GET_SIZE(sizes) > MAX_DIMS || address == NULL || itemsize < 1) {
+        PyErr_SetString(PyExc_ValueError, "need a non-null address, itemsize >= 1 and tuples of sizes and strides "
+                                          "of one length (at most 25)");
+        return -1;
+    }
+    view->base = (const uint8_t *)address;
+    view->itemsize = itemsize;
+    view->ndim = PyTuple_GET_SIZE(sizes);
+    view->count = 1;
+    for (Py_ssize_t d = 0; d < view->ndim; d++) {
+        Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(sizes, d));
+        Py_ssize_t stride = PyLong_AsSsize_t(PyTuple_GET_ITEM(strides, d));
+        if ((size == -1 || stride == -1) && PyErr_Occurred())
+            return -1;
+        if (size < 0 || stride < 0) {
+            PyErr_SetString(PyExc_ValueError, "sizes and strides must be >= 0");
+            return -1;
+        }
+        view->sizes[d] = size;
+        view->strides[d] = stride * itemsize;
+        view->count *= size;
+    }
+    return 0;
+}
+
+/* copy the view's elements in C order to dst (count * itemsize bytes) */
+static void gather(const view_t *view, uint8_t *dst)
+{
+    Py_ssize_t ndim = view->ndim, itemsize = view->itemsize;
+    if (ndim == 0) {
+        memcpy(dst, view->base, (size_t)itemsize);
+        return;
+    }
+    Py_ssize_t index[MAX_DIMS] = {0};
+    Py_ssize_t inner = view->sizes[ndim - 1], step = view->strides[ndim - 1], row = inner * itemsize;
+    const uint8_t *src = view->base;
+    for (;;) {
+        if (step == itemsize) {
+            memcpy(dst, src, (size_t)row);
+        } else if (itemsize == 4) {
+            for (Py_ssize_t i = 0; i < inner; i++)
+                memcpy(dst + 4 * i, src + i * step, 4);
+        } else {
+            for (Py_ssize_t i = 0; i < inner; i++)
+                memcpy(dst + i * itemsize, src + i * step, (size_t)itemsize);
+        }
+        dst += row;
+        Py_ssize_t d = ndim - 2;  /* the odometer over the outer dimensions */
+        for (; d >= 0; d--) {
+            src += view->strides[d];
+            if (++index[d] < view->sizes[d])
+                break;
+            src -= view->strides[d] * view->sizes[d];
+            index[d] = 0;
+        }
+        if (d < 0)
+            return;
+    }
+}
+
+/* the view's elements in a new dense buffer (PyMem_Free it), or NULL with an exception set */
+static uint8_t *gathered(const view_t *view)
+{
+    uint8_t *buffer = PyMem_Malloc((size_t)(view->count * view->itemsize));
+    if (buffer == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    gather(view, buffer);
+    return buffer;
+}
+
+/* float_stats_strided(address, itemsize, sizes, strides) -> float_stats of the view's dense copy */
+static PyObject *float_stats_strided(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "float_stats_strided(address, itemsize, sizes, strides) takes 4 arguments");
+        return NULL;
+    }
+    long kind_code;
+    if (arg_long(args[1], &kind_code) < 0)
+        return NULL;
+    int kind = kind_index(kind_code);
+    if (kind < 0) {
+        PyErr_SetString(PyExc_ValueError, "itemsize must be 4, 8, FLOAT16 (2) or BFLOAT16 (258)");
+        return NULL;
+    }
+    view_t view;
+    if (parse_view(args[0], kind_code == 4 || kind_code == 8 ? kind_code : 2, args[2], args[3], &view) < 0)
+        return NULL;
+    if (view.count < 1) {
+        PyErr_SetString(PyExc_ValueError, "need at least one element");
+        return NULL;
+    }
+    uint8_t *buffer = gathered(&view);
+    if (buffer == NULL)
+        return NULL;
+    stats_t out;
+    compute_buffer(buffer, view.count, kind, &out);
+    PyMem_Free(buffer);
+    return stats_result(&out, view.count, kind_code, Py_None, 0.0);
+}
+
+/* fingerprint_strided(address, itemsize, sizes, strides) -> fingerprint of the view's bytes in C order */
+static PyObject *fingerprint_strided(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "fingerprint_strided(address, itemsize, sizes, strides) takes 4 arguments");
+        return NULL;
+    }
+    Py_ssize_t itemsize;
+    if (arg_size(args[1], &itemsize) < 0)
+        return NULL;
+    view_t view;
+    if (parse_view(args[0], itemsize, args[2], args[3], &view) < 0)
+        return NULL;
+    uint64_t x = 0, s = 0;
+    if (view.count > 0) {
+        uint8_t *buffer = gathered(&view);
+        if (buffer == NULL)
+            return NULL;
+        fingerprint_buffer(buffer, view.count * itemsize, &x, &s);
+        PyMem_Free(buffer);
     }
     return Py_BuildValue("(KK)", (unsigned long long)x, (unsigned long long)s);
 }
@@ -868,6 +1036,10 @@ static PyMethodDef methods[] = {
      "bucket_stats(address, count, itemsize, bounds, direction_address) -> (max, min, sumsq, zeros, at_or_below)"},
     {"fingerprint", (PyCFunction)(void (*)(void))fingerprint, METH_FASTCALL,
      "fingerprint(address, nbytes) -> (xor, weighted sum) of the buffer's 64-bit words (summary_mode xor)"},
+    {"float_stats_strided", (PyCFunction)(void (*)(void))float_stats_strided, METH_FASTCALL,
+     "float_stats_strided(address, itemsize, sizes, strides) -> float_stats of a strided view's elements in C order"},
+    {"fingerprint_strided", (PyCFunction)(void (*)(void))fingerprint_strided, METH_FASTCALL,
+     "fingerprint_strided(address, itemsize, sizes, strides) -> fingerprint of a strided view's bytes in C order"},
 #if PY_VERSION_HEX >= 0x030B0000
     {"stack_key", (PyCFunction)stack_key, METH_O,
      "stack_key(frame) -> bytes naming the code and bytecode offset of the frame and every caller above it"},

@@ -11,6 +11,9 @@ is grad_probe's pass: besides max/min/sum of squares, the zeros, the elements <=
 as given, in double: round them to the buffer's dtype first to match a framework comparison) and, given the
 address of `count` bytes, the direction (element > 0) written as 0/1 bytes.
 `fingerprint(address, nbytes) -> (xor, weighted sum)` is summary_mode "xor" (see stats.fingerprint).
+`float_stats_strided(address, itemsize, sizes, strides)` and `fingerprint_strided(address, itemsize, sizes, strides)`
+are float_stats and fingerprint of a strided view (a slice, a broadcast, a transpose; strides in elements) taken
+in C order: the results of its dense copy, without a framework copy.
 `stack_key(frame) -> bytes` names the code object and bytecode offset of a frame and of every caller above it
 (Python 3.11+): stack.py's cache key, walked in C.
 Long float32 / float16 / bfloat16 buffers (128 K elements or more) are reduced by the calling thread and a small
@@ -23,12 +26,13 @@ kernels, which give the same Max/Min/Mean and a Norm equal to within float32 rou
 """
 import os
 
-__all__ = ["minmax_sumsq", "float_stats", "bucket_stats", "fingerprint", "stack_key", "FLOAT16", "BFLOAT16"]
+__all__ = ["minmax_sumsq", "float_stats", "bucket_stats", "fingerprint", "float_stats_strided", "fingerprint_strided",
+           "stack_key", "FLOAT16", "BFLOAT16"]
 
 # the `itemsize` that names a 16-bit float buffer (widened to float32 exactly); the built module's own
 # values replace these below
 FLOAT16, BFLOAT16 = 2, 258
-minmax_sumsq = float_stats = bucket_stats = fingerprint = stack_key = None
+minmax_sumsq = float_stats = bucket_stats = fingerprint = stack_key = float_stats_strided = fingerprint_strided = None
 if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
     try:
         from msprobe.core.dump._fast_stats import (  # type: ignore[no-redef]
@@ -40,6 +44,11 @@ if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
             from msprobe.core.dump._fast_stats import fingerprint  # type: ignore[no-redef]
         except ImportError:
             fingerprint = None
+        try:  # a build older than the strided kernels: views are copied by the framework first
+            from msprobe.core.dump._fast_stats import (  # type: ignore[no-redef]
+                fingerprint_strided, float_stats_strided)
+        except ImportError:
+            fingerprint_strided = float_stats_strided = None
         try:  # older builds, and Python before 3.11 (no PyFrame_GetLasti): stack.py walks in Python
             from msprobe.core.dump._fast_stats import stack_key  # type: ignore[no-redef]
         except ImportError:

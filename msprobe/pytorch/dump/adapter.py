@@ -42,6 +42,7 @@ _HEADER_ROOM = 1 << 14  # pickled tensor header of a .pt file (a few hundred byt
 # tensor classes whose data_ptr() is their own plain memory (a parameter is a tensor with a flag)
 _IN_PLACE_TYPES = (torch.Tensor, torch.nn.Parameter)
 _DTYPE_NAMES = {}
+_EMPTY_FINGERPRINT = format_fingerprint(0, 0)
 _SHAPES = {}  # torch.Size -> tuple: a shared tuple is untracked by the GC after its first collection,
 _SHAPES_MAX = 4096  # and then so is every descriptor dict holding it (thousands live until step end)
 
@@ -421,11 +422,12 @@ class TorchAdapter(DumpAdapter):
             # detach() only for 0-d tensors and other subclasses
             in_place = type(tensor) in _IN_PLACE_TYPES
             contiguous = tensor.is_contiguous()
-            if (in_place and float_stats is not None and tensor.dim() and not tensor.is_neg()
-                    and (contiguous or _dense_order(tensor)[1])):
+            if in_place and float_stats is not None and tensor.dim() and not tensor.is_neg():
                 count = tensor.numel()
-                if count:
+                if count and (contiguous or _dense_order(tensor)[1]):
                     return float_stats(tensor.data_ptr(), count, kind, None)
+                if count and native.float_stats_strided is not None:  # a slice or a broadcast: gathered in C
+                    return native.float_stats_strided(tensor.data_ptr(), kind, tensor.shape, tensor.stride())
             plain = in_place and contiguous
             stats = _host_float_statistics(tensor if plain else tensor.detach())
             if stats is not None:
@@ -472,17 +474,22 @@ class TorchAdapter(DumpAdapter):
     def fingerprint(self, tensor):
         tensor = local_shard(tensor)
         if (native.fingerprint is not None and type(tensor) in _PLAIN_TYPES and tensor.is_cpu
-                and tensor.layout is torch.strided and tensor.dtype in _PLAIN_DTYPES and tensor.is_contiguous()
+                and tensor.layout is torch.strided and tensor.dtype in _PLAIN_DTYPES
                 and not tensor.is_neg() and not tensor.is_conj()):
             # the common case, read in place: the same bytes as below without detach/reshape/view (three
-            # tensor ops, most of the fingerprint's cost for the small tensors of an L2 dump)
-            size = tensor.numel() * tensor.element_size()
-            return format_fingerprint(*native.fingerprint(tensor.data_ptr(), size)) if size else format_fingerprint(0, 0)
+            # tensor ops, most of the fingerprint's cost for the small tensors of an L2 dump); a view that is
+            # not contiguous (a transpose, a slice, a broadcast) is walked in C order by the C kernel
+            if tensor.is_contiguous():
+                size = tensor.numel() * tensor.element_size()
+                return format_fingerprint(*native.fingerprint(tensor.data_ptr(), size)) if size else _EMPTY_FINGERPRINT
+            if native.fingerprint_strided is not None:
+                return format_fingerprint(*native.fingerprint_strided(tensor.data_ptr(), tensor.element_size(),
+                                                                      tensor.shape, tensor.stride()))
         data = tensor.detach()
         if data.is_meta:
             return None
         if data.numel() == 0:
-            return format_fingerprint(0, 0)
+            return _EMPTY_FINGERPRINT
         if not data.is_cpu:
             return device_fingerprint(data)  # deferred: resolve_fingerprints copies 16 bytes each, in bulk
         raw = _fingerprint_bytes(data)
