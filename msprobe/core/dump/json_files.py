@@ -43,10 +43,15 @@ def _entries(mapping, indent, share_gil):
     memo = {}  # stack.json: every call from one code location shares one list object
     lines = []
     for count, (key, value) in enumerate(mapping.items(), 1):
-        if type(value) is list:
+        kind = type(value)
+        if kind is list:
             text = memo.get(id(value))
             if text is None:
                 text = memo[id(value)] = _encode(value)
+        elif value is None:  # construct.json of an L1/L2 dump: every parent is null (orjson, then json, otherwise)
+            text = "null"
+        elif kind is str:
+            text = _compact(value)
         else:
             text = _encode(value)
         lines.append(f"{pad}{_compact(str(key))}: {text}")

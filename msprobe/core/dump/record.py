@@ -16,6 +16,7 @@ from msprobe.core.dump.stats import FINGERPRINT_KEY, STAT_KEYS
 __all__ = ["RecordBuilder", "describe_plain"]
 
 _SCALARS = (bool, int, float, str)
+_SCALAR_NAMES = {bool: "bool", int: "int", float: "float", str: "str"}  # exact types: no conversion needed
 _NO_STATS = dict.fromkeys(STAT_KEYS)
 # a descriptor is built as one dict display when the table has its usual four statistics (2-3x cheaper than a
 # display followed by update(zip(...)), and it runs for every tensor); any other table takes the general way
@@ -36,6 +37,9 @@ def describe_plain(value):
     """Descriptor of a framework-neutral non-tensor value, or None if it is not one."""
     if value is None:
         return None
+    name = _SCALAR_NAMES.get(type(value))
+    if name is not None:
+        return {"type": name, "value": value}
     if isinstance(value, _SCALARS):
         return {"type": type(value).__name__, "value": _builtin(value)}
     if isinstance(value, slice):
@@ -140,6 +144,9 @@ class RecordBuilder:
         tensor_class = self._tensor_class
         if isinstance(value, tensor_class) if tensor_class is not None else self.adapter.is_tensor(value):
             return self.describe_tensor(value, data_name)
+        name = _SCALAR_NAMES.get(type(value))  # the common plain values (sizes, dims, flags) first
+        if name is not None:
+            return {"type": name, "value": value}
         if value is None or isinstance(value, _SCALARS) or isinstance(value, slice):
             return describe_plain(value)
         kind = type(value)
@@ -183,6 +190,9 @@ class RecordBuilder:
         if isinstance(output, (list, tuple)):
             return self.describe_args(output, stem)
         if self.on_tensor is None or stem is None:
+            tensor_class = self._tensor_class
+            if tensor_class is not None and isinstance(output, tensor_class):  # most calls: one tensor out
+                return (self.describe_tensor(output),)
             return (self.describe(output),)
         return (self.describe(output, f"{stem}.0"),)
 
