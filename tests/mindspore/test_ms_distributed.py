@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from ms_test_helpers import env_with_this_python, msrun_command
+from tests.net import free_port
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ms_rank_script.py")
 
@@ -49,12 +50,6 @@ def test_two_processes_write_rank_directories_and_compare_per_rank(tmp_path):
     assert all(r[1:] == [0.0, 0.0] for r in tensors)  # each rank compared with itself
 
 
-def _free_port():
-    import socket
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 def test_msrun_job_dumps_per_rank_and_records_in_place_collectives(tmp_path):
     """A real msrun job (scheduler + 2 workers, CPU collectives): the rank comes from
@@ -72,7 +67,7 @@ def test_msrun_job_dumps_per_rank_and_records_in_place_collectives(tmp_path):
         (wrong_bin / name).write_text("#!/bin/sh\necho wrong interpreter >&2\nexit 3\n")
         (wrong_bin / name).chmod(0o755)
     env = env_with_this_python(tmp_path, {**os.environ, "PATH": f"{wrong_bin}{os.pathsep}{os.environ['PATH']}"})
-    done = subprocess.run(msrun_command("--worker_num=2", "--local_worker_num=2", f"--master_port={_free_port()}",
+    done = subprocess.run(msrun_command("--worker_num=2", "--local_worker_num=2", f"--master_port={free_port()}",
                                         f"--log_dir={tmp_path / 'logs'}", "--join=True", script, str(config)),
                           capture_output=True, text=True, timeout=240, env=env)
     logs = "".join(p.read_text() for p in (tmp_path / "logs").glob("worker_*.log"))

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import pytest
 
 from msprobe.core.api_resolver import ApiAllowList, ApiNameRefused, resolve, resolve_entry, shown_name
 from msprobe.core.errors import MsprobeError, UnsupportedError
+from tests.net import free_port
 
 ENV = dict(os.environ, MSPROBE_NO_PROGRESS="1", OMP_NUM_THREADS="1")
 TENSOR = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 3], "Max": 1.0, "Min": -1.0,
@@ -285,11 +285,6 @@ def test_pytorch_run_overflow_check_cli_on_a_crafted_dump_runs_nothing(tmp_path)
     _one_warning_per_name(log, names, start="")  # the row's own terminal line
 
 
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 @pytest.mark.parametrize("transport", ["tcp", "shared_folder"])
 def test_online_run_ut_bench_refuses_hostile_names_it_receives(tmp_path, transport):
@@ -298,7 +293,7 @@ def test_online_run_ut_bench_refuses_hostile_names_it_receives(tmp_path, transpo
     from msprobe.core.run_ut.online.transport import open_channel
 
     if transport == "tcp":
-        section = {"host": "127.0.0.1", "port": _free_port(), "tls_path": ""}
+        section = {"host": "127.0.0.1", "port": free_port(), "tls_path": ""}
     else:
         (tmp_path / "nfs").mkdir()
         section = {"nfs_path": str(tmp_path / "nfs"), "port": -1}

@@ -2,20 +2,15 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from tests.net import free_port
 
 PLUGIN = "/data/plugin/graph_ascend/"
 
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class TensorBoard:

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from tb_client import free_port
+from tests.net import free_port
 from vis_helpers import load_vis, run_graph_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))

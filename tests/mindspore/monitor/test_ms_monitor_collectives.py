@@ -5,21 +5,16 @@ import csv
 import glob
 import json
 import os
-import socket
 import subprocess
 
 import numpy as np
 import pytest
 from ms_test_helpers import env_with_this_python, msrun_command
+from tests.net import free_port
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ms_monitor_msrun_script.py")
 OPS = ["min", "max", "norm", "mean"]
 
-
-def _free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _stats(array):
@@ -47,7 +42,7 @@ def test_msrun_collectives_recorded_before_and_after(tmp_path):
     log_only.write_text(json.dumps({"cc_distribution": {"enable": True, "cc_log_only": True}}))
     output_dir = tmp_path / "monitor_output"
     env = env_with_this_python(tmp_path, {**os.environ, "MONITOR_OUTPUT_DIR": str(output_dir)})
-    done = subprocess.run(msrun_command("--worker_num=2", "--local_worker_num=2", f"--master_port={_free_port()}",
+    done = subprocess.run(msrun_command("--worker_num=2", "--local_worker_num=2", f"--master_port={free_port()}",
                                         f"--log_dir={tmp_path / 'logs'}", "--join=True", SCRIPT, str(config),
                                         str(log_only), str(tmp_path)),
                           capture_output=True, text=True, timeout=240, env=env)

@@ -1,16 +1,11 @@
 """Small gloo jobs run side by side for the parallel-layout compare tests (loopback, bounded in time)."""
 import os
-import socket
 import subprocess
 import sys
+from tests.net import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def run_jobs(root, script, specs, timeout=240):

@@ -1,27 +1,22 @@
 """Whole-job compare: every (step, rank) pair of two real 4-rank gloo runs, job_summary.json, where it parted."""
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
 
 from msprobe.cli import main
+from tests.net import free_port
 
 JOB = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "fixtures", "gloo_job.py")
 
-
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _run_job(root, mode):
     root.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, JOB, str(root), str(_free_port()), "statistics", mode],
+    proc = subprocess.run([sys.executable, JOB, str(root), str(free_port()), "statistics", mode],
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return str(root / "dump")

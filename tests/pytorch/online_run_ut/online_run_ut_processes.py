@@ -6,7 +6,6 @@ import glob
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,11 +14,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = os.path.join(HERE, "online_run_ut_train.py")
 ENV = dict(os.environ, MSPROBE_NO_PROGRESS="1", OMP_NUM_THREADS="1")
 
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def write_json(path, value):

@@ -13,9 +13,10 @@ import time
 
 import pytest
 
-from online_run_ut_processes import (ENV, Bench, bench_config, csv_pair, device_config, free_port, offline_run_ut,
+from online_run_ut_processes import (ENV, Bench, bench_config, csv_pair, device_config, offline_run_ut,
                                      parse_losses, read_rows, run_device, write_json)
 from online_run_ut_tls import make_tls_folders
+from tests.net import free_port
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,8 @@ from msprobe.core.run_ut.online.transport import (DirChannel, DirWatcher, TcpCha
                                                    check_plain_tcp, is_loopback)
 from msprobe.pytorch.online_run_ut.packing import unpack_tensor
 from online_run_ut_peers import RogueBench, connect, frame, hello, relu_call, rss_bytes, session
-from online_run_ut_processes import ENV, Bench, bench_config, device_config, free_port, read_rows
+from online_run_ut_processes import ENV, Bench, bench_config, device_config, read_rows
+from tests.net import free_port
 
 MiB = 1 << 20
 

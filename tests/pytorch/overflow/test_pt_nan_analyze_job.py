@@ -1,26 +1,21 @@
 """nan_analyze on a real 4-process gloo job: rank 2 produces a NaN that an all_reduce spreads to all ranks."""
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
 
 from msprobe.cli import main
+from tests.net import free_port
 
 JOB = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "fixtures", "gloo_job.py")
 
 
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def _run_job(root, task):
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, JOB, str(root), str(_free_port()), task], capture_output=True,
+    proc = subprocess.run([sys.executable, JOB, str(root), str(free_port()), task], capture_output=True,
                           text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return root / "dump"
