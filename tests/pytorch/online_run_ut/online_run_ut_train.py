@@ -60,4 +60,7 @@ if __name__ == "__main__":
     if config != "none":
         from msprobe.pytorch import PrecisionDebugger
         debugger = PrecisionDebugger(config)
-    print(json.dumps({"losses": train(steps, debugger), "reference": reference}), flush=True)
+    # one write with its newline: print() writes the text and the newline separately, and a warning logged by
+    # the sender thread in between ended up on the JSON line, which the test then could not parse
+    sys.stdout.write(json.dumps({"losses": train(steps, debugger), "reference": reference}) + "\n")
+    sys.stdout.flush()
