@@ -1,6 +1,6 @@
 """Compare engine on Ray: each (step, rank) pair is a Ray task on an existing cluster, run where its dumps are.
 
-    pairs, outcomes = compare_tree_on_ray("/local/dump/npu", "/local/dump/bench", output_dir, options)
+    outcomes, divergences = compare_tree_on_ray("/local/dump/npu", "/local/dump/bench", output_dir, options)
 
 Listing and placement. First every alive node lists (one zero-CPU task pinned to it) the step*/rank*
 folders it holds under the two dump roots. The job's pairs come from all the listings together, so a
@@ -10,10 +10,12 @@ each pair is pinned to a node that holds both of its dump.json files (the one wi
 far); a pair that no node holds whole is an error naming it.
 
 Results. A task compares its pair with the local engine's code into a scratch folder on its node and
-returns the files' bytes, the pair's summary and the id of the node it ran on (one line per pair on the
-terminal); the driver writes the files into output_dir. So the output is the same as the local engine's wherever the
-dumps were, and at most 2 × (cluster CPUs) results are in flight at once: driver memory does not grow with
-the number of ranks. Ray is an optional extra (`pip install 'msprobe[ray]'`).
+returns the files' bytes, the pair's summary, the id of the node it ran on (one line per pair on the
+terminal) and, for fingerprint dumps (summary_mode xor / md5), the pair's first-divergence record, made
+there since the driver may not read the dumps; the driver writes the files into output_dir. So the output
+is the same as the local engine's wherever the dumps were, and at most 2 × (cluster CPUs) results are in
+flight at once: driver memory does not grow with the number of ranks. Ray is an optional extra
+(`pip install 'msprobe[ray]'`).
 """
 import os
 from dataclasses import replace
@@ -39,6 +41,7 @@ def _compare_in_task(tag, npu_json, bench_json, options):
 
     import ray
 
+    from msprobe.core.compare.first_divergence import fingerprint_record
     from msprobe.core.compare.runner import compare_pair
 
     with tempfile.TemporaryDirectory(prefix="msprobe_ray_") as scratch:
@@ -47,7 +50,7 @@ def _compare_in_task(tag, npu_json, bench_json, options):
         for name in sorted(os.listdir(scratch)):
             with open(os.path.join(scratch, name), "rb") as handle:
                 files[name] = handle.read()
-    return files, outcome.summary, ray.get_runtime_context().get_node_id()
+    return files, outcome.summary, ray.get_runtime_context().get_node_id(), fingerprint_record(npu_json, bench_json)
 
 
 def _listings(ray, npu_dir, bench_dir):
@@ -96,8 +99,8 @@ def _write(files, output_dir):
 
 
 def compare_tree_on_ray(npu_dir, bench_dir, output_dir, options):
-    """(pairs, [CompareOutcome]): every (step, rank) pair of two dump roots held by the cluster's nodes,
-    compared as Ray tasks; pairs as runner.find_rank_pairs gives them."""
+    """([CompareOutcome], [first-divergence record or None]) of every (step, rank) pair of two dump roots
+    held by the cluster's nodes, compared as Ray tasks; pairs in runner.find_rank_pairs's order."""
     from msprobe.core.compare.runner import pair_rank_dirs
 
     ray = _ray()
@@ -107,45 +110,48 @@ def compare_tree_on_ray(npu_dir, bench_dir, output_dir, options):
         listings = _listings(ray, npu_dir, bench_dir)
         pairs = pair_rank_dirs(npu_dir, bench_dir, list(listings.values()))
         placed = _placement(pairs, listings)
-        outcomes, ran_on = _run_pairs(ray, pairs, placed, output_dir, options)
+        outcomes, ran_on, divergences = _run_pairs(ray, pairs, placed, output_dir, options)
         logger.info("ray: %d pair(s) compared on %d of %d node(s)%s.", len(pairs), len(set(ran_on)), len(listings),
                     "" if placed[0] is None else ", each where its dumps are")
-        return pairs, outcomes
+        return outcomes, divergences
     finally:
         ray.shutdown()
 
 
 def _run_pairs(ray, pairs, placed, output_dir, options):
-    """([CompareOutcome], [node id each pair ran on]), at most 2 × (cluster CPUs) results in flight."""
+    """([CompareOutcome], [node id each pair ran on], [first-divergence record or None]), at most
+    2 × (cluster CPUs) results in flight."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     task = ray.remote(num_cpus=1)(_compare_in_task)
     limit = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
     task_options = replace(options, processes=1, progress=False, engine="local", address=None)
-    outcomes, ran_on, pending, by_ref = [None] * len(pairs), [None] * len(pairs), [], {}
+    results = ([None] * len(pairs), [None] * len(pairs), [None] * len(pairs))  # outcomes, nodes, divergences
+    pending, by_ref = [], {}
     for index, (tag, npu, bench) in enumerate(pairs):
         if len(pending) >= limit:
             done, pending = ray.wait(pending, num_returns=1)
-            _collect(ray, done, by_ref, (pairs, outcomes, ran_on), output_dir)
+            _collect(ray, done, by_ref, pairs, results, output_dir)
         strategy = NodeAffinitySchedulingStrategy(placed[index], soft=False) if placed[index] else "DEFAULT"
         ref = task.options(scheduling_strategy=strategy).remote(tag, npu, bench, task_options)
         by_ref[ref] = index
         pending.append(ref)
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
-        _collect(ray, done, by_ref, (pairs, outcomes, ran_on), output_dir)
-    return outcomes, ran_on
+        _collect(ray, done, by_ref, pairs, results, output_dir)
+    return results
 
 
-def _collect(ray, done, by_ref, into, output_dir):
+def _collect(ray, done, by_ref, pairs, results, output_dir):
     from msprobe.core.compare.runner import CompareOutcome
 
-    pairs, outcomes, ran_on = into
+    outcomes, ran_on, divergences = results
     for ref in done:
-        files, summary, node = ray.get(ref)
+        files, summary, node, divergence = ray.get(ref)
         _write(files, output_dir)
         xlsx = next((os.path.join(output_dir, n) for n in files if n.endswith(".xlsx")), None)
         advisor = next((os.path.join(output_dir, n) for n in files if n.startswith("advisor")), None)
         index = by_ref.pop(ref)
-        outcomes[index], ran_on[index] = CompareOutcome(xlsx, advisor, None, None, dict(summary, report=xlsx)), node
+        outcomes[index] = CompareOutcome(xlsx, advisor, None, None, dict(summary, report=xlsx))
+        ran_on[index], divergences[index] = node, divergence
         logger.info("ray: pair '%s' ran on node %s", pairs[index][0] or pairs[index][1], node)

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from msprobe.core.compare.advisor import find_suspect, write_advisor
-from msprobe.core.compare.first_divergence import report_pairs
+from msprobe.core.compare.first_divergence import report_pairs, report_records
 from msprobe.core.compare.job_summary import job_summary, job_summary_text, pair_summary, step_rank_of, write_job_summary
 from msprobe.core.compare.load import MODE_MD5, DumpTable, detect_mode, load_dump, load_stack
 from msprobe.core.compare.mapping import NameMapper, load_mapping_file
@@ -317,7 +317,7 @@ def compare_dumps(npu_path, bench_path, output_dir, options=None):
     if options.engine == "ray" and not options.layout:  # the nodes list the ranks: some may be on their disks only
         from msprobe.core.compare.ray_engine import compare_tree_on_ray
 
-        pairs, outcomes = compare_tree_on_ray(npu_path, bench_path, output_dir, _no_stack_path(options))
+        outcomes, divergences = compare_tree_on_ray(npu_path, bench_path, output_dir, _no_stack_path(options))
     else:
         pairs = _layout_pairs(npu_path, bench_path, options) if options.layout else find_rank_pairs(npu_path,
                                                                                                     bench_path)
@@ -325,7 +325,10 @@ def compare_dumps(npu_path, bench_path, output_dir, options=None):
     job = job_summary(outcome.summary for outcome in outcomes)
     path = write_job_summary(job, output_dir)
     logger.info("%s\n  job summary: %s", job_summary_text(job), path)
-    if not options.layout:
+    if options.engine == "ray" and not options.layout:
+        if divergences and divergences[0] is not None:  # as report_pairs: the first pair's dumps decide
+            report_records([record for record in divergences if record is not None], output_dir)
+    elif not options.layout:
         report_pairs([(n, b) for _, n, b in pairs], output_dir)
     return outcomes
 

@@ -26,12 +26,13 @@ _SPEC.loader.exec_module(make_job_tree)
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    """A real one-step dump replicated into 4 ranks; rank 2's second linear is off by 1.5x."""
+    """A real one-step dump (statistics and xor fingerprints) replicated into 4 ranks; rank 2's second linear
+    is off by 1.5x, and its output's fingerprint differs."""
     from msprobe.pytorch import PrecisionDebugger
 
     root = tmp_path_factory.mktemp("rayjob")
     (root / "config.json").write_text(json.dumps({"task": "statistics", "dump_path": str(root / "dump"),
-                                                  "level": "L1", "statistics": {}}))
+                                                  "level": "L1", "statistics": {"summary_mode": "xor"}}))
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
     debugger = PrecisionDebugger(config_path=str(root / "config.json"), model=model)
@@ -40,8 +41,14 @@ def job(tmp_path_factory):
     debugger.stop()
     debugger.step()
     debugger.close()
-    return make_job_tree.make_tree(str(root / "dump" / "step0" / "rank"), str(root / "tree"), ranks=4,
-                                   faults=[(2, 0, "Functional.linear.1.forward", 1.5)])
+    compare_json = make_job_tree.make_tree(str(root / "dump" / "step0" / "rank"), str(root / "tree"), ranks=4,
+                                           faults=[(2, 0, "Functional.linear.1.forward", 1.5)])
+    faulty = root / "tree" / "npu" / "step0" / "rank2" / "dump.json"
+    dump = json.loads(faulty.read_text())
+    output = dump["data"]["Functional.linear.1.forward"]["output"][0]
+    output["xor"] = format(int(output["xor"], 16) ^ 1, "032x")
+    faulty.write_text(json.dumps(dump))
+    return compare_json
 
 
 def _free_port():
@@ -83,7 +90,16 @@ def _cluster(tmp_path, *args):
     return nodes, [(int(rc), output) for output, rc in runs]
 
 
+def _first_divergence(out):
+    """first_divergence.json with each dump path cut to step*/rank*/dump.json (the trees' roots differ)."""
+    text = open(os.path.join(out, "first_divergence.json")).read()
+    return json.loads(re.sub(r'"[^"]*/(step\d+/rank\d+/dump\.json)"', r'"\1"', text))
+
+
 def _same_reports(local, ray_out):
+    first = _first_divergence(local)
+    assert (first["rank"], first["call"], len(first["ranks"])) == (2, "Functional.linear.1.forward", 4)
+    assert _first_divergence(ray_out) == first
     local_cells, ray_cells = _cells(local), _cells(ray_out)
     assert len(local_cells) == 4 and local_cells == ray_cells
     local_parted, local_pairs = _pairs(local)
