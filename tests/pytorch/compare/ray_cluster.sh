@@ -2,7 +2,8 @@
 # usage: bash ray_cluster.sh [--node-local DIR SRC] PORT LOG_DIR COMPARE_JSON OUT_DIR [COMPARE_JSON OUT_DIR ...]
 # Starts a Ray head and a second node as separate processes, prints "NODE <id> head|second" for each, runs
 # each compare with --engine ray (its output between "COMPARE <i>" and "RC <i> <exit status>" lines), and
-# stops exactly the process groups it started. Ray's session folder is a short one of our own under /tmp
+# stops exactly the process groups it started, all within 480 s (the compares share what the start left), so
+# its EXIT trap always runs before a caller's timeout. Ray's session folder is a short one of our own under /tmp
 # (its socket paths must stay under 108 bytes); the node logs are copied to LOG_DIR.
 # --node-local DIR SRC: the second node runs in a mount namespace of its own (unshare -m, private
 # propagation) where a tmpfs is mounted over DIR and filled with a copy of SRC: under DIR that node sees
@@ -60,7 +61,9 @@ INDEX=0
 while [ $# -ge 2 ]; do
     INDEX=$((INDEX + 1))
     echo "COMPARE $INDEX"
-    python -m msprobe.cli -f pytorch compare -i "$1" -o "$2" --engine ray --address "127.0.0.1:$PORT" 2>&1
+    LEFT=$((480 - SECONDS)); [ "$LEFT" -gt 0 ] || LEFT=1
+    timeout "$LEFT" python -m msprobe.cli -f pytorch compare -i "$1" -o "$2" --engine ray \
+        --address "127.0.0.1:$PORT" 2>&1
     echo "RC $INDEX $?"
     shift 2
 done

@@ -83,7 +83,9 @@ def _cluster(tmp_path, *args):
     proc = subprocess.run(["unshare", "-n", "bash", os.path.join(HERE, "ray_cluster.sh"), *local, str(_free_port()),
                            str(logs), *map(str, rest)], capture_output=True, text=True, timeout=540,
                           env=dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]))
-    assert proc.returncode == 0 and "NODES 2" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+    node_log = logs / "node.log"
+    assert proc.returncode == 0 and "NODES 2" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:] + (
+        node_log.read_text()[-2000:] if node_log.exists() else "")
     nodes = dict(re.findall(r"^NODE (\w+) (head|second)$", proc.stdout, re.M))
     runs = re.findall(r"^COMPARE \d+\n(.*?)^RC \d+ (\d+)$", proc.stdout, re.M | re.S)
     assert sorted(nodes.values()) == ["head", "second"] and len(runs) == len(rest) // 2, proc.stdout[-3000:]
