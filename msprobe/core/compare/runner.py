@@ -219,34 +219,42 @@ def _layer_dir(root, layer):
     return os.path.join(root, layer) if layer else root
 
 
+def _step_dirs(root):
+    names = os.listdir(root) if os.path.isdir(root) else []
+    return {name for name in names if _STEP_DIR.match(name) and os.path.isdir(os.path.join(root, name))}
+
+
 def list_rank_dirs(npu_dir, bench_dir):
     """What this machine holds of two dump roots (or step dirs), for pair_rank_dirs:
     {"single": (npu_dir/dump.json exists, bench_dir/dump.json exists),
-     "layers": {step dir name, or "" for no step dirs: (bench has it, [npu rank labels], [bench rank labels])},
-     "files": {every dump.json path listed}}. Missing folders list as empty: a node may hold none of a job."""
+     "layers": {step dir name of either root, and "" for the roots themselves:
+                (npu has it, bench has it, [npu rank labels], [bench rank labels])},
+     "files": {every dump.json path listed}}. Missing folders list as empty: a node may hold none of a job,
+    or one side only."""
     single = (_dump_json_in(npu_dir), _dump_json_in(bench_dir))
     files = {path for path in single if path}
-    steps = [d for d in (os.listdir(npu_dir) if os.path.isdir(npu_dir) else []) if _STEP_DIR.match(d)
-             and os.path.isdir(os.path.join(npu_dir, d))]
     layers = {}
-    for layer in steps or [""]:
-        npu_ranks, bench_ranks = _rank_dirs(_layer_dir(npu_dir, layer)), _rank_dirs(_layer_dir(bench_dir, layer))
+    for layer in sorted(_step_dirs(npu_dir) | _step_dirs(bench_dir)) + [""]:
+        npu_step, bench_step = _layer_dir(npu_dir, layer), _layer_dir(bench_dir, layer)
+        npu_ranks, bench_ranks = _rank_dirs(npu_step), _rank_dirs(bench_step)
         files.update(os.path.join(rank_dir, "dump.json") for rank_dir in [*npu_ranks.values(), *bench_ranks.values()])
-        layers[layer] = (os.path.isdir(_layer_dir(bench_dir, layer)), list(npu_ranks), list(bench_ranks))
+        layers[layer] = (os.path.isdir(npu_step), os.path.isdir(bench_step), list(npu_ranks), list(bench_ranks))
     return {"single": tuple(bool(path) for path in single), "layers": layers, "files": files}
 
 
 def _merge_listings(listings):
-    """{layer: [bench has it, {npu labels}, {bench labels}]} over machines; step layers win over ""."""
-    merged = {}
+    """[(layer, bench has it, {npu labels}, {bench labels})] over machines: the NPU root's step dirs in step
+    order, or the roots themselves where no machine has one (as one machine's find_rank_pairs)."""
+    merged = {"": [False, False, set(), set()]}
     for listing in listings:
-        for layer, (bench_has, npu, bench) in listing["layers"].items():
-            into = merged.setdefault(layer, [False, set(), set()])
-            into[0] |= bench_has
-            into[1].update(npu)
-            into[2].update(bench)
-    steps = sorted((layer for layer in merged if layer), key=lambda d: int(d[4:]))
-    return [(layer, *merged[layer]) for layer in steps] or [("", *merged.get("", [False, set(), set()]))]
+        for layer, (npu_has, bench_has, npu, bench) in listing["layers"].items():
+            into = merged.setdefault(layer, [False, False, set(), set()])
+            into[0] |= npu_has
+            into[1] |= bench_has
+            into[2].update(npu)
+            into[3].update(bench)
+    steps = sorted((layer for layer, into in merged.items() if layer and into[0]), key=lambda d: int(d[4:]))
+    return [(layer, *merged[layer][1:]) for layer in steps or [""]]
 
 
 def pair_rank_dirs(npu_dir, bench_dir, listings):
