@@ -37,7 +37,7 @@ from msprobe.core.naming import backward_of
 from msprobe.core.paths import check_path, make_dir
 
 __all__ = ["FINGERPRINT_KEYS", "is_fingerprint_dump", "diverge", "find_first_divergence", "write_report",
-           "SOURCE_CLASSES"]
+           "SOURCE_CLASSES", "fingerprint_record", "report_records"]
 
 FINGERPRINT_KEYS = ("xor", "md5")  # preferred first
 SOURCE_CLASSES = ("origin", "random", "parameter", "input")
@@ -292,12 +292,24 @@ def write_report(records: List[dict], output_dir: str) -> Tuple[str, dict]:
     return path, top
 
 
+def fingerprint_record(npu_json: str, bench_json: str) -> Optional[dict]:
+    """pair_record of a pair of fingerprint dumps; None for other dumps. A Ray task makes it on the node that
+    holds the pair, for report_records on the driver."""
+    if is_fingerprint_dump(npu_json) and is_fingerprint_dump(bench_json):
+        return pair_record(npu_json, bench_json)
+    return None
+
+
 def report_pairs(pairs, output_dir: str) -> Optional[dict]:
     """For [(npu dump.json, bench dump.json)] of fingerprint dumps: write the report, print a line per rank
     and the earliest; None (nothing written) when the dumps carry no fingerprints."""
     if not pairs or not (is_fingerprint_dump(pairs[0][0]) and is_fingerprint_dump(pairs[0][1])):
         return None
-    records = [pair_record(n, b) for n, b in pairs]
+    return report_records([pair_record(n, b) for n, b in pairs], output_dir)
+
+
+def report_records(records: List[dict], output_dir: str) -> dict:
+    """Write first_divergence.json of the pairs' records, print a line per rank and the earliest."""
     for record in records:
         logger.info("%s", terminal_line(record))
     path, top = write_report(records, output_dir)

@@ -1,15 +1,19 @@
 """Compare engine on Ray: each (step, rank) pair is a Ray task on an existing cluster, run where its dumps are.
 
-    outcomes = compare_pairs_on_ray(pairs, output_dir, options, address="10.0.0.1:6379")
+    outcomes, divergences = compare_tree_on_ray("/local/dump/npu", "/local/dump/bench", output_dir, options)
 
-Placement. First every alive node is asked (one small task pinned to it) which of the pairs' dump.json
-files it can read. If every node reads every pair (a shared filesystem), tasks go wherever Ray has a free
-CPU. Otherwise (dumps on node-local disks) each pair is pinned to a node that holds both of its dump.json
-files (the one with the fewest pairs so far); a pair that no node holds whole is an error naming it.
+Listing and placement. First every alive node lists (one zero-CPU task pinned to it) the step*/rank*
+folders it holds under the two dump roots. The job's pairs come from all the listings together, so a
+rank whose dumps sit on another node's disk than the driver's is compared too. If every node holds every
+pair (a shared filesystem), tasks go wherever Ray has a free CPU. Otherwise (dumps on node-local disks)
+each pair is pinned to a node that holds both of its dump.json files (the one with the fewest pairs so
+far); a pair that no node holds whole is an error naming it.
 
 Results. A task compares its pair with the local engine's code into a scratch folder on its node and
-returns the files' bytes and the pair's summary; the driver writes them into output_dir. So the output is
-the same as the local engine's wherever the dumps were, and at most 2 × (cluster CPUs) results are in
+returns the files' bytes, the pair's summary, the id of the node it ran on (one line per pair on the
+terminal) and, for fingerprint dumps (summary_mode xor / md5), the pair's first-divergence record, made
+there since the driver may not read the dumps; the driver writes the files into output_dir. So the output
+is the same as the local engine's wherever the dumps were, and at most 2 × (cluster CPUs) results are in
 flight at once: driver memory does not grow with the number of ranks. Ray is an optional extra
 (`pip install 'msprobe[ray]'`).
 """
@@ -21,7 +25,7 @@ from msprobe.core.errors import CompareError, UnsupportedError
 from msprobe.core.log import logger
 from msprobe.core.paths import atomic_write_bytes
 
-__all__ = ["compare_pairs_on_ray"]
+__all__ = ["compare_tree_on_ray"]
 
 
 def _ray():
@@ -35,6 +39,9 @@ def _ray():
 def _compare_in_task(tag, npu_json, bench_json, options):
     import tempfile
 
+    import ray
+
+    from msprobe.core.compare.first_divergence import fingerprint_record
     from msprobe.core.compare.runner import compare_pair
 
     with tempfile.TemporaryDirectory(prefix="msprobe_ray_") as scratch:
@@ -43,37 +50,47 @@ def _compare_in_task(tag, npu_json, bench_json, options):
         for name in sorted(os.listdir(scratch)):
             with open(os.path.join(scratch, name), "rb") as handle:
                 files[name] = handle.read()
-    return files, outcome.summary
+    return files, outcome.summary, ray.get_runtime_context().get_node_id(), fingerprint_record(npu_json, bench_json)
 
 
-def _readable(paths):
-    return [os.path.isfile(path) for path in paths]
-
-
-def _placement(ray, pairs) -> List[Optional[str]]:
-    """Node id per pair (None: anywhere, the dumps are shared)."""
+def _listings(ray, npu_dir, bench_dir):
+    """{alive node id: list_rank_dirs on that node}."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    from msprobe.core.compare.runner import list_rank_dirs
+
     nodes = [node["NodeID"] for node in ray.nodes() if node.get("Alive")]
-    paths = [path for _, npu, bench in pairs for path in (npu, bench)]
-    probe = ray.remote(num_cpus=0)(_readable)
-    seen = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
-                    .remote(paths) for node in nodes])
-    holds = {node: [seen_by[2 * i] and seen_by[2 * i + 1] for i in range(len(pairs))]
-             for node, seen_by in zip(nodes, seen)}
+    probe = ray.remote(num_cpus=0)(list_rank_dirs)
+    return dict(zip(nodes, ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+                                    .remote(npu_dir, bench_dir) for node in nodes])))
+
+
+def _placement(pairs, listings) -> List[Optional[str]]:
+    """Node id per pair (None: anywhere, the dumps are shared)."""
+    holds = {node: [npu in listing["files"] and bench in listing["files"] for _, npu, bench in pairs]
+             for node, listing in listings.items()}
     if all(all(flags) for flags in holds.values()):
         return [None] * len(pairs)
-    load = dict.fromkeys(nodes, 0)
+    load = dict.fromkeys(listings, 0)
     placed = []
-    for index, (tag, npu, _) in enumerate(pairs):
-        candidates = [node for node in nodes if holds[node][index]]
+    for index in range(len(pairs)):
+        candidates = [node for node in listings if holds[node][index]]
         if not candidates:
-            raise CompareError(f"no Ray node can read both dumps of pair '{tag or npu}' ({npu}); put each "
-                               "rank's NPU and bench dumps on the same node or on a shared filesystem.")
+            raise CompareError(_torn_pair(index, pairs, holds, listings))
         node = min(candidates, key=lambda n: load[n])
         load[node] += 1
         placed.append(node)
     return placed
+
+
+def _torn_pair(index, pairs, holds, listings):
+    """The message for a pair no node holds whole (and how many more follow it)."""
+    tag, npu, bench = pairs[index]
+    on = [sum(path in listing["files"] for listing in listings.values()) for path in (npu, bench)]
+    torn = sum(not any(flags[i] for flags in holds.values()) for i in range(index + 1, len(pairs)))
+    return (f"no Ray node holds both dumps of pair '{tag or npu}' ({npu} is on {on[0]} node(s), {bench} on "
+            f"{on[1]}, none has both){f' (and {torn} more pair(s))' if torn else ''}; put each rank's NPU and "
+            "bench dumps on the same node (same paths) or on a shared filesystem.")
 
 
 def _write(files, output_dir):
@@ -81,45 +98,60 @@ def _write(files, output_dir):
         atomic_write_bytes(os.path.join(output_dir, os.path.basename(name)), data)
 
 
-def compare_pairs_on_ray(pairs, output_dir, options, address=None):
-    """[CompareOutcome] of every (tag, npu dump.json, bench dump.json) pair, compared as Ray tasks."""
-    from msprobe.core.compare.runner import CompareOutcome
+def compare_tree_on_ray(npu_dir, bench_dir, output_dir, options):
+    """([CompareOutcome], [first-divergence record or None]) of every (step, rank) pair of two dump roots
+    held by the cluster's nodes, compared as Ray tasks; pairs in runner.find_rank_pairs's order."""
+    from msprobe.core.compare.runner import pair_rank_dirs
 
     ray = _ray()
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    ray.init(address=address or "auto", logging_level="ERROR", log_to_driver=False, configure_logging=False)
+    ray.init(address=options.address or "auto", logging_level="ERROR", log_to_driver=False,
+             configure_logging=False)
     try:
-        task = ray.remote(num_cpus=1)(_compare_in_task)
-        placed = _placement(ray, pairs)
-        limit = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
-        task_options = replace(options, processes=1, progress=False, engine="local", address=None)
-        outcomes, pending, by_ref = [None] * len(pairs), [], {}
-        for index, (tag, npu, bench) in enumerate(pairs):
-            if len(pending) >= limit:
-                done, pending = ray.wait(pending, num_returns=1)
-                _collect(ray, done, by_ref, outcomes, output_dir, CompareOutcome)
-            strategy = (NodeAffinitySchedulingStrategy(placed[index], soft=False) if placed[index]
-                        else "DEFAULT")
-            ref = task.options(scheduling_strategy=strategy).remote(tag, npu, bench, task_options)
-            by_ref[ref] = index
-            pending.append(ref)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            _collect(ray, done, by_ref, outcomes, output_dir, CompareOutcome)
-        nodes = len({node for node in placed if node}) or len([n for n in ray.nodes() if n.get("Alive")])
-        logger.info("ray: %d pair(s) compared on %d node(s)%s.", len(pairs), nodes,
+        listings = _listings(ray, npu_dir, bench_dir)
+        pairs = pair_rank_dirs(npu_dir, bench_dir, list(listings.values()))
+        placed = _placement(pairs, listings)
+        outcomes, ran_on, divergences = _run_pairs(ray, pairs, placed, output_dir, options)
+        logger.info("ray: %d pair(s) compared on %d of %d node(s)%s.", len(pairs), len(set(ran_on)), len(listings),
                     "" if placed[0] is None else ", each where its dumps are")
-        return outcomes
+        return outcomes, divergences
     finally:
         ray.shutdown()
 
 
-def _collect(ray, done, by_ref, outcomes, output_dir, outcome_type):
+def _run_pairs(ray, pairs, placed, output_dir, options):
+    """([CompareOutcome], [node id each pair ran on], [first-divergence record or None]), at most
+    2 × (cluster CPUs) results in flight."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    task = ray.remote(num_cpus=1)(_compare_in_task)
+    limit = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
+    task_options = replace(options, processes=1, progress=False, engine="local", address=None)
+    results = ([None] * len(pairs), [None] * len(pairs), [None] * len(pairs))  # outcomes, nodes, divergences
+    pending, by_ref = [], {}
+    for index, (tag, npu, bench) in enumerate(pairs):
+        if len(pending) >= limit:
+            done, pending = ray.wait(pending, num_returns=1)
+            _collect(ray, done, by_ref, pairs, results, output_dir)
+        strategy = NodeAffinitySchedulingStrategy(placed[index], soft=False) if placed[index] else "DEFAULT"
+        ref = task.options(scheduling_strategy=strategy).remote(tag, npu, bench, task_options)
+        by_ref[ref] = index
+        pending.append(ref)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        _collect(ray, done, by_ref, pairs, results, output_dir)
+    return results
+
+
+def _collect(ray, done, by_ref, pairs, results, output_dir):
+    from msprobe.core.compare.runner import CompareOutcome
+
+    outcomes, ran_on, divergences = results
     for ref in done:
-        files, summary = ray.get(ref)
+        files, summary, node, divergence = ray.get(ref)
         _write(files, output_dir)
         xlsx = next((os.path.join(output_dir, n) for n in files if n.endswith(".xlsx")), None)
         advisor = next((os.path.join(output_dir, n) for n in files if n.startswith("advisor")), None)
-        summary = dict(summary, report=xlsx)
-        outcomes[by_ref.pop(ref)] = outcome_type(xlsx, advisor, None, None, summary)
+        index = by_ref.pop(ref)
+        outcomes[index] = CompareOutcome(xlsx, advisor, None, None, dict(summary, report=xlsx))
+        ran_on[index], divergences[index] = node, divergence
+        logger.info("ray: pair '%s' ran on node %s", pairs[index][0] or pairs[index][1], node)

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from msprobe.core.compare.advisor import find_suspect, write_advisor
-from msprobe.core.compare.first_divergence import report_pairs
+from msprobe.core.compare.first_divergence import report_pairs, report_records
 from msprobe.core.compare.job_summary import job_summary, job_summary_text, pair_summary, step_rank_of, write_job_summary
 from msprobe.core.compare.load import MODE_MD5, DumpTable, detect_mode, load_dump, load_stack
 from msprobe.core.compare.mapping import NameMapper, load_mapping_file
@@ -26,7 +26,8 @@ from msprobe.core.errors import CompareError
 from msprobe.core.log import logger
 from msprobe.core.paths import check_path, make_dir
 
-__all__ = ["CompareOptions", "CompareOutcome", "compare_dumps", "compare_pair", "compare_tables", "find_rank_pairs"]
+__all__ = ["CompareOptions", "CompareOutcome", "compare_dumps", "compare_pair", "compare_tables", "find_rank_pairs",
+           "list_rank_dirs", "pair_rank_dirs"]
 
 _RANK_DIR = re.compile(r"^rank(\d*)$")
 _STEP_DIR = re.compile(r"^step(\d+)$")
@@ -204,9 +205,9 @@ def _dump_json_in(directory):
 
 
 def _rank_dirs(directory):
-    """{rank label: dir} for rank* subdirectories holding a dump.json."""
+    """{rank label: dir} for rank* subdirectories holding a dump.json (none where directory is missing)."""
     found = {}
-    for name in sorted(os.listdir(directory)):
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
         match = _RANK_DIR.match(name)
         full = os.path.join(directory, name)
         if match and os.path.isdir(full) and _dump_json_in(full):
@@ -214,32 +215,80 @@ def _rank_dirs(directory):
     return found
 
 
-def find_rank_pairs(npu_dir, bench_dir):
-    """[(tag, npu dump.json, bench dump.json)] for a step dir (rank* inside) or a dump root (step*/rank*)."""
-    if _dump_json_in(npu_dir) and _dump_json_in(bench_dir):
-        return [("", _dump_json_in(npu_dir), _dump_json_in(bench_dir))]
-    steps = sorted((d for d in os.listdir(npu_dir) if _STEP_DIR.match(d)), key=lambda d: int(d[4:]))
-    layers = [(f"_{s}", os.path.join(npu_dir, s), os.path.join(bench_dir, s)) for s in steps] or [("", npu_dir, bench_dir)]
-    pairs = []
-    for step_tag, npu_step, bench_step in layers:
-        if not os.path.isdir(bench_step):
-            raise CompareError(f"bench_path has no '{os.path.basename(bench_step)}' to compare with '{npu_step}'.")
+def _layer_dir(root, layer):
+    return os.path.join(root, layer) if layer else root
+
+
+def _step_dirs(root):
+    names = os.listdir(root) if os.path.isdir(root) else []
+    return {name for name in names if _STEP_DIR.match(name) and os.path.isdir(os.path.join(root, name))}
+
+
+def list_rank_dirs(npu_dir, bench_dir):
+    """What this machine holds of two dump roots (or step dirs), for pair_rank_dirs:
+    {"single": (npu_dir/dump.json exists, bench_dir/dump.json exists),
+     "layers": {step dir name of either root, and "" for the roots themselves:
+                (npu has it, bench has it, [npu rank labels], [bench rank labels])},
+     "files": {every dump.json path listed}}. Missing folders list as empty: a node may hold none of a job,
+    or one side only."""
+    single = (_dump_json_in(npu_dir), _dump_json_in(bench_dir))
+    files = {path for path in single if path}
+    layers = {}
+    for layer in sorted(_step_dirs(npu_dir) | _step_dirs(bench_dir)) + [""]:
+        npu_step, bench_step = _layer_dir(npu_dir, layer), _layer_dir(bench_dir, layer)
         npu_ranks, bench_ranks = _rank_dirs(npu_step), _rank_dirs(bench_step)
-        if not npu_ranks:
+        files.update(os.path.join(rank_dir, "dump.json") for rank_dir in [*npu_ranks.values(), *bench_ranks.values()])
+        layers[layer] = (os.path.isdir(npu_step), os.path.isdir(bench_step), list(npu_ranks), list(bench_ranks))
+    return {"single": tuple(bool(path) for path in single), "layers": layers, "files": files}
+
+
+def _merge_listings(listings):
+    """[(layer, bench has it, {npu labels}, {bench labels})] over machines: the NPU root's step dirs in step
+    order, or the roots themselves where no machine has one (as one machine's find_rank_pairs)."""
+    merged = {"": [False, False, set(), set()]}
+    for listing in listings:
+        for layer, (npu_has, bench_has, npu, bench) in listing["layers"].items():
+            into = merged.setdefault(layer, [False, False, set(), set()])
+            into[0] |= npu_has
+            into[1] |= bench_has
+            into[2].update(npu)
+            into[3].update(bench)
+    steps = sorted((layer for layer, into in merged.items() if layer and into[0]), key=lambda d: int(d[4:]))
+    return [(layer, *merged[layer][1:]) for layer in steps or [""]]
+
+
+def pair_rank_dirs(npu_dir, bench_dir, listings):
+    """[(tag, npu dump.json, bench dump.json)] from list_rank_dirs of one machine, or of several (node-local
+    disks: a rank is paired if some machine holds its NPU dumps and some machine its bench dumps)."""
+    if any(listing["single"][0] for listing in listings) and any(listing["single"][1] for listing in listings):
+        return [("", os.path.join(npu_dir, "dump.json"), os.path.join(bench_dir, "dump.json"))]
+    pairs = []
+    for layer, bench_has, npu_labels, bench_labels in _merge_listings(listings):
+        step_tag, npu_step, bench_step = f"_{layer}" if layer else "", _layer_dir(npu_dir, layer), \
+            _layer_dir(bench_dir, layer)
+        if not bench_has:
+            raise CompareError(f"bench_path has no '{os.path.basename(bench_step)}' to compare with '{npu_step}'.")
+        if not npu_labels:
             raise CompareError(f"no rank*/dump.json found under '{npu_step}'; give a dump.json, a step directory "
                                "or a dump root with step*/rank* directories.")
-        for label, npu_rank in npu_ranks.items():
-            bench_rank = bench_ranks.get(label)
-            if bench_rank is None and len(bench_ranks) == 1 and len(npu_ranks) == 1:
-                bench_rank = next(iter(bench_ranks.values()))
-            if bench_rank is None:
+        for label in sorted(npu_labels):  # rank dir names differ by label only: the order of sorted(listdir)
+            bench_label = label if label in bench_labels else None
+            if bench_label is None and len(bench_labels) == 1 and len(npu_labels) == 1:
+                bench_label = next(iter(bench_labels))
+            if bench_label is None:
                 logger.warning("rank%s of '%s' has no counterpart in '%s'; skipped.", label, npu_step, bench_step)
                 continue
-            tag = f"{step_tag}_rank{label}-rank{label}" if len(npu_ranks) > 1 or label else step_tag
-            pairs.append((tag, os.path.join(npu_rank, "dump.json"), os.path.join(bench_rank, "dump.json")))
+            tag = f"{step_tag}_rank{label}-rank{label}" if len(npu_labels) > 1 or label else step_tag
+            pairs.append((tag, os.path.join(npu_step, f"rank{label}", "dump.json"),
+                          os.path.join(bench_step, f"rank{bench_label}", "dump.json")))
     if not pairs:
         raise CompareError(f"no rank of '{npu_dir}' has a matching rank in '{bench_dir}'.")
     return pairs
+
+
+def find_rank_pairs(npu_dir, bench_dir):
+    """[(tag, npu dump.json, bench dump.json)] for a step dir (rank* inside) or a dump root (step*/rank*)."""
+    return pair_rank_dirs(npu_dir, bench_dir, [list_rank_dirs(npu_dir, bench_dir)])
 
 
 _PENDING_JOBS: list = []  # filled just before forking workers, so options with callables need no pickling
@@ -272,16 +321,22 @@ def compare_dumps(npu_path, bench_path, output_dir, options=None):
         from msprobe.core.compare.layout import load_layout
 
         options = replace(options, layout=load_layout(options.layout))  # read once, before workers fork
-    pairs = _layout_pairs(npu_path, bench_path, options) if options.layout else find_rank_pairs(npu_path, bench_path)
     options = replace(options, timestamp=options.timestamp or time.strftime("%Y%m%d%H%M%S"))
-    if options.stack_path:
-        logger.warning("stack_path is ignored when comparing directories; each rank's stack.json is used.")
-        options = replace(options, stack_path=None)
-    outcomes = _compare_pairs(pairs, output_dir, options)
+    if options.engine == "ray" and not options.layout:  # the nodes list the ranks: some may be on their disks only
+        from msprobe.core.compare.ray_engine import compare_tree_on_ray
+
+        outcomes, divergences = compare_tree_on_ray(npu_path, bench_path, output_dir, _no_stack_path(options))
+    else:
+        pairs = _layout_pairs(npu_path, bench_path, options) if options.layout else find_rank_pairs(npu_path,
+                                                                                                    bench_path)
+        outcomes = _compare_pairs(pairs, output_dir, _no_stack_path(options))
     job = job_summary(outcome.summary for outcome in outcomes)
     path = write_job_summary(job, output_dir)
     logger.info("%s\n  job summary: %s", job_summary_text(job), path)
-    if not options.layout:
+    if options.engine == "ray" and not options.layout:
+        if divergences and divergences[0] is not None:  # as report_pairs: the first pair's dumps decide
+            report_records([record for record in divergences if record is not None], output_dir)
+    elif not options.layout:
         report_pairs([(n, b) for _, n, b in pairs], output_dir)
     return outcomes
 
@@ -294,12 +349,15 @@ def _layout_pairs(npu_path, bench_path, options):
     return layout_pairs(npu_path, bench_path, options.layout)
 
 
-def _compare_pairs(pairs, output_dir, options):
-    """Every (tag, npu, bench) pair compared; worker processes keep only each pair's small summary."""
-    if options.engine == "ray":
-        from msprobe.core.compare.ray_engine import compare_pairs_on_ray
+def _no_stack_path(options):
+    if options.stack_path:
+        logger.warning("stack_path is ignored when comparing directories; each rank's stack.json is used.")
+        options = replace(options, stack_path=None)
+    return options
 
-        return compare_pairs_on_ray(pairs, output_dir, options, options.address)
+
+def _compare_pairs(pairs, output_dir, options):
+    """Every (tag, npu, bench) pair compared here; worker processes keep only each pair's small summary."""
     if len(pairs) == 1:
         tag, npu_json, bench_json = pairs[0]
         return [compare_pair(npu_json, bench_json, output_dir, options, tag)]

@@ -1,10 +1,12 @@
 """--engine ray on a real 2-node Ray cluster (head + second node, separate processes) on loopback only:
-the same reports and job summary as the local engine."""
+the same reports and job summary as the local engine, on one filesystem and on node-local disks (the second
+node in a mount namespace of its own, a tmpfs over the dump folder)."""
 import glob
 import importlib.util
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -24,12 +26,13 @@ _SPEC.loader.exec_module(make_job_tree)
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    """A real one-step dump replicated into 4 ranks; rank 2's second linear is off by 1.5x."""
+    """A real one-step dump (statistics and xor fingerprints) replicated into 4 ranks; rank 2's second linear
+    is off by 1.5x, and its output's fingerprint differs."""
     from msprobe.pytorch import PrecisionDebugger
 
     root = tmp_path_factory.mktemp("rayjob")
     (root / "config.json").write_text(json.dumps({"task": "statistics", "dump_path": str(root / "dump"),
-                                                  "level": "L1", "statistics": {}}))
+                                                  "level": "L1", "statistics": {"summary_mode": "xor"}}))
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
     debugger = PrecisionDebugger(config_path=str(root / "config.json"), model=model)
@@ -38,8 +41,14 @@ def job(tmp_path_factory):
     debugger.stop()
     debugger.step()
     debugger.close()
-    return make_job_tree.make_tree(str(root / "dump" / "step0" / "rank"), str(root / "tree"), ranks=4,
-                                   faults=[(2, 0, "Functional.linear.1.forward", 1.5)])
+    compare_json = make_job_tree.make_tree(str(root / "dump" / "step0" / "rank"), str(root / "tree"), ranks=4,
+                                           faults=[(2, 0, "Functional.linear.1.forward", 1.5)])
+    faulty = root / "tree" / "npu" / "step0" / "rank2" / "dump.json"
+    dump = json.loads(faulty.read_text())
+    output = dump["data"]["Functional.linear.1.forward"]["output"][0]
+    output["xor"] = format(int(output["xor"], 16) ^ 1, "032x")
+    faulty.write_text(json.dumps(dump))
+    return compare_json
 
 
 def _free_port():
@@ -65,16 +74,34 @@ def _pairs(out):
     return job["parted"], job["pairs"]
 
 
-def test_ray_engine_on_two_nodes_gives_the_local_engine_reports(job, tmp_path):
-    local = tmp_path / "local"
-    assert main(["-f", "pytorch", "compare", "-i", job, "-o", str(local), "-p", "2"]) == 0
-    ray_out, ray_tmp = tmp_path / "ray", tmp_path / "raytmp"
-    ray_tmp.mkdir()
-    proc = subprocess.run(["unshare", "-n", "bash", os.path.join(HERE, "ray_cluster.sh"), str(_free_port()),
-                           str(ray_tmp), job, str(ray_out)], capture_output=True, text=True, timeout=540,
+def _cluster(tmp_path, *args):
+    """ray_cluster.sh ARGS in a network namespace of our own: ({node id: "head"|"second"}, [compare i's
+    (exit status, output)]); the script stops its cluster whatever happens."""
+    logs = tmp_path / "raylogs"
+    logs.mkdir()
+    local, rest = (list(args[:3]), args[3:]) if args[0] == "--node-local" else ([], args)
+    proc = subprocess.run(["unshare", "-n", "bash", os.path.join(HERE, "ray_cluster.sh"), *local, str(_free_port()),
+                           str(logs), *map(str, rest)], capture_output=True, text=True, timeout=540,
                           env=dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert "NODES 2" in proc.stdout and "compared on 2 node(s)" in proc.stdout + proc.stderr
+    node_log = logs / "node.log"
+    assert proc.returncode == 0 and "NODES 2" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:] + (
+        node_log.read_text()[-2000:] if node_log.exists() else "")
+    nodes = dict(re.findall(r"^NODE (\w+) (head|second)$", proc.stdout, re.M))
+    runs = re.findall(r"^COMPARE \d+\n(.*?)^RC \d+ (\d+)$", proc.stdout, re.M | re.S)
+    assert sorted(nodes.values()) == ["head", "second"] and len(runs) == len(rest) // 2, proc.stdout[-3000:]
+    return nodes, [(int(rc), output) for output, rc in runs]
+
+
+def _first_divergence(out):
+    """first_divergence.json with each dump path cut to step*/rank*/dump.json (the trees' roots differ)."""
+    text = open(os.path.join(out, "first_divergence.json")).read()
+    return json.loads(re.sub(r'"[^"]*/(step\d+/rank\d+/dump\.json)"', r'"\1"', text))
+
+
+def _same_reports(local, ray_out):
+    first = _first_divergence(local)
+    assert (first["rank"], first["call"], len(first["ranks"])) == (2, "Functional.linear.1.forward", 4)
+    assert _first_divergence(ray_out) == first
     local_cells, ray_cells = _cells(local), _cells(ray_out)
     assert len(local_cells) == 4 and local_cells == ray_cells
     local_parted, local_pairs = _pairs(local)
@@ -82,6 +109,52 @@ def test_ray_engine_on_two_nodes_gives_the_local_engine_reports(job, tmp_path):
     assert ray_pairs == local_pairs
     assert (ray_parted["rank"], ray_parted["call"]) == (local_parted["rank"], local_parted["call"]) == \
         (2, "Functional.linear.1.forward")
+
+
+def test_ray_engine_on_two_nodes_gives_the_local_engine_reports(job, tmp_path):
+    local = tmp_path / "local"
+    assert main(["-f", "pytorch", "compare", "-i", job, "-o", str(local), "-p", "2"]) == 0
+    _, [(rc, output)] = _cluster(tmp_path, job, tmp_path / "ray")
+    assert rc == 0 and "of 2 node(s)" in output, output[-3000:]
+    _same_reports(local, tmp_path / "ray")
+
+
+def _split_disks(job, tmp_path):
+    """The job's ranks 0-1 in DISK (what the head sees), ranks 2-3 in SECOND (what the second node will see
+    under DISK); DISK/bench_head holds every rank's bench dumps, on the head's disk only."""
+    tree = os.path.dirname(job)
+    disk, second = tmp_path / "disk", tmp_path / "second"
+    for side in ("npu", "bench"):
+        for rank in range(4):
+            target = (disk if rank < 2 else second) / side / "step0" / f"rank{rank}"
+            shutil.copytree(os.path.join(tree, side, "step0", f"rank{rank}"), target)
+            if side == "bench":
+                shutil.copytree(target, disk / "bench_head" / "step0" / f"rank{rank}")
+    whole, torn = tmp_path / "whole.json", tmp_path / "torn.json"
+    whole.write_text(json.dumps({"npu_path": str(disk / "npu"), "bench_path": str(disk / "bench")}))
+    torn.write_text(json.dumps({"npu_path": str(disk / "npu"), "bench_path": str(disk / "bench_head")}))
+    return disk, second, whole, torn
+
+
+def test_ray_engine_on_node_local_disks_runs_each_pair_where_its_dumps_are(job, tmp_path):
+    local = tmp_path / "local"
+    assert main(["-f", "pytorch", "compare", "-i", job, "-o", str(local), "-p", "2"]) == 0
+    disk, second, whole, torn = _split_disks(job, tmp_path)
+    assert sorted(os.listdir(disk / "npu" / "step0")) == ["rank0", "rank1"]  # the driver sees half the job
+    nodes, [(rc, output), (torn_rc, torn_output)] = _cluster(
+        tmp_path, "--node-local", disk, second, whole, tmp_path / "ray", torn, tmp_path / "torn")
+    assert rc == 0 and "compared on 2 of 2 node(s), each where its dumps are" in output, output[-3000:]
+    ran = dict(re.findall(r"ray: pair '(\S+)' ran on node (\w+)", output))
+    role = {tag: nodes[node] for tag, node in ran.items()}
+    assert role == {"_step0_rank0-rank0": "head", "_step0_rank1-rank1": "head",
+                    "_step0_rank2-rank2": "second", "_step0_rank3-rank3": "second"}, output[-3000:]
+    _same_reports(local, tmp_path / "ray")
+    # ranks 2-3: NPU dumps on the second node only, bench dumps on the head only
+    errors = [line for line in torn_output.splitlines() if "[ERROR]" in line]
+    assert torn_rc == 1 and "Traceback" not in torn_output, torn_output[-3000:]
+    assert len(errors) == 1, torn_output[-3000:]
+    assert "pair '_step0_rank2-rank2'" in errors[0] and "is on 1 node(s)" in errors[0] and \
+        "(and 1 more pair(s))" in errors[0], errors[0]
 
 
 def test_ray_engine_without_ray_says_so_in_one_line(job, tmp_path, monkeypatch, capsys):
