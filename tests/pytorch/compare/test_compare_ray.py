@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 
@@ -16,6 +15,7 @@ import pytest
 import torch
 
 from msprobe.cli import main
+from tests.net import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _SPEC = importlib.util.spec_from_file_location(
@@ -51,11 +51,6 @@ def job(tmp_path_factory):
     return compare_json
 
 
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def _cells(out):
     """{report name without timestamp: rows of cell values}."""
@@ -80,7 +75,7 @@ def _cluster(tmp_path, *args):
     logs = tmp_path / "raylogs"
     logs.mkdir()
     local, rest = (list(args[:3]), args[3:]) if args[0] == "--node-local" else ([], args)
-    proc = subprocess.run(["unshare", "-n", "bash", os.path.join(HERE, "ray_cluster.sh"), *local, str(_free_port()),
+    proc = subprocess.run(["unshare", "-n", "bash", os.path.join(HERE, "ray_cluster.sh"), *local, str(free_port()),
                            str(logs), *map(str, rest)], capture_output=True, text=True, timeout=540,
                           env=dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]))
     node_log = logs / "node.log"
