@@ -91,11 +91,10 @@ class RecordBuilder:
             stats, fingerprint = hit[1], hit[2]
         else:
             hit = False
-            stats = adapter.tensor_stats(tensor)
-            fingerprint = adapter.fingerprint(tensor) if self.want_xor else None
+            stats, fingerprint, owner = adapter.tensor_digest(tensor, self.want_xor, key is not None)
             if key is not None:
                 try:
-                    ref = weakref.ref(adapter.memory_owner(tensor))
+                    ref = weakref.ref(owner)
                 except TypeError:
                     ref = None
                 self._stats_cache[key] = (ref, stats, fingerprint)

@@ -126,10 +126,12 @@ def test_collect_dumps_the_block_and_stops_on_exception(tmp_path):
 def _broken_statistics(monkeypatch):
     from msprobe.pytorch.dump.adapter import TorchAdapter
 
-    def broken(self, tensor):
+    def broken(self, tensor, *_):
         raise RuntimeError("statistics exploded")
 
+    # both ways to a tensor's statistics: the fused first-sight path (tensor_digest) and the plain one
     monkeypatch.setattr(TorchAdapter, "tensor_stats", broken)
+    monkeypatch.setattr(TorchAdapter, "tensor_digest", broken)
 
 
 def test_a_failing_statistic_at_L2_never_breaks_training(tmp_path, monkeypatch, capsys):

@@ -183,7 +183,7 @@ def test_a_module_that_raises_does_not_become_the_parent_of_later_calls(tmp_path
 def test_a_failing_dump_never_breaks_training(tmp_path, monkeypatch, level):
     from msprobe.pytorch.dump.adapter import TorchAdapter
 
-    def broken(self, tensor):
+    def broken(self, tensor, *_):
         raise RuntimeError("statistics exploded")
 
     torch.manual_seed(0)
@@ -192,6 +192,7 @@ def test_a_failing_dump_never_breaks_training(tmp_path, monkeypatch, level):
     dumped = TinyTransformer()
     plain_losses = train(plain, steps=2)
     monkeypatch.setattr(TorchAdapter, "tensor_stats", broken)
+    monkeypatch.setattr(TorchAdapter, "tensor_digest", broken)  # the fused path of a tensor's first sight
     debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", level), model=dumped)
     dumped_losses = train(dumped, debugger, steps=2)
     debugger.close()

@@ -71,3 +71,23 @@ def test_strided_views_have_the_statistics_of_their_copies():
             tolerance = 1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-6
             assert abs(stats[2] - wide.mean().item()) <= tolerance * wide.abs().mean().item()
             assert abs(stats[3] - wide.norm().item()) <= tolerance * wide.norm().item()
+
+
+def test_the_fused_first_sight_path_equals_the_three_adapter_methods():
+    # tensor_digest reads a dense float CPU tensor's facts once for both kernels; every kind of tensor must get
+    # exactly what tensor_stats, fingerprint and memory_owner give one by one
+    from msprobe.core.dump.adapter import DumpAdapter
+
+    adapter = TorchAdapter()
+    gen = torch.Generator().manual_seed(8)
+    base = torch.randn(6, 5, 7, generator=gen)
+    cases = [base, torch.nn.Parameter(base.clone()), base[2:], base.transpose(0, 2), base[:, 1:3], base.to(torch.float64),
+             base.to(torch.float16), base.to(torch.bfloat16), (base * 9).to(torch.int64), base > 0, base[:0], torch.tensor(1.5),
+             torch._neg_view(base)]
+    for tensor in cases:
+        for want_fingerprint in (False, True):
+            fused = adapter.tensor_digest(tensor, want_fingerprint, True)
+            plain = DumpAdapter.tensor_digest(adapter, tensor, want_fingerprint, True)
+            assert fused[:2] == plain[:2], (tensor.dtype, tensor.stride())
+            assert fused[2] is plain[2] is tensor.untyped_storage()
+        assert adapter.tensor_digest(tensor, True, False)[2] is None
