@@ -89,6 +89,8 @@ class RecordBuilder:
         # the first tensor's memory must still be allocated: then it cannot have been reused
         if hit is not None and hit[0] is not None and hit[0]() is not None:
             stats, fingerprint = hit[1], hit[2]
+            if self.want_xor and (fingerprint is None or not adapter.crc_shareable(tensor)):
+                fingerprint = adapter.fingerprint(tensor)  # a transposed view of the memory: its own C order
         else:
             hit = False
             stats, fingerprint, owner = adapter.tensor_digest(tensor, self.want_xor, key is not None)
@@ -97,7 +99,10 @@ class RecordBuilder:
                     ref = weakref.ref(owner)
                 except TypeError:
                     ref = None
-                self._stats_cache[key] = (ref, stats, fingerprint)
+                # a fingerprint is shared by the views of this memory only when it is that of the memory's own
+                # bytes (the statistics do not depend on the order of the elements, the fingerprint does)
+                shared = fingerprint if fingerprint is not None and adapter.crc_shareable(tensor) else None
+                self._stats_cache[key] = (ref, stats, shared)
         if type(stats) is tuple and _FOUR is not None:
             high, low, mean, norm = stats
             desc = {"type": kind, "dtype": dtype, "shape": shape, _K0: high, _K1: low, _K2: mean, _K3: norm}

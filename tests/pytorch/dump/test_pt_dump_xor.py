@@ -96,3 +96,28 @@ def test_xor_dump_at_l2_fingerprints_aten_ops(tmp_path):
     descs = tensor_descriptors(dump)
     assert descs and all(len(d["xor"]) == 32 for d in descs)
     json.dumps(dump)
+
+
+def test_a_transposed_view_and_its_memory_each_get_their_own_c_order_fingerprint(tmp_path):
+    # the statistics cache is shared by every dense view of one memory (the statistics do not depend on the order
+    # of the elements); the fingerprint does: a weight seen after its transpose (or before) must still get the
+    # fingerprint of its own bytes, else equal tensors get different fingerprints in runs that meet them in
+    # another order
+    weight = torch.randn(5, 7, generator=torch.Generator().manual_seed(9))
+    config = write_config(tmp_path, "statistics", "L1", {"summary_mode": "xor"})
+    debugger = PrecisionDebugger(config_path=config)
+    debugger.start()
+    torch.mul(weight.t(), 1.0)
+    torch.mul(weight, 1.0)
+    torch.mul(weight.t(), 2.0)
+    debugger.stop()
+    debugger.step()
+    debugger.close()
+    data = load_rank(tmp_path / "dump")[0]["data"]
+    transposed, plain = python_fingerprint(raw_bytes(weight.t())), python_fingerprint(raw_bytes(weight))
+    assert transposed != plain
+    assert data["Torch.mul.0.forward"]["input_args"][0]["xor"] == transposed
+    assert data["Torch.mul.1.forward"]["input_args"][0]["xor"] == plain
+    assert data["Torch.mul.2.forward"]["input_args"][0]["xor"] == transposed
+    assert data["Tensor.t.0.forward"]["input_args"][0]["xor"] == plain
+    assert data["Tensor.t.0.forward"]["output"][0]["xor"] == transposed
