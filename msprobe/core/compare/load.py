@@ -15,6 +15,11 @@ import json
 import os
 import zlib
 
+try:
+    import orjson
+except ImportError:  # pragma: no cover - orjson is a base dependency; the json module reads the same files
+    orjson = None  # type: ignore[assignment]
+
 from msprobe.core.errors import CompareError, ParseError
 from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.paths import check_path
@@ -163,6 +168,16 @@ def _add_entry(rows, entry, body):
 
 
 def _read_json(path, what):
+    """The parsed file. orjson reads it 5-10x faster than the json module; what orjson refuses (NaN and
+    Infinity literals, ints over 64 bits, lone surrogates, invalid files) goes to the json module, which
+    reads the first three the way it always did and words the errors of the rest."""
+    if orjson is not None:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
