@@ -48,22 +48,18 @@ class NumberColumn(Sequence):
             return self.overrides[index]
         return self._cells(self.values[index:index + 1])[0]
 
-    def cells_and_odd(self, start, stop):
-        """(cells of rows start..stop, offsets of the cells that are not finite floats), found with numpy
-        so the xlsx writer need not look at every cell; odd is None with a formatter (any cell may be text)."""
-        values = self.values[start:stop]
-        cells = self._cells(values)
+    def odd_cells(self, start, stop):
+        """{offset: cell} of the cells of rows start..stop that are not their value's repr (the text of a
+        NaN or an infinity, every override), found with numpy so the xlsx writer need not look at every
+        cell; None with a formatter (any cell may be text)."""
         if self.formatter is not None:
-            return cells, None
-        odd = set(np.flatnonzero(~np.isfinite(values)).tolist())
+            return None
+        values = self.values[start:stop]
+        odd = {int(i): str(float(values[i])) for i in np.flatnonzero(~np.isfinite(values))}
         rows = self._override_rows
         for row in rows[np.searchsorted(rows, start):np.searchsorted(rows, stop)].tolist():
-            cell = cells[row - start] = self.overrides[row]
-            if type(cell) is not float or cell - cell != 0.0:
-                odd.add(row - start)
-            else:
-                odd.discard(row - start)
-        return cells, odd
+            odd[row - start] = self.overrides[row]
+        return odd
 
     def __iter__(self):
         for start in range(0, len(self.values), 4096):
