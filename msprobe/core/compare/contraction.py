@@ -91,15 +91,13 @@ def _bounds(records, judgement, bench_stats, numel, unseen=None):
     """{output row: Frobenius bound of its difference, in units of eps} of contraction backward outputs
     and element-wise products (addcmul), each with the output's own rounding (1/2 eps ||out||)."""
     ops, bounds = _Operands(records, judgement, bench_stats, numel, unseen), {}
-    entries, names, parsed_rows = records.entries, records.names, records.parsed
-    for row in range(len(entries)):
+    entries, names = records.entries, records.names
+    api_of = _bounded_apis(records)
+    for row in [row for row, entry in enumerate(entries) if entry in api_of]:
         entry, name = entries[row], names[row]
-        if ".output." not in name or not isinstance(entry, str):
+        if ".output." not in name or not name.startswith(entry + ".output."):
             continue
-        parsed = parsed_rows[row]
-        if parsed is None or parsed.is_module or not name.startswith(entry + ".output."):
-            continue
-        api, tail = parsed.api.rsplit(".", 1)[-1], name[len(entry) + 1:]
+        api, tail = api_of[entry], name[len(entry) + 1:]
         if api in PRODUCT_APIS and entry.endswith("forward"):
             bound = _product_bound(ops, entry, tail)
         elif records.phases[row] != _BACKWARD or not entry.endswith("backward"):
@@ -113,6 +111,17 @@ def _bounds(records, judgement, bench_stats, numel, unseen=None):
         if bound is not None and np.isfinite(bench_stats[row, 3]):
             bounds[row] = bound + 0.5 * abs(bench_stats[row, 3])  # and the output's own rounding
     return bounds
+
+
+_BOUNDED_APIS = PRODUCT_APIS | CONTRACTION_APIS | set(BROADCAST_APIS)
+
+
+def _bounded_apis(records):
+    """{entry: its API's last name} of the API calls (not modules) _bounds has a rule for."""
+    by_entry = dict(zip(records.entries, records.parsed))
+    return {entry: api for entry, api in ((entry, parsed.api.rsplit(".", 1)[-1]) for entry, parsed in by_entry.items()
+                                          if isinstance(entry, str) and parsed is not None and not parsed.is_module)
+            if api in _BOUNDED_APIS}
 
 
 def _linear_bound(ops, entry, forward, tail):

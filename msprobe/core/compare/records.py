@@ -247,9 +247,11 @@ def _update_calls(records):
     values = records.npu.columns["value"] if len(records.npu) else []
     npu_pos = records.npu_pos.tolist()
     differs = (records.reason == Reason.VALUE_DIFF).tolist()
+    updates = {entry for entry, parsed in dict(zip(entries, parsed_rows)).items()
+               if parsed is not None and parsed.api.rsplit(".", 1)[-1] in UPDATE_APIS}
     for row in np.flatnonzero(records.phases == _AFTER_BACKWARD).tolist():
-        entry, parsed = entries[row], parsed_rows[row]
-        if parsed is None or parsed.api.rsplit(".", 1)[-1] not in UPDATE_APIS:
+        entry = entries[row]
+        if entry not in updates:
             continue
         info = calls.setdefault(entry, [None, None, True])
         tail = names[row][len(entry) + 1:]
