@@ -198,7 +198,12 @@ class _SharedStrings(_InlineStrings):
 
 
 def _cell(value, strings):
-    return strings.cell(value) if type(value) is str else _render_column([value], "", None, numeric=False)[0]
+    kind = type(value)
+    if kind is str:
+        return strings.cells[value]
+    if kind is int:
+        return f"<c><v>{value}</v></c>"
+    return _render_column([value], "", None, numeric=False)[0]
 
 
 def _is_odd_number(value):
@@ -233,9 +238,12 @@ def _number_block(columns, start, stop, strings):
     values = np.stack([column.values[start:stop] for column in columns], axis=1)
     rows = joined_reprs(values, "</v></c><c><v>", "<c><v>", "</v></c>")
     odd = [column.odd_cells(start, stop) for column in columns]
-    for i in sorted(set().union(*odd)):
-        rows[i] = "".join(_cell(cells[i], strings) if i in cells else _NUMBER_SLOT.format(repr(float(values[i, k])))
-                          for k, cells in enumerate(odd))
+    odd_rows = sorted(set().union(*odd))
+    numbers = iter(float_reprs(values[odd_rows].ravel()) if odd_rows else [])  # row by row, column by column
+    for i in odd_rows:
+        texts = [next(numbers) for _ in odd]
+        rows[i] = "".join(_cell(cells[i], strings) if i in cells else f"<c><v>{text}</v></c>"
+                          for cells, text in zip(odd, texts))
     return rows
 
 
