@@ -48,18 +48,24 @@ class NumberColumn(Sequence):
             return self.overrides[index]
         return self._cells(self.values[index:index + 1])[0]
 
-    def odd_cells(self, start, stop):
-        """{offset: cell} of the cells of rows start..stop that are not their value's repr (the text of a
-        NaN or an infinity, every override), found with numpy so the xlsx writer need not look at every
-        cell; None with a formatter (any cell may be text)."""
+    def block(self, start, stop):
+        """(values, odd) of rows start..stop for the xlsx writer: the float64 values with the overrides that
+        are finite floats put in, and {offset: cell} of the cells that are not a finite float (the text of
+        a NaN or an infinity, every other override), found with numpy so the writer need not look at every
+        cell. None with a formatter (any cell may be text)."""
         if self.formatter is not None:
             return None
-        values = self.values[start:stop]
+        values = self.values[start:stop].copy()
         odd = {int(i): str(float(values[i])) for i in np.flatnonzero(~np.isfinite(values))}
         rows = self._override_rows
         for row in rows[np.searchsorted(rows, start):np.searchsorted(rows, stop)].tolist():
-            odd[row - start] = self.overrides[row]
-        return odd
+            cell = self.overrides[row]
+            if type(cell) is float and cell - cell == 0.0:
+                values[row - start] = cell
+                odd.pop(row - start, None)
+            else:
+                odd[row - start] = cell
+        return values, odd
 
     def __iter__(self):
         for start in range(0, len(self.values), 4096):

@@ -235,9 +235,10 @@ def _number_block(columns, start, stop, strings):
     """XML of the cells of adjacent number columns (NumberColumn) for each row of a chunk, one text a row:
     the numbers of all rows formatted in one call (float_text.joined_reprs), then the rows holding an odd
     cell (a NaN, a text) made cell by cell."""
-    values = np.stack([column.values[start:stop] for column in columns], axis=1)
+    blocks = [column.block(start, stop) for column in columns]
+    values = np.stack([block[0] for block in blocks], axis=1)
+    odd = [block[1] for block in blocks]
     rows = joined_reprs(values, "</v></c><c><v>", "<c><v>", "</v></c>")
-    odd = [column.odd_cells(start, stop) for column in columns]
     odd_rows = sorted(set().union(*odd))
     numbers = iter(float_reprs(values[odd_rows].ravel()) if odd_rows else [])  # row by row, column by column
     for i in odd_rows:
@@ -248,7 +249,7 @@ def _number_block(columns, start, stop, strings):
 
 
 def _is_number_column(column):
-    return getattr(column, "formatter", True) is None and hasattr(column, "odd_cells")
+    return getattr(column, "formatter", True) is None and hasattr(column, "block")
 
 
 def _chunk_parts(sheet, start, stop, strings):
@@ -320,15 +321,19 @@ _SAMPLE_ROWS = 200
 _MAX_WIDTH = 60
 
 
+def _text_width(sample):
+    """Width of the longest first line of a sample of cells (floats count their repr, at most 12)."""
+    floats = [v for v in sample if type(v) is float and v - v == 0.0]
+    texts = [str(v) for v in sample if v is not None and _is_odd_number(v)]  # the str of nan is its repr
+    number = min(max(map(len, float_reprs(floats))), 12) if floats else 0
+    text = max((len(t.split("\n", 1)[0]) for t in texts), default=0)
+    return max(number, text)
+
+
 def _column_widths(sheet):
     """Width per column from the title and the first rows' text (a sample: sizing must stay cheap)."""
-    widths = []
-    for title, column in zip(sheet.header, sheet.columns):
-        sample = column[:_SAMPLE_ROWS]
-        longest = max((len(str(v).split("\n", 1)[0]) if type(v) is not float else min(len(repr(v)), 12)
-                       for v in sample if v is not None), default=0)
-        widths.append(min(_MAX_WIDTH, max(len(str(title)) + 3, longest + 2, 8)))
-    return widths
+    return [min(_MAX_WIDTH, max(len(str(title)) + 3, _text_width(column[:_SAMPLE_ROWS]) + 2, 8))
+            for title, column in zip(sheet.header, sheet.columns)]
 
 
 def _sheet_head(sheet):
