@@ -19,6 +19,10 @@ class NumberColumn(Sequence):
         self.values = np.asarray(values, dtype=np.float64)
         self.overrides = overrides or {}
         self._override_rows = np.array(sorted(self.overrides), dtype=np.int64)
+        cells = list(map(self.overrides.__getitem__, self._override_rows.tolist()))
+        # overrides that are finite floats: the xlsx writer formats them with the other numbers
+        self._float_overrides = np.array([type(c) is float and c - c == 0.0 for c in cells], dtype=bool)
+        self._override_floats = np.array([c if f else 0.0 for c, f in zip(cells, self._float_overrides)], np.float64)
         self.formatter = formatter
 
     def __len__(self):
@@ -56,15 +60,13 @@ class NumberColumn(Sequence):
         if self.formatter is not None:
             return None
         values = self.values[start:stop].copy()
-        odd = {int(i): str(float(values[i])) for i in np.flatnonzero(~np.isfinite(values))}
-        rows = self._override_rows
-        for row in rows[np.searchsorted(rows, start):np.searchsorted(rows, stop)].tolist():
-            cell = self.overrides[row]
-            if type(cell) is float and cell - cell == 0.0:
-                values[row - start] = cell
-                odd.pop(row - start, None)
-            else:
-                odd[row - start] = cell
+        lo, hi = np.searchsorted(self._override_rows, [start, stop])
+        rows, floats = self._override_rows[lo:hi] - start, self._float_overrides[lo:hi]
+        values[rows[floats]] = self._override_floats[lo:hi][floats]
+        nonfinite = ~np.isfinite(values)
+        nonfinite[rows] = False
+        odd = {i: str(v) for i, v in zip(np.flatnonzero(nonfinite).tolist(), values[nonfinite].tolist())}
+        odd.update((row - start, self.overrides[row]) for row in (rows[~floats] + start).tolist())
         return values, odd
 
     def __iter__(self):
