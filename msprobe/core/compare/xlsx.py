@@ -323,11 +323,15 @@ _MAX_WIDTH = 60
 
 def _text_width(sample):
     """Width of the longest first line of a sample of cells (floats count their repr, at most 12)."""
-    floats = [v for v in sample if type(v) is float and v - v == 0.0]
-    texts = [str(v) for v in sample if v is not None and _is_odd_number(v)]  # the str of nan is its repr
+    if set(map(type, sample)) <= {str}:
+        floats, texts = [], sample
+    else:
+        floats = [v for v in sample if type(v) is float and v - v == 0.0]
+        texts = [str(v) for v in sample if v is not None and _is_odd_number(v)]  # the str of nan is its repr
     number = min(max(map(len, float_reprs(floats))), 12) if floats else 0
-    text = max((len(t.split("\n", 1)[0]) for t in texts), default=0)
-    return max(number, text)
+    if "\n" in "".join(texts):
+        texts = [t.split("\n", 1)[0] for t in texts]
+    return max(number, max(map(len, texts), default=0))
 
 
 def _column_widths(sheet):
