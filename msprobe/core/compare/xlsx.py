@@ -1,9 +1,10 @@
 """A small streaming xlsx writer: shared strings, numbers, whole-row red/yellow fills, several sheets,
 optionally a frozen header row with an autofilter and columns sized to their content.
 
-Going through openpyxl cell objects costs seconds per 100k rows; here every column is rendered to
-XML text in one list comprehension and rows are joined, so a 115k x 25 sheet takes about a second.
-The output opens in Excel/LibreOffice and reads back with openpyxl (tests do exactly that).
+Going through openpyxl cell objects costs seconds per 100k rows; here the cells of each column are made
+in bulk (text cells from a per-value cache, the numbers of adjacent number columns formatted in one call
+by float_text, row by row), only cells not of their column's kind one by one, and all rows are joined in
+one call. The output opens in Excel/LibreOffice and reads back with openpyxl (tests do exactly that).
 """
 import os
 import re
@@ -104,8 +105,6 @@ _SHEET_HEAD = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
                '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>')
 
 
-_NUMBER_SLOT = "<c><v>{}</v></c>"  # its field is repr(value), made by map(repr, column): twice as fast as {!r}
-_EMPTY_SLOT = "<c/>"  # an empty cell: no field
 
 
 class _Cells(dict):
