@@ -226,7 +226,7 @@ def load_stack(path):
     if not path or not os.path.isfile(path):
         return {}
     raw = _read_json(path, "stack file")
-    stacks = {}
+    stacks, texts = {}, {}
     if not isinstance(raw, dict):
         raise ParseError(f"stack file '{path}' must hold a JSON object.")
     for key, value in raw.items():
@@ -235,8 +235,20 @@ def load_stack(path):
             for name in value[0]:
                 stacks[name] = str(value[1])
         else:
-            stacks[key] = str(value)
+            stacks[key] = _stack_text(value, texts)
     return stacks
+
+
+def _stack_text(value, texts):
+    """str(value), made once per distinct list of lines: calls in a loop over layers share their stack
+    (a GPT's 532 stacks hold 20 distinct ones) and str() of a list escapes every character."""
+    if type(value) is not list or not set(map(type, value)) <= {str}:
+        return str(value)
+    key = tuple(value)
+    text = texts.get(key)
+    if text is None:
+        text = texts[key] = str(value)
+    return text
 
 
 def detect_mode(table):

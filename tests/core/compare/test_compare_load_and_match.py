@@ -126,3 +126,12 @@ def test_a_string_that_is_not_utf8_names_the_file(tmp_path):
     path.write_bytes(b'{"task": "statistics", "data": {"\xff": {}}}')
     with pytest.raises(ParseError, match="not UTF-8"):
         load_dump(str(path))
+
+
+def test_stack_texts_are_the_str_of_each_entrys_lines(tmp_path):
+    lines = ["File model.py, line 3, in forward, \n return self.fc(x)", "File train.py, line 9, in <module>"]
+    raw = {"Functional.linear.0.forward": lines, "Functional.linear.1.forward": list(lines),
+           "Functional.relu.0.forward": lines[:1], "Torch.odd.0.forward": [1, "a"], "Torch.odd.1.forward": [1.0, "a"]}
+    path = tmp_path / "stack.json"
+    path.write_text(json.dumps(raw))
+    assert load_stack(str(path)) == {name: str(value) for name, value in raw.items()}
