@@ -78,18 +78,22 @@ def _row_of(name, entry, role, node):
     if is_tensor is None:
         is_tensor = _TENSOR_KINDS.setdefault(kind_name, is_tensor_descriptor({"type": kind_name}))
     if is_tensor or "dtype" in node and "shape" in node:
-        shape = tuple(node.get("shape") or ())
         get = node.get
+        shape = get("shape")
+        shape = tuple(shape) if shape else ()
         shape_text = _SHAPE_TEXT.get(shape)
         if shape_text is None:  # shared strings and tuples keep 100k-row tables small
             shape_text = _SHAPE_TEXT.setdefault(shape, str(list(shape)))
-        shape = _SHAPES.setdefault(shape, shape)
-        dtype = str(get("dtype"))
+            _SHAPES.setdefault(shape, shape)
+        dtype = get("dtype")
+        if type(dtype) is not str:
+            dtype = str(dtype)
         high, low, mean, norm = get("Max"), get("Min"), get("Mean"), get("Norm")
         absent = (high is None) | (low is None) << 1 | (mean is None) << 2 | (norm is None) << 3
-        return (name, entry, role, "tensor", _DTYPES.setdefault(dtype, dtype), shape_text, shape, _to_float(high),
-                _to_float(low), _to_float(mean), _to_float(norm), None,
-                str(get("md5", "None")), str(get("data_name", "-1")), absent)
+        return (name, entry, role, "tensor", _DTYPES.setdefault(dtype, dtype), shape_text, _SHAPES[shape],
+                high if type(high) is float else _to_float(high), low if type(low) is float else _to_float(low),
+                mean if type(mean) is float else _to_float(mean), norm if type(norm) is float else _to_float(norm),
+                None, str(get("md5", "None")), str(get("data_name", "-1")), absent)
     value = node.get("value")
     data_name = str(node.get("data_name", "-1"))
     if isinstance(value, bool) or not isinstance(value, (int, float)):
