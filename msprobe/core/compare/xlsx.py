@@ -327,7 +327,11 @@ def _text_width(sample):
     else:
         floats = [v for v in sample if type(v) is float and v - v == 0.0]
         texts = [str(v) for v in sample if v is not None and _is_odd_number(v)]  # the str of nan is its repr
-    number = min(max(map(len, float_reprs(floats))), 12) if floats else 0
+    number = 0
+    for text in map(repr, floats):  # a number counts at most 12: the first long repr ends the scan
+        number = max(number, min(len(text), 12))
+        if number == 12:
+            break
     if "\n" in "".join(texts):
         texts = [t.split("\n", 1)[0] for t in texts]
     return max(number, max(map(len, texts), default=0))
