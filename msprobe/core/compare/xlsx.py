@@ -107,25 +107,6 @@ _SHEET_HEAD = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
 
 
 
-class _Cells(dict):
-    """value -> the XML of a text cell holding it (made once per distinct value)."""
-
-    def __init__(self, strings):
-        super().__init__()
-        self.strings = strings
-
-    def __missing__(self, value):
-        cell = self[value] = self.strings.slot.format(self.strings[value])
-        return cell
-
-    def of_column(self, column):
-        """The cell of each string of `column`; the new distinct values are made in bulk."""
-        new = [value for value in dict.fromkeys(column) if value not in self]
-        if new:
-            self.update(zip(new, map(self.strings.slot.format, self.strings.fields(new))))
-        return list(map(self.__getitem__, column))
-
-
 def _escape_all(texts):
     """_escape of each text; a list that needs none (the usual case) is checked in one regex search."""
     if max(map(len, texts)) <= _MAX_CELL_TEXT and not _NEEDS_ESCAPE.search("\n".join(texts)):
@@ -140,11 +121,19 @@ class _InlineStrings(dict):
 
     def __init__(self):
         super().__init__()
-        self.cells = _Cells(self)
+        self.cells = {}  # value -> the XML of a text cell holding it
 
     def __missing__(self, value):
         text = self[value] = _escape(value)
         return text
+
+    def column_cells(self, column):
+        """The cell of each string of `column`; the new distinct values are made in bulk."""
+        cells = self.cells
+        new = [value for value in dict.fromkeys(column) if value not in cells]
+        if new:
+            cells.update(zip(new, map(self.slot.format, self.fields(new))))
+        return list(map(cells.__getitem__, column))
 
     def fields(self, values):
         """The field of each of the distinct strings `values` in the cell slot (made in bulk)."""
@@ -154,7 +143,10 @@ class _InlineStrings(dict):
         return list(map(self.__getitem__, values))
 
     def cell(self, value):
-        return self.cells[value]
+        cell = self.cells.get(value)
+        if cell is None:
+            cell = self.cells[value] = self.slot.format(self[value])
+        return cell
 
     def trim(self):
         if len(self) > 200000:
@@ -199,7 +191,7 @@ class _SharedStrings(_InlineStrings):
 def _cell(value, strings):
     kind = type(value)
     if kind is str:
-        return strings.cells[value]
+        return strings.cell(value)
     if kind is int:
         return f"<c><v>{value}</v></c>"
     return _render_column([value], "", None, numeric=False)[0]
@@ -221,10 +213,10 @@ def _column_cells(column, strings):
         odd = [i for i, v in enumerate(column) if v is not None]
         cells = ["<c/>"] * len(column)
     elif set(map(type, column)) <= {str}:
-        return strings.cells.of_column(column)
+        return strings.column_cells(column)
     else:
         odd = [i for i, v in enumerate(column) if type(v) is not str]
-        cells = [strings.cells[v] if type(v) is str else "" for v in column]
+        cells = [strings.cell(v) if type(v) is str else "" for v in column]
     for i in odd:
         cells[i] = _cell(column[i], strings)
     return cells
