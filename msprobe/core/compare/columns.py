@@ -19,6 +19,10 @@ class NumberColumn(Sequence):
         self.values = np.asarray(values, dtype=np.float64)
         self.overrides = overrides or {}
         self._override_rows = np.array(sorted(self.overrides), dtype=np.int64)
+        cells = list(map(self.overrides.__getitem__, self._override_rows.tolist()))
+        # overrides that are finite floats: the xlsx writer formats them with the other numbers
+        self._float_overrides = np.array([type(c) is float and c - c == 0.0 for c in cells], dtype=bool)
+        self._override_floats = np.array([c if f else 0.0 for c, f in zip(cells, self._float_overrides)], np.float64)
         self.formatter = formatter
 
     def __len__(self):
@@ -48,22 +52,22 @@ class NumberColumn(Sequence):
             return self.overrides[index]
         return self._cells(self.values[index:index + 1])[0]
 
-    def cells_and_odd(self, start, stop):
-        """(cells of rows start..stop, offsets of the cells that are not finite floats), found with numpy
-        so the xlsx writer need not look at every cell; odd is None with a formatter (any cell may be text)."""
-        values = self.values[start:stop]
-        cells = self._cells(values)
+    def block(self, start, stop):
+        """(values, odd) of rows start..stop for the xlsx writer: the float64 values with the overrides that
+        are finite floats put in, and {offset: cell} of the cells that are not a finite float (the text of
+        a NaN or an infinity, every other override), found with numpy so the writer need not look at every
+        cell. None with a formatter (any cell may be text)."""
         if self.formatter is not None:
-            return cells, None
-        odd = set(np.flatnonzero(~np.isfinite(values)).tolist())
-        rows = self._override_rows
-        for row in rows[np.searchsorted(rows, start):np.searchsorted(rows, stop)].tolist():
-            cell = cells[row - start] = self.overrides[row]
-            if type(cell) is not float or cell - cell != 0.0:
-                odd.add(row - start)
-            else:
-                odd.discard(row - start)
-        return cells, odd
+            return None
+        values = self.values[start:stop].copy()
+        lo, hi = np.searchsorted(self._override_rows, [start, stop])
+        rows, floats = self._override_rows[lo:hi] - start, self._float_overrides[lo:hi]
+        values[rows[floats]] = self._override_floats[lo:hi][floats]
+        nonfinite = ~np.isfinite(values)
+        nonfinite[rows] = False
+        odd = {i: str(v) for i, v in zip(np.flatnonzero(nonfinite).tolist(), values[nonfinite].tolist())}
+        odd.update((row - start, self.overrides[row]) for row in (rows[~floats] + start).tolist())
+        return values, odd
 
     def __iter__(self):
         for start in range(0, len(self.values), 4096):

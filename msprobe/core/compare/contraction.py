@@ -29,8 +29,7 @@ cause. The bound uses only the dump (Norms, shapes, the forward's rows), no per-
 """
 import numpy as np
 
-from msprobe.core.compare.selection import selection_bounds, tie_rows
-from msprobe.core.naming import parse_name
+from msprobe.core.compare.selection import nan_max, selection_bounds, tie_rows
 
 __all__ = ["explained_epsilons", "CONTRACTION_APIS", "BROADCAST_APIS", "PRODUCT_APIS"]
 
@@ -57,9 +56,9 @@ def _operand(judgement, bench_stats, row, unseen=None):
     norm = bench_stats[row, 3]
     if not np.isfinite(norm):
         return None
-    scores = judgement.scores[row]
-    carried = float(np.nanmax(scores)) if not np.isnan(scores).all() else 0.0
-    if unseen and row in unseen and np.isnan(scores[4]):
+    carried = nan_max(judgement.scores[row])
+    carried = 0.0 if carried is None else carried
+    if unseen and row in unseen and np.isnan(judgement.scores[row, 4]):
         carried = max(carried, unseen[row])
     return (carried if np.isfinite(carried) else np.inf) + 0.5, float(norm)
 
@@ -84,27 +83,21 @@ class _Operands:
         return _operand(self.judgement, self.stats, row, self.unseen)
 
     def max_abs(self, row):
-        pair = np.abs(self.stats[row, :2])
-        value = float(np.nanmax(pair)) if not np.isnan(pair).all() else np.inf
-        return value if np.isfinite(value) else np.inf
+        value = nan_max(np.abs(self.stats[row, :2]))
+        return value if value is not None and np.isfinite(value) else np.inf
 
 
 def _bounds(records, judgement, bench_stats, numel, unseen=None):
     """{output row: Frobenius bound of its difference, in units of eps} of contraction backward outputs
     and element-wise products (addcmul), each with the output's own rounding (1/2 eps ||out||)."""
     ops, bounds = _Operands(records, judgement, bench_stats, numel, unseen), {}
-    entries = records.entries
-    parsed_of = {}
-    for row in range(len(entries)):
-        entry, name = entries[row], records.names[row]
-        if ".output." not in name or not isinstance(entry, str):
+    entries, names = records.entries, records.names
+    api_of = _bounded_apis(records)
+    for row in [row for row, entry in enumerate(entries) if entry in api_of]:
+        entry, name = entries[row], names[row]
+        if ".output." not in name or not name.startswith(entry + ".output."):
             continue
-        if entry not in parsed_of:
-            parsed_of[entry] = parse_name(entry)
-        parsed = parsed_of[entry]
-        if parsed is None or parsed.is_module or not name.startswith(entry + ".output."):
-            continue
-        api, tail = parsed.api.rsplit(".", 1)[-1], name[len(entry) + 1:]
+        api, tail = api_of[entry], name[len(entry) + 1:]
         if api in PRODUCT_APIS and entry.endswith("forward"):
             bound = _product_bound(ops, entry, tail)
         elif records.phases[row] != _BACKWARD or not entry.endswith("backward"):
@@ -118,6 +111,17 @@ def _bounds(records, judgement, bench_stats, numel, unseen=None):
         if bound is not None and np.isfinite(bench_stats[row, 3]):
             bounds[row] = bound + 0.5 * abs(bench_stats[row, 3])  # and the output's own rounding
     return bounds
+
+
+_BOUNDED_APIS = PRODUCT_APIS | CONTRACTION_APIS | set(BROADCAST_APIS)
+
+
+def _bounded_apis(records):
+    """{entry: its API's last name} of the API calls (not modules) _bounds has a rule for."""
+    by_entry = dict(zip(records.entries, records.parsed))
+    return {entry: api for entry, api in ((entry, parsed.api.rsplit(".", 1)[-1]) for entry, parsed in by_entry.items()
+                                          if isinstance(entry, str) and parsed is not None and not parsed.is_module)
+            if api in _BOUNDED_APIS}
 
 
 def _linear_bound(ops, entry, forward, tail):
@@ -182,23 +186,33 @@ def _product_bound(ops, entry, tail):
     return sa * na + value * (ops.max_abs(rows[2]) * s1 * n1 + ops.max_abs(rows[1]) * s2 * n2)
 
 
-def _same_tensors(bounds, stats, nonzero=True):
+def row_keys(*arrays):
+    """Per row, the bytes of the row in each of the (rows, k) float arrays, concatenated: equal keys,
+    equal rows bit for bit (made in one numpy call, not a tobytes() per row)."""
+    joined = np.ascontiguousarray(np.concatenate(arrays, axis=1), dtype=np.float64)
+    return joined.view(np.dtype((np.void, joined.shape[1] * 8))).ravel().tolist() if len(joined) else []
+
+
+def _same_tensors(bounds, stats, nonzero=True, keys=None):
     """The bounds extended to every row holding the same tensor as a bounded output (the parameter's
     gradient row, the optimizer reading that gradient): the same Max, Min, Mean and Norm on both sides.
-    Only tensors with a Norm (nonzero unless `nonzero` is False) are matched."""
-    npu, bench = (np.nan_to_num(s, nan=-1.0, posinf=-2.0, neginf=-3.0) for s in stats)
+    Only tensors with a Norm (nonzero unless `nonzero` is False) are matched. keys: _tensor_keys(stats)."""
+    keys = _tensor_keys(stats) if keys is None else keys
     norm = stats[1][:, 3]
     usable = np.isfinite(norm) & ((norm != 0) if nonzero else True)
-    keys = {}
-    for row, bound in bounds.items():
-        if usable[row]:
-            keys[npu[row].tobytes() + bench[row].tobytes()] = bound
+    bound_of = {keys[row]: bound for row, bound in bounds.items() if usable[row]}
     out = dict(bounds)
-    for row in np.flatnonzero(usable).tolist():
-        key = npu[row].tobytes() + bench[row].tobytes()
-        if row not in out and key in keys:
-            out[row] = keys[key]
+    if bound_of:
+        for row in np.flatnonzero(usable).tolist():
+            key = keys[row]
+            if key in bound_of and row not in out:
+                out[row] = bound_of[key]
     return out
+
+
+def _tensor_keys(stats):
+    """row_keys of the NPU and bench statistics, NaN and infinities as -1, -2, -3 (so that they match)."""
+    return row_keys(*(np.nan_to_num(s, nan=-1.0, posinf=-2.0, neginf=-3.0) for s in stats))
 
 
 def explained_epsilons(records, judgement, stats, numel):
@@ -207,12 +221,13 @@ def explained_epsilons(records, judgement, stats, numel):
     within rounding): the advisor counts an output within them as amplified rounding, not a cause.
     The judgement (the row's colour) is left as it is: the difference is real, only not a cause."""
     out = np.zeros(judgement.scores.shape)
-    bench_stats = stats[1]
-    chosen = _same_tensors(selection_bounds(records, judgement, bench_stats, numel, _rows_by_name(records)), stats)
+    bench_stats, keys = stats[1], _tensor_keys(stats)
+    chosen = _same_tensors(selection_bounds(records, judgement, bench_stats, numel, _rows_by_name(records)), stats,
+                           keys=keys)
     # what a selection may carry unseen by the statistics, relative to each row's own Norm
     unseen = {row: bound / abs(bench_stats[row, 3]) for row, bound in chosen.items()
               if np.isfinite(bench_stats[row, 3]) and bench_stats[row, 3] != 0}
-    bounds = _same_tensors({**_bounds(records, judgement, bench_stats, numel, unseen), **chosen}, stats)
+    bounds = _same_tensors({**_bounds(records, judgement, bench_stats, numel, unseen), **chosen}, stats, keys=keys)
     bounds.update(_parameter_gradients(records, judgement, stats, unseen, bounds))
     if bounds:
         rows = np.fromiter(bounds, dtype=np.int64)
@@ -224,7 +239,7 @@ def explained_epsilons(records, judgement, stats, numel):
                               np.abs(bench[:, 3]), np.abs(bench[:, 3]), np.abs(bench[:, 3])], axis=1)
             explained = bound[:, None] / scale
         out[rows] = np.where(np.isfinite(explained), explained, 0.0)
-    out[list(_same_tensors(dict.fromkeys(tie_rows(records, judgement), 0.0), stats, nonzero=False))] = np.inf
+    out[list(_same_tensors(dict.fromkeys(tie_rows(records, judgement), 0.0), stats, False, keys))] = np.inf
     out[_module_gradients(records)] = np.inf
     return out
 
@@ -237,11 +252,11 @@ def _parameter_gradients(records, judgement, stats, unseen, bounds):
     same statistics as the module's `parameters.<name>` row); their gradient is that call's backward
     output of the same index."""
     by_name, names, out = _rows_by_name(records), records.names, {}
-    keys = {}
+    keys, row_key = {}, row_keys(*stats)
     for row in np.flatnonzero(records.phases == 0).tolist():
         tail = names[row][len(records.entries[row]) + 1:] if isinstance(records.entries[row], str) else ""
         if tail.startswith("input.") and tail[len("input."):].isdigit():
-            keys.setdefault(stats[0][row].tobytes() + stats[1][row].tobytes(), []).append((records.entries[row], tail))
+            keys.setdefault(row_key[row], []).append((records.entries[row], tail))
     for row in np.flatnonzero(records.phases == 2).tolist():
         entry, name = records.entries[row], names[row]
         if not isinstance(entry, str) or not entry.endswith(".parameters_grad"):
@@ -250,7 +265,7 @@ def _parameter_gradients(records, judgement, stats, unseen, bounds):
         if param is None:
             continue
         total = 0.0
-        for user, tail in keys.get(stats[0][param].tobytes() + stats[1][param].tobytes(), []):
+        for user, tail in keys.get(row_key[param], []):
             grad = by_name.get(f"{user[: -len('forward')]}backward.output.{tail[len('input.'):]}")
             operand = _operand(judgement, stats[1], grad, unseen)
             if operand is None or not user.endswith("forward"):
@@ -267,10 +282,10 @@ def _module_gradients(records):
     input's users inside the module (the residual path and the norm of a block): a sum whose terms may
     cancel. Those calls are judged one by one before the module's row (backward records a module after
     the calls inside it), so the module's difference is theirs, amplified by the sum, not its own."""
-    entries, phases, names = records.entries, records.phases, records.names
+    entries, phases, names, parsed_rows = records.entries, records.phases, records.names, records.parsed
     modules, calls = [], False
     for row in np.flatnonzero(phases == _BACKWARD).tolist():
-        parsed = parse_name(entries[row]) if isinstance(entries[row], str) else None
+        parsed = parsed_rows[row] if isinstance(entries[row], str) else None
         if parsed is None:
             continue
         if not parsed.is_module:

@@ -15,6 +15,11 @@ import json
 import os
 import zlib
 
+try:
+    import orjson
+except ImportError:  # pragma: no cover - orjson is a base dependency; the json module reads the same files
+    orjson = None  # type: ignore[assignment]
+
 from msprobe.core.errors import CompareError, ParseError
 from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.paths import check_path
@@ -73,18 +78,22 @@ def _row_of(name, entry, role, node):
     if is_tensor is None:
         is_tensor = _TENSOR_KINDS.setdefault(kind_name, is_tensor_descriptor({"type": kind_name}))
     if is_tensor or "dtype" in node and "shape" in node:
-        shape = tuple(node.get("shape") or ())
         get = node.get
+        shape = get("shape")
+        shape = tuple(shape) if shape else ()
         shape_text = _SHAPE_TEXT.get(shape)
         if shape_text is None:  # shared strings and tuples keep 100k-row tables small
             shape_text = _SHAPE_TEXT.setdefault(shape, str(list(shape)))
-        shape = _SHAPES.setdefault(shape, shape)
-        dtype = str(get("dtype"))
+            _SHAPES.setdefault(shape, shape)
+        dtype = get("dtype")
+        if type(dtype) is not str:
+            dtype = str(dtype)
         high, low, mean, norm = get("Max"), get("Min"), get("Mean"), get("Norm")
         absent = (high is None) | (low is None) << 1 | (mean is None) << 2 | (norm is None) << 3
-        return (name, entry, role, "tensor", _DTYPES.setdefault(dtype, dtype), shape_text, shape, _to_float(high),
-                _to_float(low), _to_float(mean), _to_float(norm), None,
-                str(get("md5", "None")), str(get("data_name", "-1")), absent)
+        return (name, entry, role, "tensor", _DTYPES.setdefault(dtype, dtype), shape_text, _SHAPES[shape],
+                high if type(high) is float else _to_float(high), low if type(low) is float else _to_float(low),
+                mean if type(mean) is float else _to_float(mean), norm if type(norm) is float else _to_float(norm),
+                None, str(get("md5", "None")), str(get("data_name", "-1")), absent)
     value = node.get("value")
     data_name = str(node.get("data_name", "-1"))
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -163,6 +172,16 @@ def _add_entry(rows, entry, body):
 
 
 def _read_json(path, what):
+    """The parsed file. orjson reads it 5-10x faster than the json module; what orjson refuses (NaN and
+    Infinity literals, ints over 64 bits, lone surrogates, invalid files) goes to the json module, which
+    reads the first three the way it always did and words the errors of the rest."""
+    if orjson is not None:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
@@ -211,7 +230,7 @@ def load_stack(path):
     if not path or not os.path.isfile(path):
         return {}
     raw = _read_json(path, "stack file")
-    stacks = {}
+    stacks, texts = {}, {}
     if not isinstance(raw, dict):
         raise ParseError(f"stack file '{path}' must hold a JSON object.")
     for key, value in raw.items():
@@ -220,8 +239,20 @@ def load_stack(path):
             for name in value[0]:
                 stacks[name] = str(value[1])
         else:
-            stacks[key] = str(value)
+            stacks[key] = _stack_text(value, texts)
     return stacks
+
+
+def _stack_text(value, texts):
+    """str(value), made once per distinct list of lines: calls in a loop over layers share their stack
+    (a GPT's 532 stacks hold 20 distinct ones) and str() of a list escapes every character."""
+    if type(value) is not list or not set(map(type, value)) <= {str}:
+        return str(value)
+    key = tuple(value)
+    text = texts.get(key)
+    if text is None:
+        text = texts[key] = str(value)
+    return text
 
 
 def detect_mode(table):

@@ -4,6 +4,7 @@ Returns `bench_index`: for each NPU row the index of its bench row, or -1 when n
 the indices of bench rows no NPU row took (reported at the end, never dropped).
 """
 from collections import defaultdict
+from itertools import repeat
 
 import numpy as np
 
@@ -25,7 +26,7 @@ def _exact(npu, bench, mapper):
         keys = [mapper.map_row(name, entry) for name, entry in zip(names, entries)]
     else:
         keys = names
-    return np.fromiter((positions.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
+    return np.fromiter(map(positions.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
 
 
 def _entry_rows(table):

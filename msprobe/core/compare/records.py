@@ -89,6 +89,12 @@ class CompareRecords:
         return [n if n is not None else b for n, b in zip(npu, bench)]
 
     @cached_property
+    def parsed(self):
+        """naming.parse_name of each row's entry (None for names of another shape), parsed once per entry."""
+        by_entry = {entry: parse_name(entry) if isinstance(entry, str) else None for entry in set(self.entries)}
+        return list(map(by_entry.__getitem__, self.entries))
+
+    @cached_property
     def roles(self):
         npu, bench = self.column("npu", "role", ""), self.column("bench", "role", "")
         return np.array([n or b for n, b in zip(npu, bench)], dtype=object)
@@ -131,29 +137,23 @@ def row_phases(entries):
     """Index into PHASES per row: forward calls up to the first backward entry (in dump order), backward
     calls, parameter gradients, and forward calls recorded after the backward pass (the optimizer)."""
     by_entry, seen_backward = {}, False
-    phases = np.zeros(len(entries), dtype=np.int8)
-    for row, entry in enumerate(entries):
-        phase = by_entry.get(entry)
-        if phase is None:
-            parsed = parse_name(entry) if isinstance(entry, str) else None
-            direction = parsed.direction if parsed else FORWARD
-            if direction == BACKWARD:
-                seen_backward = True
-                phase = 1
-            elif direction == FORWARD:
-                phase = 3 if seen_backward else 0
-            else:
-                phase = 2
-            by_entry[entry] = phase
-        phases[row] = phase
-    return phases
+    for entry in dict.fromkeys(entries):  # each entry's phase is set where it first appears
+        parsed = parse_name(entry) if isinstance(entry, str) else None
+        direction = parsed.direction if parsed else FORWARD
+        if direction == BACKWARD:
+            seen_backward = True
+            by_entry[entry] = 1
+        elif direction == FORWARD:
+            by_entry[entry] = 3 if seen_backward else 0
+        else:
+            by_entry[entry] = 2
+    return np.array(list(map(by_entry.__getitem__, entries)), dtype=np.int8)
 
 
 def _entry_ids(records_entries):
-    ids, lookup = np.empty(len(records_entries), dtype=np.int64), {}
-    for row, entry in enumerate(records_entries):
-        ids[row] = lookup.setdefault(entry, len(lookup))
-    return ids
+    """Per row, the index of its entry in order of first appearance."""
+    lookup = {entry: i for i, entry in enumerate(dict.fromkeys(records_entries))}
+    return np.fromiter(map(lookup.__getitem__, records_entries), dtype=np.int64, count=len(records_entries))
 
 
 def _same_fill_value(npu, bench):
@@ -226,18 +226,13 @@ def _side_epsilon(table, positions, kinds):
 
 
 def _numel(table, positions):
+    """Element count of each row's tensor on the table's side (1 where the side has no row)."""
     if len(table) == 0:
         return np.ones(len(positions))
     shapes = table.columns["shape_key"]
-    cache = {}
-    out = np.ones(len(positions))
-    for row, i in enumerate(positions.tolist()):
-        if i >= 0:
-            shape = shapes[i]
-            if shape not in cache:
-                cache[shape] = float(np.prod(shape)) if shape else 1.0
-            out[row] = cache[shape]
-    return out
+    sizes = {shape: float(np.prod(shape)) if shape else 1.0 for shape in set(shapes)}
+    per_row = np.fromiter(map(sizes.__getitem__, shapes), dtype=np.float64, count=len(shapes))
+    return np.where(positions >= 0, per_row[np.clip(positions, 0, None)], 1.0) if len(positions) else np.ones(0)
 
 
 UPDATE_APIS = frozenset({"addcdiv_"})  # normalized optimizer updates: param.addcdiv_(m, d, value=-step)
@@ -248,26 +243,31 @@ def _update_calls(records):
     """{entry: (parameter input row, step)} of optimizer updates after the backward pass whose arguments
     all agree (a differing step size is a finding of its own, judged as usual)."""
     calls = {}
-    names, entries = records.names, records.entries
-    values = records.column("npu", "value")
+    names, entries, parsed_rows = records.names, records.entries, records.parsed
+    values = records.npu.columns["value"] if len(records.npu) else []
+    npu_pos = records.npu_pos.tolist()
+    differs = (records.reason == Reason.VALUE_DIFF).tolist()
+    updates = {entry for entry, parsed in dict(zip(entries, parsed_rows)).items()
+               if parsed is not None and parsed.api.rsplit(".", 1)[-1] in UPDATE_APIS}
     for row in np.flatnonzero(records.phases == _AFTER_BACKWARD).tolist():
         entry = entries[row]
-        parsed = parse_name(entry) if isinstance(entry, str) else None
-        if parsed is None or parsed.api.rsplit(".", 1)[-1] not in UPDATE_APIS:
+        if entry not in updates:
             continue
         info = calls.setdefault(entry, [None, None, True])
         tail = names[row][len(entry) + 1:]
+        value = values[npu_pos[row]] if npu_pos[row] >= 0 else None
         if tail == "input.0":
             info[0] = row
-        elif tail in ("input.value", "input.3") and isinstance(values[row], (int, float)):
-            info[1] = float(values[row])
-        if records.reason[row] == Reason.VALUE_DIFF:
+        elif tail in ("input.value", "input.3") and isinstance(value, (int, float)):
+            info[1] = float(value)
+        if differs[row]:
             info[2] = False
     return {e: (p, v) for e, (p, v, agree) in calls.items() if p is not None and v is not None and agree}
 
 
-def _update_rule(records, judgement, stats, tensor_error):
-    """The judgement with optimizer update outputs judged by tolerance.update_scores."""
+def _update_rule(records, judgement, stats, tensor_error, numel):
+    """The judgement with optimizer update outputs judged by tolerance.update_scores (numel: the bench
+    element count per row)."""
     calls = _update_calls(records)
     if not calls:
         return judgement
@@ -287,8 +287,7 @@ def _update_rule(records, judgement, stats, tensor_error):
     if tensor_error is not None:
         diffs[:, 4], carried[:, 4] = tensor_error[rows], tensor_error[params]
     scores = judgement.scores.copy()
-    scores[rows] = update_scores(scores[rows], judgement.allowed[rows], diffs, carried, steps,
-                                 _numel(records.bench, records.bench_pos[rows]))
+    scores[rows] = update_scores(scores[rows], judgement.allowed[rows], diffs, carried, steps, numel[rows])
     with np.errstate(invalid="ignore"):
         ratio = scores / judgement.allowed
     suspicious = judgement.suspicious.copy()
@@ -307,10 +306,9 @@ def _uninitialized_rows(records):
     input rows holding the same tensor (the same statistics on both sides) before a call fills it.
     Their values are whatever the allocator left there: not data, never judged."""
     rows = []
-    for row, entry in enumerate(records.entries):
-        parsed = parse_name(entry) if isinstance(entry, str) else None
-        if parsed is not None and not parsed.is_module and parsed.api in UNINITIALIZED_APIS \
-                and records.roles[row] == "output":
+    roles = records.roles
+    for row, parsed in enumerate(records.parsed):
+        if parsed is not None and not parsed.is_module and parsed.api in UNINITIALIZED_APIS and roles[row] == "output":
             rows.append(row)
     if not rows:
         return np.zeros(0, dtype=np.int64)
@@ -378,9 +376,10 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     unjudged = absent | (fill_rows[:, None] & np.array([False, False, True, True]))
     unjudged[:, 2] |= unjudged[:, 3]  # a Mean is judged against the magnitude Norm gives (layout.py: Partial rows)
     judged_stats = np.where(unjudged, np.nan, npu_stats), np.where(unjudged, np.nan, bench_stats)
-    judgement = judge_rows(judged_stats[0], judged_stats[1], _numel(bench, bench_pos), npu_eps, bench_eps,
+    numel = _numel(bench, bench_pos)
+    judgement = judge_rows(judged_stats[0], judged_stats[1], numel, npu_eps, bench_eps,
                            tensor_error, tensor_norm, records.phases)
-    judgement = _update_rule(records, judgement, judged_stats, tensor_error)
+    judgement = _update_rule(records, judgement, judged_stats, tensor_error, numel)
     garbage = _uninitialized_rows(records)
     if len(garbage):
         judgement.scores[garbage] = np.nan
@@ -392,7 +391,7 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     suspicious = judgement.suspicious & compared
     judgement = judgement._replace(suspicious=suspicious, worst=np.where(compared, judgement.worst, -1))
     records.judgement = judgement
-    records.extra["explained"] = explained_epsilons(records, judgement, judged_stats, _numel(bench, bench_pos))
+    records.extra["explained"] = explained_epsilons(records, judgement, judged_stats, numel)
     within = (judgement.worst >= 0) & ~suspicious
     records.color, records.highlights, records.overruled = judge.gate_highlights(color, highlights, within)
     for row in garbage.tolist():  # uninitialized memory is no evidence of anything: never coloured

@@ -11,6 +11,7 @@ from typing import Optional
 import numpy as np
 
 from msprobe.core.compare.columns import NumberColumn
+from msprobe.core.compare.float_text import float_reprs
 from msprobe.core.compare.judge import RED_MESSAGES, YELLOW_MESSAGES
 from msprobe.core.compare.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR
 from msprobe.core.compare.metrics import (EXTENSION_METRICS, MSG_EMPTY, MSG_NAN_POSITION, MSG_SHAPE, MSG_ZERO_DIM, NA,
@@ -114,43 +115,49 @@ def _reason_message(reason, detail):
     return _BASE_MESSAGES.get(reason, "")
 
 
+_UNMATCHED_CODES = frozenset({int(Reason.NO_BENCH), int(Reason.NO_NPU)})
+_TENSOR_NOTE_CODES = frozenset(int(code) for code in (
+    Reason.OK, Reason.ZERO_DIM, Reason.NAN_POSITION, Reason.SHAPE_MISMATCH, Reason.EMPTY, Reason.FILE_SHAPE,
+    Reason.NPU_UNREADABLE, Reason.BENCH_UNREADABLE, Reason.BENCH_FILE_MISSING))
+
+
 def _err_messages(records):
     """Err_message per row: the reason's message, the mode's notes, then the highlight reasons."""
     reasons, details = records.reason.tolist(), records.detail
     dtypes_n, dtypes_b = records.column("npu", "dtype"), records.column("bench", "dtype")
     tensor_mode = records.mode == MODE_TENSOR
+    fuzzy, verdicts, highlights = records.fuzzy.tolist(), list(records.verdict), records.highlights
     if not tensor_mode:
         kinds_n, kinds_b = records.column("npu", "kind"), records.column("bench", "kind")
         shapes_n, shapes_b = records.column("npu", "shape_key"), records.column("bench", "shape_key")
     cells = []
     for row, code in enumerate(reasons):
         parts = []
-        if not tensor_mode and records.verdict[row] == "Warning":
+        if not tensor_mode and verdicts[row] == "Warning":
             parts.append(MSG_STAT_WARNING)
-        if tensor_mode or code in (Reason.NO_BENCH, Reason.NO_NPU):
+        if tensor_mode or code in _UNMATCHED_CODES:
             parts.append(_reason_message(code, details[row]))
-        if tensor_mode and code in (Reason.OK, Reason.ZERO_DIM, Reason.NAN_POSITION, Reason.SHAPE_MISMATCH,
-                                    Reason.EMPTY, Reason.FILE_SHAPE, Reason.NPU_UNREADABLE, Reason.BENCH_UNREADABLE,
-                                    Reason.BENCH_FILE_MISSING):
-            if records.fuzzy[row]:
+        if tensor_mode and code in _TENSOR_NOTE_CODES:
+            if fuzzy[row]:
                 parts.append(MSG_FUZZY)
             parts.append(_dtype_message(dtypes_n[row], dtypes_b[row]))
         elif not tensor_mode and kinds_n[row] == "tensor" and kinds_b[row] == "tensor":
             if shapes_n[row] != shapes_b[row]:
                 parts.append(MSG_SHAPE_STATISTICS)
             parts.append(_dtype_message(dtypes_n[row], dtypes_b[row]))
-        for level, key in records.highlights[row]:
+        for level, key in highlights[row]:
             parts.append((RED_MESSAGES if level == "red" else YELLOW_MESSAGES)[key])
-        cells.append("\n".join(p for p in parts if p) or None)
+        cells.append("\n".join(filter(None, parts)) or None)
     return cells
 
 
 def _float_cells(values, kinds, special_cell, absent=None):
     """A NumberColumn of `values` whose non-tensor rows hold special_cell(i) instead, and whose tensor
     rows without this statistic (`absent`) hold 'N/A'."""
-    overrides = {int(i): special_cell(i) for i in np.flatnonzero(kinds != "tensor")}
+    special = np.flatnonzero(kinds != "tensor").tolist()
+    overrides = dict(zip(special, map(special_cell, special)))
     if absent is not None:
-        overrides.update((int(i), NA) for i in np.flatnonzero(absent & (kinds == "tensor")))
+        overrides.update(dict.fromkeys(np.flatnonzero(absent & (kinds == "tensor")).tolist(), NA))
     return NumberColumn(values, overrides)
 
 
@@ -169,9 +176,10 @@ def _summary_cells(records, side, stats):
 
 def _percent(values):
     """Relative errors as the reference shows them: '12.345678%' (6 decimals, trailing zeros dropped)."""
-    cells = [f"{v}%" for v in np.round(values * 100, 6).tolist()]
-    for i in np.flatnonzero(np.isnan(values)):
-        cells[i] = NA
+    rounded = np.round(values * 100, 6)
+    cells = ("%,".join(float_reprs(rounded)) + "%").split(",") if len(rounded) else []
+    for i in np.flatnonzero(~np.isfinite(rounded)).tolist():
+        cells[i] = NA if np.isnan(values[i]) else f"{float(rounded[i])}%"
     return cells
 
 

@@ -22,8 +22,6 @@ agrees; what differs then is a selection, not an error of the call:
 """
 import numpy as np
 
-from msprobe.core.naming import parse_name
-
 __all__ = ["SIGN_APIS", "INDEX_APIS", "selection_bounds", "tie_rows"]
 
 SIGN_APIS = frozenset({"relu", "relu_"})
@@ -31,17 +29,19 @@ INDEX_APIS = frozenset({"topk", "sort", "max", "min", "kthvalue", "median", "mod
 _FORWARD, _BACKWARD = 0, 1
 
 
-def _api(entry):
-    parsed = parse_name(entry) if isinstance(entry, str) else None
+def _api(parsed):
     return None if parsed is None or parsed.is_module else parsed.api.rsplit(".", 1)[-1]
 
 
+def nan_max(values):
+    """The largest of a few floats that are not NaN (None if all are): np.nanmax without its per-call cost."""
+    finite_or_inf = [v for v in values.tolist() if v == v]
+    return max(finite_or_inf) if finite_or_inf else None
+
+
 def _carried(judgement, row):
-    scores = judgement.scores[row]
-    if np.isnan(scores).all():
-        return None
-    carried = float(np.nanmax(scores))
-    return carried if np.isfinite(carried) else None
+    carried = nan_max(judgement.scores[row])
+    return carried if carried is not None and np.isfinite(carried) else None
 
 
 def selection_bounds(records, judgement, bench_stats, numel, by_name):
@@ -52,15 +52,15 @@ def selection_bounds(records, judgement, bench_stats, numel, by_name):
     for row in np.flatnonzero(records.phases == _BACKWARD).tolist():
         entry = records.entries[row]
         if not isinstance(entry, str) or records.names[row] != f"{entry}.output.0" or not entry.endswith("backward") \
-                or _api(entry) not in SIGN_APIS:
+                or _api(records.parsed[row]) not in SIGN_APIS:
             continue
         grad_row = by_name.get(f"{entry}.input.0")
         x_row = by_name.get(entry[: -len("backward")] + "forward.input.0")
         if grad_row is None or x_row is None:
             continue
         grad_s, x_s, eps = _carried(judgement, grad_row), _carried(judgement, x_row), judgement.eps[row]
-        extremes = np.abs(bench_stats[grad_row, :2])
-        grad_norm, grad_max = bench_stats[grad_row, 3], np.nanmax(extremes) if not np.isnan(extremes).all() else np.nan
+        grad_max = nan_max(np.abs(bench_stats[grad_row, :2]))
+        grad_norm, grad_max = bench_stats[grad_row, 3], np.nan if grad_max is None else grad_max
         if grad_s is None or x_s is None or not eps > 0 or not np.isfinite(grad_norm) or not np.isfinite(grad_max):
             continue
         flips = max(1.0, np.ceil(numel[x_row] * (x_s + 0.5) * eps))
@@ -71,13 +71,10 @@ def selection_bounds(records, judgement, bench_stats, numel, by_name):
 def tie_rows(records, judgement):
     """Index output rows (output.1 of top-k, sort, ...) that differ while the call's values output and
     its compared tensor inputs agree within tolerance: a tie within rounding, amplified, not a cause."""
-    by_entry, apis = {}, {}
-    for row, entry in enumerate(records.entries):
-        if records.phases[row] != _FORWARD or not isinstance(entry, str):
-            continue
-        if entry not in apis:
-            apis[entry] = _api(entry)
-        if apis[entry] in INDEX_APIS:
+    by_entry, entries, parsed = {}, records.entries, records.parsed
+    for row in np.flatnonzero(records.phases == _FORWARD).tolist():
+        entry = entries[row]
+        if isinstance(entry, str) and _api(parsed[row]) in INDEX_APIS:
             by_entry.setdefault(entry, []).append(row)
     out = []
     for entry, rows in by_entry.items():

@@ -40,6 +40,7 @@ checks so that exactly this is the allowance (|diff| beyond what the parameter i
 beta or epsilon shows as a differing argument of the optimizer's calls and is judged as usual.
 All functions are pure and vectorised over rows.
 """
+from collections import Counter
 from typing import NamedTuple
 
 import numpy as np
@@ -103,9 +104,7 @@ def run_epsilon(dtypes):
     float tensor). A dtype held by fewer than RUN_SHARE of the float tensors (an fp32 run with one norm
     computed in fp16) is a local precision change, not the run's precision: its own rows are judged at
     its epsilon, but it does not lower the tolerance of every other row."""
-    counts = {}
-    for dtype in dtypes:
-        counts[dtype] = counts.get(dtype, 0) + 1
+    counts = Counter(dtypes)
     floats = {d: n for d, n in counts.items() if dtype_epsilon(d)}
     total = sum(floats.values())
     return max([dtype_epsilon(d) for d, n in floats.items() if n >= RUN_SHARE * total], default=0.0)

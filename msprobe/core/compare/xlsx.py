@@ -1,14 +1,19 @@
 """A small streaming xlsx writer: shared strings, numbers, whole-row red/yellow fills, several sheets,
 optionally a frozen header row with an autofilter and columns sized to their content.
 
-Going through openpyxl cell objects costs seconds per 100k rows; here every column is rendered to
-XML text in one list comprehension and rows are joined, so a 115k x 25 sheet takes about a second.
-The output opens in Excel/LibreOffice and reads back with openpyxl (tests do exactly that).
+Going through openpyxl cell objects costs seconds per 100k rows; here the cells of each column are made
+in bulk (text cells from a per-value cache, the numbers of adjacent number columns formatted in one call
+by float_text, row by row), only cells not of their column's kind one by one, and all rows are joined in
+one call. The output opens in Excel/LibreOffice and reads back with openpyxl (tests do exactly that).
 """
 import os
 import re
 import zipfile
+from itertools import chain, repeat
 
+import numpy as np
+
+from msprobe.core.compare.float_text import float_reprs, joined_reprs
 from msprobe.core.paths import FILE_MODE
 
 __all__ = ["write_xlsx", "Sheet", "RED_RGB", "YELLOW_RGB"]
@@ -100,7 +105,13 @@ _SHEET_HEAD = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
                '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>')
 
 
-_NUMBER_SLOT = "<c><v>{}</v></c>"  # its field is repr(value), made by map(repr, column): twice as fast as {!r}
+
+
+def _escape_all(texts):
+    """_escape of each text; a list that needs none (the usual case) is checked in one regex search."""
+    if max(map(len, texts)) <= _MAX_CELL_TEXT and not _NEEDS_ESCAPE.search("\n".join(texts)):
+        return texts
+    return list(map(_escape, texts))
 
 
 class _InlineStrings(dict):
@@ -108,16 +119,39 @@ class _InlineStrings(dict):
     slot = '<c t="inlineStr"><is><t xml:space="preserve">{}</t></is></c>'
     shared = False
 
+    def __init__(self):
+        super().__init__()
+        self.cells = {}  # value -> the XML of a text cell holding it
+
     def __missing__(self, value):
         text = self[value] = _escape(value)
         return text
 
+    def column_cells(self, column):
+        """The cell of each string of `column`; the new distinct values are made in bulk."""
+        cells = self.cells
+        new = [value for value in dict.fromkeys(column) if value not in cells]
+        if new:
+            cells.update(zip(new, map(self.slot.format, self.fields(new))))
+        return list(map(cells.__getitem__, column))
+
+    def fields(self, values):
+        """The field of each of the distinct strings `values` in the cell slot (made in bulk)."""
+        fresh = [value for value in values if value not in self]
+        if fresh:
+            self.update(zip(fresh, _escape_all(fresh)))
+        return list(map(self.__getitem__, values))
+
     def cell(self, value):
-        return self.slot.format(self[value])
+        cell = self.cells.get(value)
+        if cell is None:
+            cell = self.cells[value] = self.slot.format(self[value])
+        return cell
 
     def trim(self):
         if len(self) > 200000:
             self.clear()
+            self.cells.clear()
 
 
 class _SharedStrings(_InlineStrings):
@@ -136,8 +170,16 @@ class _SharedStrings(_InlineStrings):
         self.texts.append(_escape(value))
         return index
 
+    def fields(self, values):
+        fresh = [value for value in values if value not in self]
+        if fresh:
+            self.update(zip(fresh, range(len(self.texts), len(self.texts) + len(fresh))))
+            self.texts.extend(_escape_all(fresh))
+        return list(map(self.__getitem__, values))
+
     def trim(self):
-        pass  # indexes must stay valid until the table is written
+        if len(self.cells) > 200000:
+            self.cells.clear()  # the indexes must stay valid until the table is written: kept
 
     def xml(self):
         items = "".join(f'<si><t xml:space="preserve">{text}</t></si>' for text in self.texts)
@@ -147,62 +189,89 @@ class _SharedStrings(_InlineStrings):
 
 
 def _cell(value, strings):
-    return strings.cell(value) if type(value) is str else _render_column([value], "", None, numeric=False)[0]
+    kind = type(value)
+    if kind is str:
+        return strings.cell(value)
+    if kind is int:
+        return f"<c><v>{value}</v></c>"
+    return _render_column([value], "", None, numeric=False)[0]
 
 
-def _render_rows(columns, strings, odd_cells=None):
-    """Rows of one chunk: one str.format call per row for the common case (finite floats in number
-    columns, strings in text columns); rows holding anything else are rendered cell by cell.
-    odd_cells: per column, the offsets of cells that are not finite floats when the column knows them
-    (NumberColumn.cells_and_odd), else None."""
-    slots, fields, odd = [], [], set()
-    for column, known_odd in zip(columns, odd_cells or [None] * len(columns)):
-        if known_odd is not None:
-            slots.append(_NUMBER_SLOT)
-            fields.append(list(map(repr, column)))
-            odd.update(known_odd)
-        elif column and _mostly_none(column):
-            slots.append("<c/>{}")
-            fields.append([""] * len(column))
-            odd.update(i for i, v in enumerate(column) if v is not None)
-        elif column and _mostly_floats(column):
-            slots.append(_NUMBER_SLOT)
-            fields.append(list(map(repr, column)))
-            odd.update(i for i, v in enumerate(column) if type(v) is not float or v - v != 0.0)
-        else:
-            slots.append(strings.slot)
-            if set(map(type, column)) <= {str}:
-                fields.append(list(map(strings.__getitem__, column)))
-                continue
-            texts = []
-            for i, value in enumerate(column):
-                if type(value) is str:
-                    texts.append(strings[value])
-                else:
-                    texts.append("")
-                    odd.add(i)
-            fields.append(texts)
-    lines = list(map(("<row>" + "".join(slots) + "</row>").format, *fields))
+def _is_odd_number(value):
+    return type(value) is not float or value - value != 0.0
+
+
+def _column_cells(column, strings):
+    """XML of each cell of one column (a list) of a chunk. Most cells are of one kind (finite floats,
+    strings or empty), made in bulk; the odd ones (a text in a number column, a number in a text
+    column) one by one."""
+    if _mostly_floats(column):
+        odd = [i for i, v in enumerate(column) if _is_odd_number(v)]
+        texts = float_reprs([v if type(v) is float else 0.0 for v in column] if odd else column)
+        cells = ("<c><v>" + "</v></c>,<c><v>".join(texts) + "</v></c>").split(",")  # no repr holds a comma
+    elif _mostly_none(column):
+        odd = [i for i, v in enumerate(column) if v is not None]
+        cells = ["<c/>"] * len(column)
+    elif set(map(type, column)) <= {str}:
+        return strings.column_cells(column)
+    else:
+        odd = [i for i, v in enumerate(column) if type(v) is not str]
+        cells = [strings.cell(v) if type(v) is str else "" for v in column]
     for i in odd:
-        lines[i] = f"<row>{''.join(_cell(c[i], strings) for c in columns)}</row>"
-    return lines
+        cells[i] = _cell(column[i], strings)
+    return cells
+
+
+def _number_block(columns, start, stop, strings):
+    """XML of the cells of adjacent number columns (NumberColumn) for each row of a chunk, one text a row:
+    the numbers of all rows formatted in one call (float_text.joined_reprs), then the rows holding an odd
+    cell (a NaN, a text) made cell by cell."""
+    blocks = [column.block(start, stop) for column in columns]
+    values = np.stack([block[0] for block in blocks], axis=1)
+    odd = [block[1] for block in blocks]
+    rows = joined_reprs(values, "</v></c><c><v>", "<c><v>", "</v></c>")
+    odd_rows = sorted(set().union(*odd))
+    numbers = iter(float_reprs(values[odd_rows].ravel()) if odd_rows else [])  # row by row, column by column
+    for i in odd_rows:
+        texts = [next(numbers) for _ in odd]
+        rows[i] = "".join(_cell(cells[i], strings) if i in cells else f"<c><v>{text}</v></c>"
+                          for cells, text in zip(odd, texts))
+    return rows
+
+
+def _is_number_column(column):
+    return getattr(column, "formatter", True) is None and hasattr(column, "block")
+
+
+def _chunk_parts(sheet, start, stop, strings):
+    """[(first column, last column + 1, XML per row of those columns' cells)] covering every column:
+    runs of adjacent number columns as one part (_number_block), every other column alone."""
+    parts, columns, k = [], sheet.columns, 0
+    while k < len(columns):
+        end = k + 1
+        if _is_number_column(columns[k]):
+            while end < len(columns) and _is_number_column(columns[end]):
+                end += 1
+            parts.append((k, end, _number_block(columns[k:end], start, stop, strings)))
+        else:
+            parts.append((k, end, _column_cells(columns[k][start:stop], strings)))
+        k = end
+    return parts
 
 
 def _chunk_xml(sheet, start, strings):
     stop = min(len(sheet.columns[0]), start + _CHUNK_ROWS)
-    chunk, odd_cells = [], []
-    for col in sheet.columns:
-        cells, odd = col.cells_and_odd(start, stop) if hasattr(col, "cells_and_odd") else (col[start:stop], None)
-        chunk.append(cells)
-        odd_cells.append(odd)
-    lines = _render_rows(chunk, strings, odd_cells)
+    parts = _chunk_parts(sheet, start, stop, strings)
     styles = sheet.row_styles
     if styles is not None:
-        for offset in (i - start for i in range(start, stop) if styles[i]):
-            attr = f' s="{int(styles[start + offset])}"'
-            lines[offset] = f"<row>{''.join(_render_column([col[offset] for col in chunk], attr, None, numeric=False))}</row>"
+        for row in np.flatnonzero(np.asarray(styles[start:stop])).tolist():
+            attr = f' s="{int(styles[start + row])}"'
+            styled = _render_column([column[start + row] for column in sheet.columns], attr, None, numeric=False)
+            for first, end, cells in parts:
+                cells[row] = "".join(styled[first:end])
     strings.trim()
-    return "".join(lines).encode("utf-8")
+    rows = zip(repeat("<row>"), *(cells for _, _, cells in parts), repeat("</row>"))
+    return "".join(chain.from_iterable(rows)).encode("utf-8")
 
 
 _FORKED_SHEET: list = []  # the sheet being written, visible to forked render workers without pickling
@@ -243,15 +312,27 @@ _SAMPLE_ROWS = 200
 _MAX_WIDTH = 60
 
 
+def _text_width(sample):
+    """Width of the longest first line of a sample of cells (floats count their repr, at most 12)."""
+    if set(map(type, sample)) <= {str}:
+        floats, texts = [], sample
+    else:
+        floats = [v for v in sample if type(v) is float and v - v == 0.0]
+        texts = [str(v) for v in sample if v is not None and _is_odd_number(v)]  # the str of nan is its repr
+    number = 0
+    for text in map(repr, floats):  # a number counts at most 12: the first long repr ends the scan
+        number = max(number, min(len(text), 12))
+        if number == 12:
+            break
+    if "\n" in "".join(texts):
+        texts = [t.split("\n", 1)[0] for t in texts]
+    return max(number, max(map(len, texts), default=0))
+
+
 def _column_widths(sheet):
     """Width per column from the title and the first rows' text (a sample: sizing must stay cheap)."""
-    widths = []
-    for title, column in zip(sheet.header, sheet.columns):
-        sample = column[:_SAMPLE_ROWS]
-        longest = max((len(str(v).split("\n", 1)[0]) if type(v) is not float else min(len(repr(v)), 12)
-                       for v in sample if v is not None), default=0)
-        widths.append(min(_MAX_WIDTH, max(len(str(title)) + 3, longest + 2, 8)))
-    return widths
+    return [min(_MAX_WIDTH, max(len(str(title)) + 3, _text_width(column[:_SAMPLE_ROWS]) + 2, 8))
+            for title, column in zip(sheet.header, sheet.columns)]
 
 
 def _sheet_head(sheet):

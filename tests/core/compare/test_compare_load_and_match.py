@@ -103,3 +103,35 @@ def test_cell_layer_and_api_mappings_rename_entries():
     assert mapper.map_row("Functional.abs.0.forward.input.1", "Functional.abs.0.forward") == "Torch.abs.0.forward.input.0"
     mapper = NameMapper(entry_mapper=lambda e: e.replace("Mint.", "Torch."))
     assert mapper.map_row("Mint.add.0.forward.output.0", "Mint.add.0.forward") == "Torch.add.0.forward.output.0"
+
+
+def test_files_orjson_refuses_read_as_the_json_module_reads_them(tmp_path):
+    """NaN/Infinity literals and ints over 64 bits (written by the json module) still load."""
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": float("nan"),
+              "Min": float("-inf"), "Mean": float("inf"), "Norm": 2.0}
+    data = {"Functional.relu.0.forward": {"input_args": [tensor, {"type": "int", "value": 2 ** 70}],
+                                          "output": [tensor]}}
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps({"task": "statistics", "level": "L1", "data": data}))
+    assert "NaN" in path.read_text() and str(2 ** 70) in path.read_text()
+    columns = load_dump(str(path)).columns
+    assert columns["name"] == ["Functional.relu.0.forward.input.0", "Functional.relu.0.forward.input.1",
+                               "Functional.relu.0.forward.output.0"]
+    assert str(columns["max"][0]) == "nan" and columns["min"][0] == float("-inf") and columns["mean"][2] == float("inf")
+    assert columns["value"][1] == 2 ** 70 and columns["kind"][1] == "scalar"
+
+
+def test_a_string_that_is_not_utf8_names_the_file(tmp_path):
+    path = tmp_path / "dump.json"
+    path.write_bytes(b'{"task": "statistics", "data": {"\xff": {}}}')
+    with pytest.raises(ParseError, match="not UTF-8"):
+        load_dump(str(path))
+
+
+def test_stack_texts_are_the_str_of_each_entrys_lines(tmp_path):
+    lines = ["File model.py, line 3, in forward, \n return self.fc(x)", "File train.py, line 9, in <module>"]
+    raw = {"Functional.linear.0.forward": lines, "Functional.linear.1.forward": list(lines),
+           "Functional.relu.0.forward": lines[:1], "Torch.odd.0.forward": [1, "a"], "Torch.odd.1.forward": [1.0, "a"]}
+    path = tmp_path / "stack.json"
+    path.write_text(json.dumps(raw))
+    assert load_stack(str(path)) == {name: str(value) for name, value in raw.items()}

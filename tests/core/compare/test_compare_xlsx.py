@@ -60,3 +60,22 @@ def test_number_columns_render_their_text_and_non_finite_cells(tmp_path):
     write_xlsx(path, [Sheet("Sheet", ["Max"], [column])])
     cells = [row[0].value for row in openpyxl.load_workbook(path)["Sheet"].iter_rows(min_row=2)]
     assert cells == [0.5, "inf", "N/A", "nan", 3, 1.75]
+
+
+def test_writing_a_report_leaves_no_reference_cycles(tmp_path):
+    """A pair runs with gc's young threshold raised (runner.compare_pair): garbage in cycles, such as a
+    report's string table, would pile up over the pairs of a job instead of being freed at once."""
+    import gc
+
+    from msprobe.core.compare.columns import NumberColumn
+
+    columns = [["a", "b", None] * 100, NumberColumn([1.0, float("nan"), 2.5] * 100, {1: "N/A"}), [1.5, "x", None] * 100]
+    sheet = Sheet("Sheet", ["A", "B", "C"], columns, [0, 1, 2] * 100, freeze_header=True)
+    write_xlsx(str(tmp_path / "warm.xlsx"), [sheet])
+    gc.collect()
+    gc.disable()
+    try:
+        write_xlsx(str(tmp_path / "r.xlsx"), [sheet])
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
