@@ -61,6 +61,7 @@ def _remove_dropout():
 
         no_dropout.__name__ = original.__name__
         no_dropout.__doc__ = original.__doc__
+        no_dropout._msprobe_original = original  # the L1 dump's API table names the original (api_names._add)
         setattr(F, name, no_dropout)
 
 

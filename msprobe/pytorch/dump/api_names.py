@@ -84,6 +84,11 @@ def _add(table, obj, name):
         table.setdefault(obj, name)
     except TypeError:  # unhashable callables cannot be looked up by identity anyway
         pass
+    # one of our own wrappers (seed_all's dropout with p=0): the function it calls, which is what reaches the
+    # dump's TorchFunctionMode, and what is back in place after restore_dropout(), gets the name too
+    original = getattr(obj, "_msprobe_original", None)
+    if original is not None:
+        _add(table, original, name)
 
 
 def _api_entries():

@@ -82,3 +82,34 @@ def test_constructor_overrides_and_errors(tmp_path):
         PrecisionDebugger(config_path=config, level="L0").start()
     with pytest.raises(UnsupportedError):
         PrecisionDebugger(config_path=config, task="run_ut")
+
+
+def test_dropout_is_recorded_under_seed_all_and_after_restore_dropout(tmp_path):
+    # seed_all's p=0 dropout wraps F.dropout; an API table built while it is in place named only the wrapper, so
+    # the function that reaches the dump (the original, called by the wrapper) was not recorded, during the patch
+    # and after restore_dropout() alike (an RNG audit then missed every dropout of a later run)
+    import torch.nn.functional as F
+
+    from msprobe.pytorch.dump.api_names import api_table
+
+    original = F.dropout
+    seed_all(7)
+    api_table.cache_clear()
+    try:
+        assert api_table().get(original) == "Functional.dropout"
+        debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"))
+        debugger.start()
+        F.dropout(torch.ones(4), 0.5, training=True)
+        debugger.stop()
+        debugger.step()
+        restore_dropout()
+        assert F.dropout is original
+        debugger.start()
+        F.dropout(torch.ones(4), 0.5, training=True)
+        debugger.stop()
+        debugger.close()
+    finally:
+        restore_dropout()
+        api_table.cache_clear()
+    names = [list(load_rank(tmp_path / "dump", step)[0]["data"]) for step in (0, 1)]
+    assert names == [["Functional.dropout.0.forward"], ["Functional.dropout.0.forward"]]
