@@ -124,6 +124,21 @@ def train(debugger_config=None, dump_path=None):
     return timed_steps(forward, opt, debugger, batch, vocab)
 
 
+def training_step(forward, opt, debugger, idx, tgt, vocab):
+    """One step (forward, cross-entropy, backward, optimizer), inside start/stop/step when a debugger is
+    given; returns the loss."""
+    if debugger:
+        debugger.start()
+    loss = nn.functional.cross_entropy(forward(idx).view(-1, vocab), tgt.view(-1))
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    if debugger:
+        debugger.stop()
+        debugger.step()
+    return loss
+
+
 def timed_steps(forward, opt, debugger, batch=(8, 128), vocab=1000):
     """STEPS training steps (start/stop/step around each when a debugger is given): the median step time
     after two warm-up steps, and the losses."""
@@ -132,15 +147,7 @@ def timed_steps(forward, opt, debugger, batch=(8, 128), vocab=1000):
         idx = torch.randint(0, vocab, batch)
         tgt = torch.randint(0, vocab, batch)
         t0 = CLOCK()
-        if debugger:
-            debugger.start()
-        loss = nn.functional.cross_entropy(forward(idx).view(-1, vocab), tgt.view(-1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        if debugger:
-            debugger.stop()
-            debugger.step()
+        loss = training_step(forward, opt, debugger, idx, tgt, vocab)
         times.append(CLOCK() - t0)
         losses.append(loss.item())
     if debugger:

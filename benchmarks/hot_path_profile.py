@@ -53,14 +53,8 @@ def profile(config, steps):
 
     def run(count):
         for _ in range(count):
-            idx, tgt = torch.randint(0, vocab, batch), torch.randint(0, vocab, batch)
-            debugger.start()
-            loss = torch.nn.functional.cross_entropy(forward(idx).view(-1, vocab), tgt.view(-1))
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            debugger.stop()
-            debugger.step()
+            bench.training_step(forward, opt, debugger, torch.randint(0, vocab, batch), torch.randint(0, vocab, batch),
+                                vocab)
 
     run(2)
     calls = [0]

@@ -81,14 +81,8 @@ def kernel_reads(config):
     try:
         for _ in range(STEPS):
             counts.update(bytes=0, seconds=0.0, regions={})
-            idx, tgt = torch.randint(0, vocab, batch), torch.randint(0, vocab, batch)
-            debugger.start()
-            loss = torch.nn.functional.cross_entropy(forward(idx).view(-1, vocab), tgt.view(-1))
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            debugger.stop()
-            debugger.step()
+            bench.training_step(forward, opt, debugger, torch.randint(0, vocab, batch), torch.randint(0, vocab, batch),
+                                vocab)
             repeated = sum((times - 1) * size for (_, size), times in counts["regions"].items())
             rows.append((counts["bytes"] / 1e6, counts["seconds"] * 1e3, repeated / 1e6))
     finally:
