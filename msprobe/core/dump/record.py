@@ -72,6 +72,7 @@ class RecordBuilder:
         self._stats_cache = {}  # identity -> (weakref or None, handle)
         self.placed = {}  # id(descriptor) -> (descriptor, placement text, mesh ranks) of the step's sharded tensors
         self._crc_cache = {}  # identity -> CRC of a tensor the adapter calls shareable (same validity as above)
+        self._view_fingerprints = {}  # view identity -> (weakref or None, fingerprint) of views not shareable
 
     # -- statistics -------------------------------------------------------------------------
     def forget(self, tensor):
@@ -80,6 +81,7 @@ class RecordBuilder:
         if key is not None:
             self._stats_cache.pop(key, None)
             self._crc_cache.pop(key, None)
+        self._view_fingerprints.clear()  # other views of that memory have other identities (rare: collectives)
 
     def describe_tensor(self, tensor, data_name=None):
         """Descriptor of one tensor; deferred statistics are filled by `resolve()`."""
@@ -90,7 +92,7 @@ class RecordBuilder:
         if hit is not None and hit[0] is not None and hit[0]() is not None:
             stats, fingerprint = hit[1], hit[2]
             if self.want_xor and (fingerprint is None or not adapter.crc_shareable(tensor)):
-                fingerprint = adapter.fingerprint(tensor)  # a transposed view of the memory: its own C order
+                fingerprint = self._view_fingerprint(tensor)  # a transposed view of the memory: its own C order
         else:
             hit = False
             stats, fingerprint, owner = adapter.tensor_digest(tensor, self.want_xor, key is not None)
@@ -103,6 +105,8 @@ class RecordBuilder:
                 # bytes (the statistics do not depend on the order of the elements, the fingerprint does)
                 shared = fingerprint if fingerprint is not None and adapter.crc_shareable(tensor) else None
                 self._stats_cache[key] = (ref, stats, shared)
+                if fingerprint is not None and shared is None:
+                    self._keep_view_fingerprint(tensor, ref, fingerprint)
         if type(stats) is tuple and _FOUR is not None:
             high, low, mean, norm = stats
             desc = {"type": kind, "dtype": dtype, "shape": shape, _K0: high, _K1: low, _K2: mean, _K3: norm}
@@ -130,6 +134,29 @@ class RecordBuilder:
         if data_name is not None and self.on_tensor is not None:
             self.on_tensor(tensor, data_name + adapter.tensor_suffix, desc)
         return desc
+
+    def _view_fingerprint(self, tensor):
+        """The fingerprint of a view whose bytes are not its memory's (a transpose, a slice), cached per view
+        (memory, layout and version: adapter.tensor_identity) while its memory lives: at L2 a transposed weight
+        is met by several ops of a step."""
+        adapter = self.adapter
+        key = adapter.tensor_identity(tensor)
+        hit = self._view_fingerprints.get(key) if key is not None else None
+        if hit is not None and hit[0] is not None and hit[0]() is not None:
+            return hit[1]
+        fingerprint = adapter.fingerprint(tensor)
+        if key is not None:
+            try:
+                ref = weakref.ref(adapter.memory_owner(tensor))
+            except TypeError:
+                ref = None
+            self._view_fingerprints[key] = (ref, fingerprint)
+        return fingerprint
+
+    def _keep_view_fingerprint(self, tensor, ref, fingerprint):
+        key = self.adapter.tensor_identity(tensor)
+        if key is not None:
+            self._view_fingerprints[key] = (ref, fingerprint)
 
     def _crc(self, tensor, key, hit):
         """The tensor's CRC, shared by tensors of one statistics-cache identity when the adapter says the
@@ -225,6 +252,7 @@ class RecordBuilder:
         self.resolve()
         self._stats_cache.clear()
         self._crc_cache.clear()
+        self._view_fingerprints.clear()
         self.placed = {}
 
 

@@ -121,3 +121,34 @@ def test_a_transposed_view_and_its_memory_each_get_their_own_c_order_fingerprint
     assert data["Torch.mul.2.forward"]["input_args"][0]["xor"] == transposed
     assert data["Tensor.t.0.forward"]["input_args"][0]["xor"] == plain
     assert data["Tensor.t.0.forward"]["output"][0]["xor"] == transposed
+
+
+def test_a_view_met_by_several_calls_is_fingerprinted_once_per_step(tmp_path, monkeypatch):
+    # a transposed view cannot share its memory's fingerprint; it is cached per view (memory, layout, version), so a
+    # transposed weight used by several ops of a step is walked once, and each descriptor still holds its value
+    computed = []
+    original = TorchAdapter.fingerprint
+
+    def counting(self, tensor):
+        if tensor.data_ptr() == weight.data_ptr():  # the transposed weight (the ops' outputs keep its layout too)
+            computed.append(tensor.stride())
+        return original(self, tensor)
+
+    monkeypatch.setattr(TorchAdapter, "fingerprint", counting)
+    weight = torch.randn(5, 7, generator=torch.Generator().manual_seed(10))
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1", {"summary_mode": "xor"}))
+    for _ in range(2):
+        debugger.start()
+        view = weight.t()
+        torch.mul(view, 1.0)
+        torch.add(view, 1.0)
+        torch.sub(view, 1.0)
+        debugger.stop()
+        debugger.step()
+    debugger.close()
+    assert computed == [(1, 7), (1, 7)]  # once in each step: a new step forgets what the last one cached
+    expected = python_fingerprint(raw_bytes(weight.t()))
+    for step in (0, 1):
+        data = load_rank(tmp_path / "dump", step)[0]["data"]
+        assert [data[name]["input_args"][0]["xor"] for name in
+                ("Torch.mul.0.forward", "Torch.add.0.forward", "Torch.sub.0.forward")] == [expected] * 3
