@@ -156,7 +156,6 @@ class DumpCollector:
         self._task_admits_all = type(self.task).admit is Task.admit  # then records go straight in, unwrapped
         # RNG audit (rng_audit.py): the random state each random call starts from, in fingerprint dumps
         self._random_state = adapter.random_state if config.summary_mode == "xor" else None
-        self._random_keys: Dict[str, bool] = {}
         if getattr(config, "async_dump", False):
             logger.warning("config: async_dump has no effect: msprobe always keeps a step's statistics until the "
                            "step ends and writes every file off the training thread.")
@@ -251,20 +250,13 @@ class DumpCollector:
                 stem = None if records.on_tensor is None else f"{call.name}.input"  # file stems: tasks that save
                 call.entry["input_args"] = records.describe_args(args, stem)
                 call.entry["input_kwargs"] = records.describe_kwargs(kwargs, stem)
-            if self._random_state is not None and self._random_key(key):
+            if self._random_state is not None and is_random_call(key):
                 state = self._random_state()
                 if state is not None:
                     call.entry["rng"] = state
             if self._task_before:
                 self.task.before_call(call, args, kwargs)
         return call
-
-    def _random_key(self, key: str) -> bool:
-        """is_random_call, decided once per call key (it runs for every call of a fingerprint dump)."""
-        random = self._random_keys.get(key)
-        if random is None:
-            random = self._random_keys[key] = is_random_call(key)
-        return random
 
     def enter_region(self, name: str) -> None:
         """Calls from now on get the parent `name` in construct.json (e.g. "optimizer"), until leave_region."""

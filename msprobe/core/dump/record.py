@@ -154,6 +154,7 @@ class RecordBuilder:
         return fingerprint
 
     def _keep_view_fingerprint(self, tensor, ref, fingerprint):
+        """A view's fingerprint computed on its first sight (tensor_digest), for `_view_fingerprint` to find."""
         key = self.adapter.tensor_identity(tensor)
         if key is not None:
             self._view_fingerprints[key] = (ref, fingerprint)
