@@ -160,14 +160,29 @@ def device_fingerprint(data):
     words = raw.view(torch.int64)
     weights = torch.arange(1, 2 * words.numel(), 2, dtype=torch.int64, device=words.device)
     total = (words * weights).sum()
+    return torch.stack([_xor_words(words), total])
+
+
+def _xor_by_halving(words):
+    """XOR of a 1-D int64 tensor as a 0-d tensor, for a torch without hash_tensor: about 2 log2(n) small
+    kernels (torch has no XOR reduction before it)."""
     carry = words.new_zeros(1)
-    while words.numel() > 1:  # XOR by halving: about 2 log2(n) small kernels, no reduction op for XOR
+    while words.numel() > 1:
         if words.numel() % 2:
             carry = carry ^ words[-1:]
             words = words[:-1]
         half = words.numel() // 2
         words = words[:half] ^ words[half:]
-    return torch.stack([(words ^ carry).reshape(()), total])
+    return (words ^ carry).reshape(())
+
+
+def _xor_by_hash_tensor(words):
+    """XOR of a 1-D int64 tensor in one kernel: torch.hash_tensor's mode 0 is the XOR of the elements
+    widened to 64 bits, which for int64 words are the words themselves (its result is uint64: the same bits)."""
+    return torch.hash_tensor(words).view(torch.int64)
+
+
+_xor_words = _xor_by_hash_tensor if hasattr(torch, "hash_tensor") else _xor_by_halving
 
 
 def _dtype_name(dtype):

@@ -5,6 +5,7 @@ import json
 import torch
 
 from msprobe.pytorch import PrecisionDebugger
+from msprobe.pytorch.dump import adapter as torch_adapter
 from msprobe.pytorch.dump.adapter import TorchAdapter, device_fingerprint
 from msprobe.core.dump.stats import format_fingerprint
 from tests.core.dump.test_fingerprint import python_fingerprint
@@ -38,6 +39,20 @@ def test_every_bit_of_float32_bf16_fp16_changes_the_fingerprint_on_both_paths():
                 host = adapter.fingerprint(flipped)
                 assert host != base, (dtype, position, bit)
                 assert host == device_path(flipped) == python_fingerprint(raw_bytes(flipped))
+
+
+def test_device_xor_in_one_kernel_equals_the_halving_xor_and_the_reference():
+    # torch.hash_tensor (one kernel on a GPU) and the halving fallback (older torch) give the same XOR
+    # as the numpy reference, for word counts odd and even, 1 and large, and negative words
+    generator = torch.Generator().manual_seed(5)
+    for count in (1, 2, 3, 7, 8, 1023, 4096, 65537):
+        words = torch.randint(-2**63, 2**63 - 1, (count,), dtype=torch.int64, generator=generator)
+        expected = 0
+        for word in words.tolist():
+            expected ^= word & 0xFFFFFFFFFFFFFFFF
+        assert torch_adapter._xor_by_halving(words).item() & 0xFFFFFFFFFFFFFFFF == expected, count
+        assert torch_adapter._xor_by_hash_tensor(words).item() & 0xFFFFFFFFFFFFFFFF == expected, count
+    assert torch_adapter._xor_words is torch_adapter._xor_by_hash_tensor  # the torch of the tests has it
 
 
 def test_signed_zero_nan_payload_and_views_on_both_paths():
