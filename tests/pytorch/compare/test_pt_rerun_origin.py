@@ -23,6 +23,13 @@ class SiluNet(nn.Module):
         return self.down(F.silu(self.up(x)))
 
 
+def one_ulp_up(out):
+    """The next float up of every element; autograd sees an added constant, so the backward is the kernel's own
+    (torch.nextafter has no derivative in torch 2.11)."""
+    base = out.detach()
+    return out + (torch.nextafter(base, torch.full_like(base, float("inf"))) - base)  # exact: Sterbenz
+
+
 def run(root, task):
     torch.manual_seed(0)
     model = SiluNet()
@@ -46,7 +53,7 @@ def silu_kernel(perturb):
     def silu(x):
         calls.append(1)
         out = original(x)
-        return torch.nextafter(out, torch.full_like(out, float("inf"))) if perturb(len(calls)) else out
+        return one_ulp_up(out) if perturb(len(calls)) else out
     return silu
 
 
