@@ -151,16 +151,31 @@ def _fingerprint_bytes(data):
 
 def device_fingerprint(data):
     """summary_mode "xor" with torch integer ops where the tensor lives (nothing copied to the host):
-    a 2-element int64 tensor (XOR of the 64-bit words, sum of (2i+1) * word, both modulo 2^64, as torch's
+    two 0-d int64 tensors (XOR of the 64-bit words, sum of (2i+1) * word, both modulo 2^64, as torch's
     int64 arithmetic wraps), the definition of core/dump/stats.py."""
     raw = _fingerprint_bytes(data)
     pad = -raw.numel() % 8
     if pad or raw.storage_offset() % 8:
         raw = torch.cat([raw, raw.new_zeros(pad)])  # also aligns a view that starts mid-word
     words = raw.view(torch.int64)
-    weights = torch.arange(1, 2 * words.numel(), 2, dtype=torch.int64, device=words.device)
-    total = (words * weights).sum()
-    return torch.stack([_xor_words(words), total])
+    total = (words * _odd_weights(words.numel(), words.device)).sum()
+    return (_xor_words(words), total)  # two 0-d tensors: resolve_fingerprints stacks a whole step's at once
+
+
+_WEIGHTS = {}  # device -> the odd numbers 1, 3, 5, ... (int64) on it, for tensors of up to _WEIGHTS_MAX words
+_WEIGHTS_MAX = 1 << 20  # 8 MB a device; a larger tensor makes its own (one more kernel beside its long read)
+
+
+def _odd_weights(count, device):
+    """The weights 2i+1 of the fingerprint's sum for `count` words, on `device`: a slice of a kept tensor (no
+    kernel launch for the arange of every small tensor of an L2 dump)."""
+    if count > _WEIGHTS_MAX:
+        return torch.arange(1, 2 * count, 2, dtype=torch.int64, device=device)
+    kept = _WEIGHTS.get(device)
+    if kept is None or kept.numel() < count:
+        size = min(_WEIGHTS_MAX, max(1024, 1 << (count - 1).bit_length()))
+        kept = _WEIGHTS[device] = torch.arange(1, 2 * size, 2, dtype=torch.int64, device=device)
+    return kept[:count]
 
 
 def _xor_by_halving(words):
@@ -540,11 +555,12 @@ class TorchAdapter(DumpAdapter):
     def resolve_fingerprints(self, handles):
         groups = {}
         for position, handle in enumerate(handles):
-            groups.setdefault(handle.device, []).append(position)
+            groups.setdefault(handle[0].device, []).append(position)
         results = [None] * len(handles)
         for positions in groups.values():
-            for p, (xor, total) in zip(positions, torch.stack([handles[p] for p in positions]).tolist()):
-                results[p] = format_fingerprint(xor, total)
+            words = torch.stack([word for p in positions for word in handles[p]]).tolist()
+            for n, p in enumerate(positions):
+                results[p] = format_fingerprint(words[2 * n], words[2 * n + 1])
         return results
 
     def copy_for_save(self, tensor):

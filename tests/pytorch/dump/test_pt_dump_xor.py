@@ -2,12 +2,13 @@
 import copy
 import json
 
+import numpy as np
 import torch
 
 from msprobe.pytorch import PrecisionDebugger
 from msprobe.pytorch.dump import adapter as torch_adapter
 from msprobe.pytorch.dump.adapter import TorchAdapter, device_fingerprint
-from msprobe.core.dump.stats import format_fingerprint
+from msprobe.core.dump.stats import fingerprint_pair, format_fingerprint
 from tests.core.dump.test_fingerprint import python_fingerprint
 from tests.pytorch.dump.pt_dump_helpers import MLP, batch_for, load_rank, run_dump, tensor_descriptors, write_config
 
@@ -20,8 +21,7 @@ def raw_bytes(tensor):
 
 def device_path(tensor):
     """The accelerator path, run on a CPU tensor (the same torch ops a GPU would run)."""
-    xor, total = device_fingerprint(tensor).tolist()
-    return format_fingerprint(xor, total)
+    return TorchAdapter().resolve_fingerprints([device_fingerprint(tensor)])[0]
 
 
 def test_every_bit_of_float32_bf16_fp16_changes_the_fingerprint_on_both_paths():
@@ -53,6 +53,20 @@ def test_device_xor_in_one_kernel_equals_the_halving_xor_and_the_reference():
         assert torch_adapter._xor_by_halving(words).item() & 0xFFFFFFFFFFFFFFFF == expected, count
         assert torch_adapter._xor_by_hash_tensor(words).item() & 0xFFFFFFFFFFFFFFFF == expected, count
     assert torch_adapter._xor_words is torch_adapter._xor_by_hash_tensor  # the torch of the tests has it
+
+
+def test_device_weights_kept_between_tensors_give_the_reference_sum(monkeypatch):
+    # the odd weights are a slice of a kept tensor that grows; past _WEIGHTS_MAX words a tensor makes its own
+    monkeypatch.setattr(torch_adapter, "_WEIGHTS", {})
+    monkeypatch.setattr(torch_adapter, "_WEIGHTS_MAX", 4096)
+    generator = torch.Generator().manual_seed(9)
+    for words in (3, 1000, 5, 2049, 4096, 4097, 70000, 17):
+        tensor = torch.randint(-2**63, 2**63 - 1, (words,), dtype=torch.int64, generator=generator)
+        expected = format_fingerprint(*fingerprint_pair(tensor.numpy().view("<u8")))
+        assert device_path(tensor) == expected, words
+        assert device_path(tensor.view(torch.float32)[1:]) == format_fingerprint(*fingerprint_pair(
+            np.frombuffer(tensor.numpy().tobytes()[4:] + bytes(4), dtype="<u8"))), words  # mid-word start
+    assert torch_adapter._WEIGHTS[torch.device("cpu")].numel() == 4096  # grown to the cap, never past it
 
 
 def test_signed_zero_nan_payload_and_views_on_both_paths():
