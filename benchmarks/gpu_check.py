@@ -1,7 +1,7 @@
 """The accelerator paths of the PyTorch dump, checked on a real GPU (CUDA) in one short run.
 
 usage: python benchmarks/gpu_check.py [OUT_DIR]      (DEVICE=cpu runs the same checks on the CPU, smaller;
-       CHECKS=fingerprints,statistics,determinism,overhead picks some)
+       CHECKS=fingerprints,statistics,determinism,costs,overhead picks some)
 
 CI has no GPU; this script is what a session with a lent GPU runs (docs/performance.md, "GPU check"). It prints
 one JSON line per check and writes them to OUT_DIR/gpu_check.json:
@@ -17,7 +17,8 @@ one JSON line per check and writes them to OUT_DIR/gpu_check.json:
    `torch.use_deterministic_algorithms(True)`: the first divergence must be none (no false suspect on a
    device). Two runs without it: the origin must be the index_add_ call, and re-running it in-process on the
    saved inputs must say "non-deterministic kernel".
-4. overhead: one training step of the benchmark GPT on the device, plain, with DebugMode + log_tensor_hashes,
+4. costs: host microseconds a tensor of the statistics and fingerprint paths, and of torch.hash_tensor alone.
+5. overhead: one training step of the benchmark GPT on the device, plain, with DebugMode + log_tensor_hashes,
    and with msprobe's statistics L1, xor L1 and xor L2 dumps (ratios, alternated, median of steps).
 """
 import json
@@ -317,6 +318,28 @@ def check_overhead(work):
     return True
 
 
+def check_per_tensor_costs():
+    """Host microseconds a tensor of the dump's device paths (what a recorded call pays per tensor on a GPU),
+    against torch.hash_tensor alone (DebugMode's hash): 2,000 tensors of each size, resolved in bulk at the end."""
+    adapter = TorchAdapter()
+    costs = {}
+    for count in (4096, 1 << 20):
+        tensors = [torch.randn(count, device=DEVICE) for _ in range(8)]
+        for name, work in (("statistics", adapter.tensor_stats), ("fingerprint", adapter.fingerprint),
+                           ("hash_tensor", torch.hash_tensor)):
+            handles = [work(t) for t in tensors]  # warm-up
+            if ON_GPU:
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            handles = [work(tensors[i % 8]) for i in range(2000)]
+            if ON_GPU:
+                torch.cuda.synchronize()
+            costs[f"{name}_{count}_us"] = round((time.perf_counter() - start) / 2000 * 1e6, 1)
+            del handles
+    report("per_tensor_host_costs", **costs)
+    return True
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="msprobe_gpu_check_")
     os.makedirs(out, exist_ok=True)
@@ -327,7 +350,8 @@ def main():
     report("environment", **facts)
     verdicts = {}
     for name, check in (("fingerprints", check_fingerprints), ("statistics", lambda: check_statistics(work)),
-                        ("determinism", lambda: check_determinism(work)), ("overhead", lambda: check_overhead(work))):
+                        ("determinism", lambda: check_determinism(work)), ("costs", check_per_tensor_costs),
+                        ("overhead", lambda: check_overhead(work))):
         if name not in os.environ.get("CHECKS", name).split(","):
             continue
         start = time.perf_counter()
