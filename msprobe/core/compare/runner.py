@@ -197,6 +197,7 @@ def compare_loaded(npu, bench, output_dir, options, name_tag="", place=None):
     records = compare_tables(npu, bench, options)
     stacks, with_stack = _stack_for(npu.path, options)
     result = render_result(records, stacks, with_stack)
+    suspicion = result.columns.get(SUSPICION) or [""] * len(records)  # every row's: diff_only drops rows
     if options.diff_only:
         result = _keep_diff_rows(result)
     timestamp = options.timestamp or time.strftime("%Y%m%d%H%M%S")
@@ -211,7 +212,7 @@ def compare_loaded(npu, bench, output_dir, options, name_tag="", place=None):
             logger.info("advisor:\n%s", text.rstrip())
     logger.info("%s", summary_text(records, xlsx_path))
     if options.is_print_compare_log:
-        print_suspicious_rows(records, result.columns.get(SUSPICION) or [""] * len(records))
+        print_suspicious_rows(records, suspicion)
     summary = pair_summary(records, *(place or step_rank_of(npu.path)), report=xlsx_path)
     return CompareOutcome(xlsx_path, advisor_path, result, records, summary)
 
