@@ -257,6 +257,91 @@ static PyObject *judge_pair(PyObject *Py_UNUSED(self), PyObject *const *args, Py
                          out.rel_index, out.acc.sum / (double)count, out.acc.db, out.acc.dd, out.acc.bb);
 }
 
+
+/*
+ * json_floats_as_repr(text) -> str: orjson's JSON text of a float64 array rewritten so that every number reads
+ * as Python's repr of it (msprobe/core/compare/float_text.py, whose Python path is the reference this is tested
+ * against). Two rewrites, in this order: a one-digit negative exponent gets its leading zero ("1e-7" -> "1e-07":
+ * a ',' or ']' two bytes after a '-'), and a number orjson writes as "0.0000ddd" without a digit before it
+ * becomes "d.dde-05" (repr uses the exponent form below 1e-4, orjson below 1e-7).
+ */
+static Py_ssize_t pad_exponents(const char *in, Py_ssize_t n, char *out)
+{
+    Py_ssize_t i = 0, j = 0;
+    while (i < n) {  /* copy up to each '-', then look at the two bytes after it */
+        const char *minus = memchr(in + i, '-', (size_t)(n - i));
+        Py_ssize_t stop = minus == NULL ? n : (Py_ssize_t)(minus - in) + 1;
+        memcpy(out + j, in + i, (size_t)(stop - i));
+        j += stop - i;
+        i = stop;
+        if (minus != NULL && i + 1 < n && (in[i + 1] == ',' || in[i + 1] == ']'))
+            out[j++] = '0';
+    }
+    return j;
+}
+
+static Py_ssize_t small_as_scientific(const char *in, Py_ssize_t n, char *out)
+{
+    Py_ssize_t i = 0, j = 0;
+    while (i < n) {
+        const char *dot = memchr(in + i, '.', (size_t)(n - i));  /* a match starts one byte before a '.' */
+        Py_ssize_t at = dot == NULL ? n : (Py_ssize_t)(dot - in) - 1;
+        if (at < i)
+            at = i;
+        memcpy(out + j, in + i, (size_t)(at - i));
+        j += at - i;
+        i = at;
+        if (i >= n)
+            break;
+        Py_ssize_t end = i + 6;
+        if (end < n && memcmp(in + i, "0.0000", 6) == 0 && in[end] >= '0' && in[end] <= '9') {
+            while (end < n && in[end] >= '0' && in[end] <= '9')
+                end++;
+            Py_ssize_t first = i + 2;  /* the fraction's first digit */
+            while (first < end && in[first] == '0')
+                first++;
+            if ((i > 0 && in[i - 1] >= '0' && in[i - 1] <= '9') || first == end) {
+                memcpy(out + j, in + i, (size_t)(end - i));
+                j += end - i;
+            } else {
+                int exponent = (int)(first - (i + 2)) + 1;
+                out[j++] = in[first];
+                if (end - first > 1) {
+                    out[j++] = '.';
+                    memcpy(out + j, in + first + 1, (size_t)(end - first - 1));
+                    j += end - first - 1;
+                }
+                j += sprintf(out + j, "e-%02d", exponent);
+            }
+            i = end;
+        } else {  /* no match here: this byte and the '.' (a match cannot start at a '.') */
+            Py_ssize_t step = (dot != NULL && (Py_ssize_t)(dot - in) >= i) ? (Py_ssize_t)(dot - in) + 1 - i : 1;
+            memcpy(out + j, in + i, (size_t)step);
+            j += step;
+            i += step;
+        }
+    }
+    return j;
+}
+
+static PyObject *json_floats_as_repr(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    char *text;
+    Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(arg, &text, &n) < 0)
+        return NULL;
+    /* padding adds at most one byte a number; the scientific form is never longer than the fixed one */
+    char *padded = PyMem_Malloc((size_t)(4 * n + 32));
+    if (padded == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t m = pad_exponents(text, n, padded);
+    char *out = padded + 2 * n + 16;
+    Py_ssize_t k = small_as_scientific(padded, m, out);
+    PyObject *result = PyUnicode_DecodeASCII(out, k, "strict");
+    PyMem_Free(padded);
+    return result;
+}
+
 static PyObject *simd(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
 {
     return PyBool_FromLong(simd_enabled());
@@ -266,6 +351,8 @@ static PyMethodDef methods[] = {
     {"simd", (PyCFunction)simd, METH_NOARGS, "simd() -> whether the AVX2 loops are in use"},
     {"judge_pair", (PyCFunction)(void (*)(void))judge_pair, METH_FASTCALL,
      "judge_pair(dut_address, dut_kind, bench_address, bench_kind, count) -> error metrics, or None for NaN/Inf"},
+    {"json_floats_as_repr", (PyCFunction)json_floats_as_repr, METH_O,
+     "json_floats_as_repr(orjson_bytes) -> str: orjson's text of a float array with every number as its repr"},
     {NULL, NULL, 0, NULL},
 };
 
