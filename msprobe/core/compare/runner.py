@@ -19,7 +19,7 @@ from msprobe.core.compare.job_summary import job_summary, job_summary_text, pair
 from msprobe.core.compare.load import MODE_MD5, DumpTable, detect_mode, load_dump, load_stack
 from msprobe.core.compare.mapping import NameMapper, load_mapping_file
 from msprobe.core.compare.match import match_rows
-from msprobe.core.compare.records import CompareRecords, build_records
+from msprobe.core.compare.records import CompareRecords, build_records, memoized, structure_memo
 from msprobe.core.compare.render import SUSPICION, print_suspicious_rows, render_result, summary_text
 from msprobe.core.compare.templates import DumpTemplates
 from msprobe.core.compare.xlsx import Sheet, write_xlsx
@@ -141,7 +141,8 @@ def compare_tables(npu: DumpTable, bench: DumpTable, options: Optional[CompareOp
     """
     options = options or CompareOptions(progress=False)
     mode = _check_modes(npu, bench)
-    bench_index, unmatched = match_rows(npu, bench, options.fuzzy_match, build_mapper(options))
+    bench_index, unmatched = memoized(structure_memo(npu, bench, mode, options), "match",
+                                      lambda: match_rows(npu, bench, options.fuzzy_match, build_mapper(options)))
     records = build_records(mode, npu, bench, bench_index, unmatched, options)
     records.suspect = find_suspect(records)
     return records
