@@ -342,6 +342,74 @@ static PyObject *json_floats_as_repr(PyObject *Py_UNUSED(self), PyObject *arg)
     return result;
 }
 
+/*
+ * split_value_numbers(data, separator) -> list: what re.split(re.escape(separator) + rb"(-?[0-9][0-9.eE+-]*)", data)
+ * returns (msprobe/core/compare/templates.py, whose regex is the reference this is tested against): the text
+ * between the numbers that follow `separator`, and those numbers, alternating.
+ */
+static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+static inline int is_number_byte(char c) { return is_digit(c) || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'; }
+
+static int append_bytes(PyObject *list, const char *start, Py_ssize_t size)
+{
+    PyObject *piece = PyBytes_FromStringAndSize(start, size);
+    if (piece == NULL)
+        return -1;
+    int failed = PyList_Append(list, piece);
+    Py_DECREF(piece);
+    return failed;
+}
+
+static PyObject *split_value_numbers(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    char *data, *sep;
+    Py_ssize_t n, k;
+    if (nargs != 2 || PyBytes_AsStringAndSize(args[0], &data, &n) < 0 ||
+        PyBytes_AsStringAndSize(args[1], &sep, &k) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "split_value_numbers(data: bytes, separator: bytes)");
+        return NULL;
+    }
+    if (k < 1) {
+        PyErr_SetString(PyExc_ValueError, "the separator must not be empty");
+        return NULL;
+    }
+    PyObject *parts = PyList_New(0);
+    if (parts == NULL)
+        return NULL;
+    Py_ssize_t piece = 0, i = 0;
+    while (i + k <= n) {
+        const char *hit = memchr(data + i, sep[0], (size_t)(n - k + 1 - i));
+        if (hit == NULL)
+            break;
+        i = hit - data;
+        if (memcmp(data + i, sep, (size_t)k) != 0) {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i + k, at = start;
+        if (at < n && data[at] == '-')
+            at++;
+        if (at >= n || !is_digit(data[at])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t end = at + 1;
+        while (end < n && is_number_byte(data[end]))
+            end++;
+        if (append_bytes(parts, data + piece, i - piece) < 0 || append_bytes(parts, data + start, end - start) < 0) {
+            Py_DECREF(parts);
+            return NULL;
+        }
+        piece = i = end;
+    }
+    if (append_bytes(parts, data + piece, n - piece) < 0) {
+        Py_DECREF(parts);
+        return NULL;
+    }
+    return parts;
+}
+
 static PyObject *simd(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
 {
     return PyBool_FromLong(simd_enabled());
@@ -351,6 +419,8 @@ static PyMethodDef methods[] = {
     {"simd", (PyCFunction)simd, METH_NOARGS, "simd() -> whether the AVX2 loops are in use"},
     {"judge_pair", (PyCFunction)(void (*)(void))judge_pair, METH_FASTCALL,
      "judge_pair(dut_address, dut_kind, bench_address, bench_kind, count) -> error metrics, or None for NaN/Inf"},
+    {"split_value_numbers", (PyCFunction)(void (*)(void))split_value_numbers, METH_FASTCALL,
+     "split_value_numbers(data, separator) -> re.split(separator + number, data): text and numbers alternating"},
     {"json_floats_as_repr", (PyCFunction)json_floats_as_repr, METH_O,
      "json_floats_as_repr(orjson_bytes) -> str: orjson's text of a float array with every number as its repr"},
     {NULL, NULL, 0, NULL},

@@ -14,6 +14,7 @@ replaced by a distinct sentinel; the sentinels must land once each in the table'
 every other cell of that table must equal the real table's. Without orjson no template is made.
 """
 import itertools
+import os
 import re
 
 import numpy as np
@@ -28,9 +29,22 @@ __all__ = ["DumpTemplates", "STAT_COLUMNS"]
 STAT_COLUMNS = ("max", "min", "mean", "norm")
 # a number that is the value of a dict key, after `": ` (json.dump) or `":` (compact, msprobe's writer)
 _VALUE_NUMBER = {b'": ': re.compile(rb'": (-?[0-9][0-9.eE+-]*)'), b'":': re.compile(rb'":(-?[0-9][0-9.eE+-]*)')}
+_NATIVE_SPLIT = None  # the C form of the split (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0: the regex
+if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
+    try:
+        from msprobe.core._pair_kernels import split_value_numbers as _NATIVE_SPLIT
+    except ImportError:  # built without a C compiler
+        _NATIVE_SPLIT = None
 _STAT_KEYS = (b'"Max', b'"Min', b'"Mean', b'"Norm')
 _STRUCTURES = itertools.count(1)  # one number per template: DumpTable.structure
 _SENTINEL_BASE, _SENTINEL_STEP = 7.0e300, 1.0e286  # distinct floats no dump holds
+
+
+def split_numbers(data, separator):
+    """[text, number, text, number, ..., text]: `data` split at the numbers that follow `separator`."""
+    if _NATIVE_SPLIT is not None:
+        return _NATIVE_SPLIT(data, separator)
+    return _VALUE_NUMBER[separator].split(data)
 
 
 def _is_stat_slot(piece):
@@ -76,8 +90,9 @@ class DumpTemplates:
         load_dump does), parse_strict(text) reads a text with orjson alone (raising what it raises)."""
         if orjson is None or b"\\" in data:
             return parse_table(data)
-        separator = b'": ' if data.count(b'": ') * 2 > data.count(b'":') else b'":'  # the writer's way
-        parts = _VALUE_NUMBER[separator].split(data)
+        head = data[:65536]  # the writer's way, from the first keys
+        separator = b'": ' if head.count(b'": ') * 2 > head.count(b'":') else b'":'
+        parts = split_numbers(data, separator)
         skeleton, numbers = parts[0::2], parts[1::2]
         for template in self.templates:
             table = self._fill(template, path, separator, skeleton, numbers)

@@ -172,3 +172,38 @@ def test_a_job_through_templates_writes_the_reports_of_each_pair_alone(tmp_path,
         with open(outcome.advisor_path) as ours, open(alone.advisor_path) as theirs:
             assert ours.read() == theirs.read()
     assert outcomes[3].summary["suspect"] is not None and outcomes[0].summary["suspect"] is None
+
+
+def test_the_c_split_equals_the_regex_split(tmp_path):
+    """_pair_kernels.split_value_numbers against templates' regex (the reference): real dumps written both
+    ways, and random texts of the bytes that matter."""
+    from msprobe.core._pair_kernels import split_value_numbers
+
+    from msprobe.core.compare import templates
+
+    texts = []
+    for compact in (False, True):
+        with open(_write(str(tmp_path / f"d{compact}" / "dump.json"), _jittered(_sample(), 3), compact), "rb") as f:
+            texts.append(f.read())
+    rng = random.Random(11)
+    alphabet = b'": -+.eE0123456789ax,{}[]'
+    texts += [bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(20000)]
+    for text in texts:
+        for separator in (b'": ', b'":'):
+            assert split_value_numbers(text, separator) == templates._VALUE_NUMBER[separator].split(text)
+
+
+def test_templates_read_the_same_tables_with_msprobe_native_stats_0(tmp_path):
+    import subprocess
+    import sys
+
+    paths = [_write(str(tmp_path / f"rank{r}" / "dump.json"), _jittered(_sample(), r)) for r in range(3)]
+    code = ("import sys, json; from msprobe.core.compare import templates; from msprobe.core.compare.load import "
+            "load_dump; t = templates.DumpTemplates(); tables = [load_dump(p, t) for p in sys.argv[1:]]; "
+            "print(json.dumps([templates._NATIVE_SPLIT is None, sum(x.hits for x in t.templates), "
+            "[[repr(v) for v in table.columns['norm']] for table in tables]]))")
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, check=True,
+                                      env={**os.environ, "MSPROBE_NATIVE_STATS": flag}).stdout) for flag in "01"]
+    assert runs[0][0] is True and runs[1][0] is False
+    assert runs[0][1] == runs[1][1] == 2 and runs[0][2] == runs[1][2]
+    assert runs[0][2] == [[repr(v) for v in load_dump(p).columns["norm"]] for p in paths]
