@@ -29,6 +29,7 @@ cause. The bound uses only the dump (Norms, shapes, the forward's rows), no per-
 """
 import numpy as np
 
+from msprobe.core.compare.memo import memoized
 from msprobe.core.compare.selection import nan_max, selection_bounds, tie_rows
 
 __all__ = ["explained_epsilons", "CONTRACTION_APIS", "BROADCAST_APIS", "PRODUCT_APIS"]
@@ -44,7 +45,9 @@ _BACKWARD = 1
 
 
 def _rows_by_name(records):
-    return {name: row for row, name in enumerate(records.names)}
+    """{row name: row}, made once per structure in a job compare (records.structure_memo); not to be changed."""
+    return memoized(records.extra.get("memo"), "rows by name",
+                    lambda: {name: row for row, name in enumerate(records.names)})
 
 
 def _operand(judgement, bench_stats, row, unseen=None):
@@ -92,7 +95,7 @@ def _bounds(records, judgement, bench_stats, numel, unseen=None):
     and element-wise products (addcmul), each with the output's own rounding (1/2 eps ||out||)."""
     ops, bounds = _Operands(records, judgement, bench_stats, numel, unseen), {}
     entries, names = records.entries, records.names
-    api_of = _bounded_apis(records)
+    api_of = memoized(records.extra.get("memo"), "bounded apis", lambda: _bounded_apis(records))
     for row in [row for row, entry in enumerate(entries) if entry in api_of]:
         entry, name = entries[row], names[row]
         if ".output." not in name or not name.startswith(entry + ".output."):
@@ -240,7 +243,7 @@ def explained_epsilons(records, judgement, stats, numel):
             explained = bound[:, None] / scale
         out[rows] = np.where(np.isfinite(explained), explained, 0.0)
     out[list(_same_tensors(dict.fromkeys(tie_rows(records, judgement), 0.0), stats, False, keys))] = np.inf
-    out[_module_gradients(records)] = np.inf
+    out[memoized(records.extra.get("memo"), "module gradients", lambda: _module_gradients(records))] = np.inf
     return out
 
 

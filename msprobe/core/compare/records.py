@@ -14,6 +14,7 @@ import numpy as np
 from msprobe.core.compare import judge
 from msprobe.core.compare.contraction import explained_epsilons
 from msprobe.core.compare.load import MODE_MD5, MODE_TENSOR, DumpTable
+from msprobe.core.compare.memo import memoized, structure_memo
 from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE, statistics_diffs
 from msprobe.core.compare.reasons import NOT_COMPARED, UNREADABLE, Reason
 from msprobe.core.compare.tensor_io import compare_tensor_files
@@ -233,36 +234,6 @@ def _numel(table, positions):
     sizes = {shape: float(np.prod(shape)) if shape else 1.0 for shape in set(shapes)}
     per_row = np.fromiter(map(sizes.__getitem__, shapes), dtype=np.float64, count=len(shapes))
     return np.where(positions >= 0, per_row[np.clip(positions, 0, None)], 1.0) if len(positions) else np.ones(0)
-
-
-_MEMOS: list = []  # [(npu structure, bench structure, options, memo)], the latest first
-_MEMO_CAPACITY = 4
-
-
-def structure_memo(npu, bench, mode, options):
-    """A dict shared by every statistics-mode compare of two tables of these structures (templates.py:
-    equal in every column but the statistics) under these options, for what depends on nothing else:
-    row matching, kinds, phases, epsilons, row names. None where a table has no structure (read alone)
-    or the mode reads more than the tables (tensor files)."""
-    if npu.structure is None or bench.structure is None or mode == MODE_TENSOR or options is None:
-        return None
-    for index, (npu_structure, bench_structure, seen_options, memo) in enumerate(_MEMOS):
-        if npu_structure == npu.structure and bench_structure == bench.structure and seen_options is options:
-            if index:
-                _MEMOS.insert(0, _MEMOS.pop(index))
-            return memo
-    _MEMOS.insert(0, (npu.structure, bench.structure, options, {}))
-    del _MEMOS[_MEMO_CAPACITY:]
-    return _MEMOS[0][3]
-
-
-def memoized(memo, key, make):
-    """memo[key], made by make() the first time; make() alone without a memo."""
-    if memo is None:
-        return make()
-    if key not in memo:
-        memo[key] = make()
-    return memo[key]
 
 
 UPDATE_APIS = frozenset({"addcdiv_"})  # normalized optimizer updates: param.addcdiv_(m, d, value=-step)

@@ -17,7 +17,8 @@ from msprobe.core.compare.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR
 from msprobe.core.compare.metrics import (EXTENSION_METRICS, MSG_EMPTY, MSG_NAN_POSITION, MSG_SHAPE, MSG_ZERO_DIM, NA,
                                           NONE, REFERENCE_METRICS, SHAPE_UNMATCHED, TENSOR_METRIC_TABLE, UNSUPPORTED)
 from msprobe.core.compare.reasons import Reason
-from msprobe.core.compare.records import FLOAT_DTYPES, memoized
+from msprobe.core.compare.memo import memoized
+from msprobe.core.compare.records import FLOAT_DTYPES
 from msprobe.core.compare.tolerance import AMPLIFICATION, CHECKS, epsilon_name
 
 __all__ = ["CompareResult", "render_result", "headers_for", "suspicion_text", "tensor_metric_cells",

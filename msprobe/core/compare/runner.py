@@ -19,7 +19,8 @@ from msprobe.core.compare.job_summary import job_summary, job_summary_text, pair
 from msprobe.core.compare.load import MODE_MD5, DumpTable, detect_mode, load_dump, load_stack
 from msprobe.core.compare.mapping import NameMapper, load_mapping_file
 from msprobe.core.compare.match import match_rows
-from msprobe.core.compare.records import CompareRecords, build_records, memoized, structure_memo
+from msprobe.core.compare.memo import memoized, structure_memo
+from msprobe.core.compare.records import CompareRecords, build_records
 from msprobe.core.compare.render import SUSPICION, print_suspicious_rows, render_result, summary_text
 from msprobe.core.compare.templates import DumpTemplates
 from msprobe.core.compare.xlsx import Sheet, write_xlsx
