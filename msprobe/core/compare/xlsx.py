@@ -107,9 +107,19 @@ _SHEET_HEAD = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
 
 
 
+def _needs_no_escape(joined):
+    """Whether `joined` holds none of what _NEEDS_ESCAPE finds: no &, <, > and, with tabs and line breaks
+    taken out, printable (every control character is not): most texts are told without the regex."""
+    if "&" in joined or "<" in joined or ">" in joined:
+        return False
+    if joined.replace("\n", "").replace("\t", "").replace("\r", "").isprintable():
+        return True
+    return not _NEEDS_ESCAPE.search(joined)
+
+
 def _escape_all(texts):
-    """_escape of each text; a list that needs none (the usual case) is checked in one regex search."""
-    if max(map(len, texts)) <= _MAX_CELL_TEXT and not _NEEDS_ESCAPE.search("\n".join(texts)):
+    """_escape of each text; a list that needs none (the usual case) is checked in one pass."""
+    if max(map(len, texts)) <= _MAX_CELL_TEXT and _needs_no_escape("\n".join(texts)):
         return texts
     return list(map(_escape, texts))
 
@@ -182,7 +192,8 @@ class _SharedStrings(_InlineStrings):
             self.cells.clear()  # the indexes must stay valid until the table is written: kept
 
     def xml(self):
-        items = "".join(f'<si><t xml:space="preserve">{text}</t></si>' for text in self.texts)
+        slot = '</t></si><si><t xml:space="preserve">'
+        items = f'<si><t xml:space="preserve">{slot.join(self.texts)}</t></si>' if self.texts else ""
         return ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
                 '<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" '
                 f'uniqueCount="{len(self.texts)}">{items}</sst>')
@@ -231,11 +242,21 @@ def _number_block(columns, start, stop, strings):
     odd = [block[1] for block in blocks]
     rows = joined_reprs(values, "</v></c><c><v>", "<c><v>", "</v></c>")
     odd_rows = sorted(set().union(*odd))
-    numbers = iter(float_reprs(values[odd_rows].ravel()) if odd_rows else [])  # row by row, column by column
-    for i in odd_rows:
-        texts = [next(numbers) for _ in odd]
-        rows[i] = "".join(_cell(cells[i], strings) if i in cells else f"<c><v>{text}</v></c>"
-                          for cells, text in zip(odd, texts))
+    if not odd_rows:
+        return rows
+    # the odd rows' cells column by column: the numbers in bulk, then each odd cell put in (row by row, so
+    # that new shared strings are numbered as before)
+    texts = float_reprs(values[odd_rows].ravel())
+    width = len(odd)
+    columns = [("<c><v>" + "</v></c>\x01<c><v>".join(texts[k::width]) + "</v></c>").split("\x01")
+               for k in range(width)]
+    for n, i in enumerate(odd_rows):
+        for cells, column in zip(odd, columns):
+            if i in cells:
+                value = cells[i]
+                column[n] = strings.cell(value) if type(value) is str else _cell(value, strings)
+    for i, parts in zip(odd_rows, zip(*columns)):
+        rows[i] = "".join(parts)
     return rows
 
 
