@@ -191,6 +191,15 @@ class _SharedStrings(_InlineStrings):
         if len(self.cells) > 200000:
             self.cells.clear()  # the indexes must stay valid until the table is written: kept
 
+    def snapshot(self):
+        return dict(self), list(self.texts), dict(self.cells)
+
+    def restore(self, snapshot):
+        """The state of a snapshot, into a table that holds nothing yet."""
+        self.update(snapshot[0])
+        self.texts.extend(snapshot[1])
+        self.cells.update(snapshot[2])
+
     def xml(self):
         slot = '</t></si><si><t xml:space="preserve">'
         items = f'<si><t xml:space="preserve">{slot.join(self.texts)}</t></si>' if self.texts else ""
@@ -264,10 +273,42 @@ def _is_number_column(column):
     return getattr(column, "formatter", True) is None and hasattr(column, "block")
 
 
+_LEAD: list = []  # [(the leading text columns, their cells, the shared strings after them)] of the last sheet
+
+
+def _leading_text_columns(sheet, start, stop, strings):
+    """How many leading columns are lists of cells, when this chunk is a whole sheet written first into a
+    workbook's shared-string table (else 0)."""
+    columns = sheet.columns
+    if start or stop != len(columns[0]) or type(strings) is not _SharedStrings or strings.texts:
+        return 0
+    lead = 0  # lists of text only: equal lists of texts make equal cells (1 == 1.0 == True would not)
+    while lead < len(columns) and type(columns[lead]) is list and set(map(type, columns[lead])) == {str}:
+        lead += 1
+    return lead
+
+
+def _lead_parts(columns, strings):
+    """The parts of the leading text columns: a job's reports start with the same row names, dtypes and
+    shapes in every rank, so the cells and the shared strings they make are kept from the last sheet
+    whose leading columns were equal."""
+    seen = _LEAD[0] if _LEAD else None
+    if seen is not None and len(seen[0]) == len(columns) and all(a == b for a, b in zip(seen[0], columns)):
+        strings.restore(seen[2])
+        cells = seen[1]
+    else:
+        cells = [_column_cells(column, strings) for column in columns]
+        _LEAD[:] = [([list(column) for column in columns], cells, strings.snapshot())]
+    return [(k, k + 1, list(column_cells)) for k, column_cells in enumerate(cells)]  # copies: rows get styled
+
+
 def _chunk_parts(sheet, start, stop, strings):
     """[(first column, last column + 1, XML per row of those columns' cells)] covering every column:
     runs of adjacent number columns as one part (_number_block), every other column alone."""
     parts, columns, k = [], sheet.columns, 0
+    lead = _leading_text_columns(sheet, start, stop, strings)
+    if lead:
+        parts, k = _lead_parts(columns[:lead], strings), lead
     while k < len(columns):
         end = k + 1
         if _is_number_column(columns[k]):
