@@ -410,6 +410,99 @@ static PyObject *split_value_numbers(PyObject *Py_UNUSED(self), PyObject *const 
     return parts;
 }
 
+/*
+ * json_rows_as_repr(text, sep, head, tail) -> list of str: for orjson's text of a 2-d float64 array ("[[a,b],[c,d]]"),
+ * per row head + the repr of each number joined by sep + tail, as float_text._orjson_joined makes it from
+ * json_floats_as_repr's text (the reference this is tested against). sep, head and tail hold no ',' and no ']'.
+ */
+static PyObject *json_rows_as_repr(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    char *text;
+    Py_ssize_t n, sep_n, head_n, tail_n;
+    const char *sep, *head, *tail;
+    if (nargs != 4 || PyBytes_AsStringAndSize(args[0], &text, &n) < 0 || !PyUnicode_Check(args[1]) ||
+        !PyUnicode_Check(args[2]) || !PyUnicode_Check(args[3])) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "json_rows_as_repr(text: bytes, sep: str, head: str, tail: str)");
+        return NULL;
+    }
+    if ((sep = PyUnicode_AsUTF8AndSize(args[1], &sep_n)) == NULL || (head = PyUnicode_AsUTF8AndSize(args[2], &head_n)) == NULL ||
+        (tail = PyUnicode_AsUTF8AndSize(args[3], &tail_n)) == NULL)
+        return NULL;
+    if (!PyUnicode_IS_ASCII(args[1]) || !PyUnicode_IS_ASCII(args[2]) || !PyUnicode_IS_ASCII(args[3])) {
+        PyErr_SetString(PyExc_ValueError, "sep, head and tail must be ASCII");
+        return NULL;
+    }
+    char *padded = PyMem_Malloc((size_t)(4 * n + 32));
+    if (padded == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t m = pad_exponents(text, n, padded);
+    char *fixed = padded + 2 * n + 16;
+    Py_ssize_t k = small_as_scientific(padded, m, fixed);
+    PyObject *rows = PyList_New(0);
+    char *row = NULL;
+    Py_ssize_t row_cap = 0;
+    if (rows == NULL)
+        goto fail;
+    if (k < 4 || fixed[0] != '[' || fixed[1] != '[') {
+        PyErr_SetString(PyExc_ValueError, "not the text of a 2-d array");
+        goto fail;
+    }
+    Py_ssize_t i = 2;
+    while (i < k) {
+        const char *close = memchr(fixed + i, ']', (size_t)(k - i));
+        if (close == NULL) {
+            PyErr_SetString(PyExc_ValueError, "unterminated row");
+            goto fail;
+        }
+        Py_ssize_t end = close - fixed, commas = 0;
+        for (Py_ssize_t j = i; j < end; j++)
+            commas += fixed[j] == ',';
+        Py_ssize_t need = head_n + tail_n + (end - i) + commas * (sep_n > 1 ? sep_n - 1 : 0) + 1;
+        if (need > row_cap) {
+            char *grown = PyMem_Realloc(row, (size_t)need);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            row = grown;
+            row_cap = need;
+        }
+        Py_ssize_t w = 0;
+        memcpy(row, head, (size_t)head_n);
+        w += head_n;
+        for (Py_ssize_t j = i; j < end; j++) {
+            if (fixed[j] == ',') {
+                memcpy(row + w, sep, (size_t)sep_n);
+                w += sep_n;
+            } else {
+                row[w++] = fixed[j];
+            }
+        }
+        memcpy(row + w, tail, (size_t)tail_n);
+        w += tail_n;
+        PyObject *item = PyUnicode_DecodeASCII(row, w, "strict");
+        if (item == NULL || PyList_Append(rows, item) < 0) {
+            Py_XDECREF(item);
+            goto fail;
+        }
+        Py_DECREF(item);
+        i = end + 1;  /* past ']': then ",[" before the next row, or the closing ']' */
+        if (i < k && fixed[i] == ',')
+            i += 2;
+        else
+            break;
+    }
+    PyMem_Free(row);
+    PyMem_Free(padded);
+    return rows;
+fail:
+    PyMem_Free(row);
+    PyMem_Free(padded);
+    Py_XDECREF(rows);
+    return NULL;
+}
+
 static PyObject *simd(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
 {
     return PyBool_FromLong(simd_enabled());
@@ -421,6 +514,8 @@ static PyMethodDef methods[] = {
      "judge_pair(dut_address, dut_kind, bench_address, bench_kind, count) -> error metrics, or None for NaN/Inf"},
     {"split_value_numbers", (PyCFunction)(void (*)(void))split_value_numbers, METH_FASTCALL,
      "split_value_numbers(data, separator) -> re.split(separator + number, data): text and numbers alternating"},
+    {"json_rows_as_repr", (PyCFunction)(void (*)(void))json_rows_as_repr, METH_FASTCALL,
+     "json_rows_as_repr(orjson_bytes_2d, sep, head, tail) -> per row head + the reprs joined by sep + tail"},
     {"json_floats_as_repr", (PyCFunction)json_floats_as_repr, METH_O,
      "json_floats_as_repr(orjson_bytes) -> str: orjson's text of a float array with every number as its repr"},
     {NULL, NULL, 0, NULL},

@@ -21,12 +21,14 @@ except ImportError:  # pragma: no cover - orjson is a base dependency
 
 __all__ = ["float_reprs", "joined_reprs"]
 
-_NATIVE = None  # the C form of the two rewrites (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0: Python
+# the C form of the rewrites and of the row joining (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0: Python
+_NATIVE = _NATIVE_ROWS = None
 if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
     try:
         from msprobe.core._pair_kernels import json_floats_as_repr as _NATIVE
+        from msprobe.core._pair_kernels import json_rows_as_repr as _NATIVE_ROWS
     except ImportError:  # built without a C compiler
-        _NATIVE = None
+        _NATIVE = _NATIVE_ROWS = None
 
 _FIXED_SMALL = re.compile(r"0\.0000[0-9]+")  # a value in (-1e-4, 1e-4) orjson writes without exponent
 _COMMA, _CLOSE, _MINUS, _ZERO = (ord(c) for c in ",]-0")
@@ -67,6 +69,14 @@ def _orjson_reprs(values):
 def _orjson_joined(array, sep, head, tail):
     if not len(array):
         return []
+    if _NATIVE_ROWS is not None and array.ndim == 2 and array.shape[1]:
+        return _NATIVE_ROWS(orjson.dumps(np.ascontiguousarray(array, dtype=np.float64),
+                                         option=orjson.OPT_SERIALIZE_NUMPY), sep, head, tail)
+    return _python_joined(array, sep, head, tail)
+
+
+def _python_joined(array, sep, head, tail):
+    """_orjson_joined without the C row joining (the reference it is tested against)."""
     text = _repr_json(np.ascontiguousarray(array, dtype=np.float64))[2:-2]
     return (head + text.replace("],[", "\x01").replace(",", sep) + tail).replace("\x01", tail + "\x01" + head).split("\x01")
 

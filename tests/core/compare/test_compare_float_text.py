@@ -124,3 +124,14 @@ def test_native_text_rewrite_is_off_with_msprobe_native_stats_0():
     out = {flag: subprocess.run([sys.executable, "-c", code], env={**os.environ, "MSPROBE_NATIVE_STATS": flag},
                                 capture_output=True, text=True, check=True).stdout.strip() for flag in ("0", "1")}
     assert out == {"0": "True", "1": "False"}
+
+
+@pytest.mark.parametrize("width", [1, 3, 8, 12])
+def test_the_c_row_joining_equals_the_python_joining(width):
+    """_pair_kernels.json_rows_as_repr (float_text._orjson_joined) against the Python joining and repr."""
+    values = _values_of_every_form()
+    rows = values[: len(values) // width * width].reshape(-1, width)
+    for sep, head, tail in (("</v></c><c><v>", "<c><v>", "</v></c>"), ("|", "<", ">"), ("", "", "")):
+        native = float_text._orjson_joined(rows, sep, head, tail)
+        assert native == float_text._python_joined(rows, sep, head, tail)
+        assert native[:2000] == [head + sep.join(map(repr, row)) + tail for row in rows[:2000].tolist()]
