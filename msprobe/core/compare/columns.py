@@ -73,7 +73,8 @@ class NumberColumn(Sequence):
         nonfinite = ~np.isfinite(values)
         nonfinite[rows] = False
         odd = {i: str(v) for i, v in zip(np.flatnonzero(nonfinite).tolist(), values[nonfinite].tolist())}
-        odd.update((row - start, self.overrides[row]) for row in (rows[~floats] + start).tolist())
+        others = rows[~floats]
+        odd.update(zip(others.tolist(), map(self.overrides.__getitem__, (others + start).tolist())))
         return values, odd
 
     def __iter__(self):

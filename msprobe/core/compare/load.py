@@ -270,8 +270,20 @@ def _stack_text(value, texts):
     return text
 
 
+_MODES: dict = {}  # structure number (templates.py) -> mode: the ranks of a job share it
+
+
 def detect_mode(table):
     """tensor / statistics / md5, from the dump header and the rows themselves."""
+    if table.structure is not None:
+        mode = _MODES.get(table.structure)
+        if mode is None:
+            mode = _MODES[table.structure] = _detect_mode(table)
+        return mode
+    return _detect_mode(table)
+
+
+def _detect_mode(table):
     task = table.header.get("task")
     if task == "tensor" or any(name != "-1" for name in table.columns["data_name"][:1000]):
         return MODE_TENSOR

@@ -14,6 +14,7 @@ replaced by a distinct sentinel; the sentinels must land once each in the table'
 every other cell of that table must equal the real table's. Without orjson no template is made.
 """
 import itertools
+import operator
 import os
 import re
 
@@ -52,6 +53,14 @@ def _is_stat_slot(piece):
     return piece.endswith(_STAT_KEYS)
 
 
+def _getter(indexes):
+    """A function giving the tuple of a list's items at `indexes`, in one C call (itemgetter gives a bare item
+    for one index)."""
+    if len(indexes) > 1:
+        return operator.itemgetter(*indexes)
+    return lambda items: tuple(items[i] for i in indexes)
+
+
 class _Template:
     """One structure: the skeleton pieces, which numbers are statistics and where they go, the table."""
 
@@ -61,7 +70,8 @@ class _Template:
         self.stat_slots = stat_slots  # indexes of the numbers that are statistics
         fixed = sorted(set(range(len(numbers))) - set(stat_slots))
         self.fixed_slots = fixed
-        self.fixed_numbers = [numbers[i] for i in fixed]  # must be the same text in every file
+        self.fixed_of, self.stats_of = _getter(fixed), _getter(stat_slots)
+        self.fixed_numbers = self.fixed_of(numbers)  # must be the same text in every file
         self.cells = cells  # flat index into the (rows, 4) statistics of each statistic number
         self.table = table
         self.stats = stats  # (rows, 4) float64 of the table, the base the numbers are put into
@@ -110,9 +120,9 @@ class DumpTemplates:
     def _fill(self, template, path, separator, skeleton, numbers):
         if separator != template.separator or len(skeleton) != len(template.skeleton) or skeleton != template.skeleton:
             return None
-        if [numbers[i] for i in template.fixed_slots] != template.fixed_numbers:
+        if template.fixed_of(numbers) != template.fixed_numbers:
             return None
-        stat_texts = [numbers[i] for i in template.stat_slots]
+        stat_texts = template.stats_of(numbers)
         try:
             values = orjson.loads(b"[" + b",".join(stat_texts) + b"]")
             stats = template.stats.copy()

@@ -391,10 +391,29 @@ def _text_width(sample):
     return max(number, max(map(len, texts), default=0))
 
 
+_TEXT_WIDTHS: dict = {}  # (title, sample of texts) -> width: a job's reports repeat their text columns
+
+
+def _width(title, sample):
+    return min(_MAX_WIDTH, max(len(str(title)) + 3, _text_width(sample) + 2, 8))
+
+
 def _column_widths(sheet):
     """Width per column from the title and the first rows' text (a sample: sizing must stay cheap)."""
-    return [min(_MAX_WIDTH, max(len(str(title)) + 3, _text_width(column[:_SAMPLE_ROWS]) + 2, 8))
-            for title, column in zip(sheet.header, sheet.columns)]
+    widths = []
+    for title, column in zip(sheet.header, sheet.columns):
+        sample = column[:_SAMPLE_ROWS]
+        if type(sample) is list and set(map(type, sample)) == {str} and type(title) is str:
+            key = (title, tuple(sample))
+            width = _TEXT_WIDTHS.get(key)
+            if width is None:
+                if len(_TEXT_WIDTHS) > 512:
+                    _TEXT_WIDTHS.clear()
+                width = _TEXT_WIDTHS[key] = _width(title, sample)
+            widths.append(width)
+        else:
+            widths.append(_width(title, sample))
+    return widths
 
 
 def _sheet_head(sheet):
