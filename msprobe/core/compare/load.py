@@ -51,6 +51,7 @@ class DumpTable:
         self._data_dir = data_dir
         # tables with the same structure number have equal columns but max/min/mean/norm (templates.py)
         self.structure = None
+        self.stat_array = None  # (rows, 4) float64 of max/min/mean/norm, when a template made the table
 
     def __len__(self):
         return len(self.columns["name"])

@@ -111,7 +111,9 @@ class CompareRecords:
 def _stat_array(table, positions):
     if len(table) == 0:
         return np.full((len(positions), 4), np.nan)
-    array = np.array([table.columns[s] for s in ("max", "min", "mean", "norm")], dtype=np.float64).T
+    array = getattr(table, "stat_array", None)
+    if array is None:
+        array = np.array([table.columns[s] for s in ("max", "min", "mean", "norm")], dtype=np.float64).T
     taken = array[np.clip(positions, 0, None)]
     taken[positions < 0] = np.nan
     return taken

@@ -183,4 +183,5 @@ def _table_like(table, path, stats):
         made.columns[key] = stats[:, k].tolist()
     made.entries = table.entries
     made.structure = table.structure
+    made.stat_array = stats
     return made
