@@ -210,3 +210,31 @@ def test_templates_read_the_same_tables_with_msprobe_native_stats_0(tmp_path):
     assert runs[0][0] is True and runs[1][0] is False
     assert runs[0][1] == runs[1][1] == 2 and runs[0][2] == runs[1][2]
     assert runs[0][2] == [[repr(v) for v in load_dump(p).columns["norm"]] for p in paths]
+
+
+def test_operands_read_from_per_row_lists_equal_the_per_row_numpy_reads():
+    """contraction._Operands.get / max_abs (lists made once a pair) against _operand / nan_max row by row, on
+    scores and statistics holding NaN, infinities and unseen selections."""
+    from types import SimpleNamespace
+
+    from msprobe.core.compare import contraction
+    from msprobe.core.compare.selection import nan_max
+
+    rng = np.random.default_rng(5)
+    rows = 400
+    scores = rng.exponential(2.0, (rows, 5))
+    scores[rng.random((rows, 5)) < 0.3] = np.nan
+    scores[rng.random((rows, 5)) < 0.05] = np.inf
+    stats = rng.standard_normal((rows, 4)) * 10.0 ** rng.integers(-3, 4, (rows, 4))
+    stats[rng.random((rows, 4)) < 0.1] = np.nan
+    stats[rng.random((rows, 4)) < 0.05] = -np.inf
+    unseen = {int(r): float(v) for r, v in zip(rng.integers(0, rows, 60), rng.exponential(3.0, 60))}
+    records = SimpleNamespace(names=[f"r{i}" for i in range(rows)], extra={})
+    judgement = SimpleNamespace(scores=scores)
+    for seen in (unseen, None):
+        ops = contraction._Operands(records, judgement, stats, np.ones(rows), seen)
+        for row in [None] + list(range(rows)):
+            assert ops.get(row) == contraction._operand(judgement, stats, row, seen), row
+            if row is not None:
+                value = nan_max(np.abs(stats[row, :2]))
+                assert ops.max_abs(row) == (value if value is not None and np.isfinite(value) else np.inf)
