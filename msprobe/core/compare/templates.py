@@ -49,7 +49,8 @@ def split_numbers(data, separator):
 
 
 def _is_stat_slot(piece):
-    """Whether the number after skeleton piece `piece` (ending at the key's closing quote) is a statistic."""
+    """Whether the number after skeleton piece `piece` (which ends with its key, the closing quote cut off) is a
+    statistic."""
     return piece.endswith(_STAT_KEYS)
 
 
