@@ -378,11 +378,11 @@ static PyObject *split_value_numbers(PyObject *Py_UNUSED(self), PyObject *const 
     if (parts == NULL)
         return NULL;
     Py_ssize_t piece = 0, i = 0;
-    while (i + k <= n) {
-        const char *hit = memchr(data + i, sep[0], (size_t)(n - k + 1 - i));
+    while (i + k <= n) {  /* find the separator by its second byte (':' is rarer than '"'), then check it */
+        const char *hit = k > 1 ? memchr(data + i + 1, sep[1], (size_t)(n - k + 1 - i)) : memchr(data + i, sep[0], (size_t)(n - i));
         if (hit == NULL)
             break;
-        i = hit - data;
+        i = (hit - data) - (k > 1);
         if (memcmp(data + i, sep, (size_t)k) != 0) {
             i++;
             continue;
@@ -455,10 +455,9 @@ static PyObject *json_rows_as_repr(PyObject *Py_UNUSED(self), PyObject *const *a
             PyErr_SetString(PyExc_ValueError, "unterminated row");
             goto fail;
         }
-        Py_ssize_t end = close - fixed, commas = 0;
-        for (Py_ssize_t j = i; j < end; j++)
-            commas += fixed[j] == ',';
-        Py_ssize_t need = head_n + tail_n + (end - i) + commas * (sep_n > 1 ? sep_n - 1 : 0) + 1;
+        Py_ssize_t end = close - fixed;
+        /* at most one separator every two bytes of the row ("1,2"): enough room without counting commas */
+        Py_ssize_t need = head_n + tail_n + (end - i) + ((end - i) / 2 + 1) * sep_n + 1;
         if (need > row_cap) {
             char *grown = PyMem_Realloc(row, (size_t)need);
             if (grown == NULL) {
@@ -471,13 +470,16 @@ static PyObject *json_rows_as_repr(PyObject *Py_UNUSED(self), PyObject *const *a
         Py_ssize_t w = 0;
         memcpy(row, head, (size_t)head_n);
         w += head_n;
-        for (Py_ssize_t j = i; j < end; j++) {
-            if (fixed[j] == ',') {
-                memcpy(row + w, sep, (size_t)sep_n);
-                w += sep_n;
-            } else {
-                row[w++] = fixed[j];
-            }
+        for (Py_ssize_t j = i; j < end;) {  /* each number, then a separator where a comma was */
+            const char *comma = memchr(fixed + j, ',', (size_t)(end - j));
+            Py_ssize_t stop = comma == NULL ? end : comma - fixed;
+            memcpy(row + w, fixed + j, (size_t)(stop - j));
+            w += stop - j;
+            if (comma == NULL)
+                break;
+            memcpy(row + w, sep, (size_t)sep_n);
+            w += sep_n;
+            j = stop + 1;
         }
         memcpy(row + w, tail, (size_t)tail_n);
         w += tail_n;
