@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 
 from msprobe.core.compare.columns import NumberColumn
-from msprobe.core.compare.float_text import float_reprs
+from msprobe.core.compare.float_text import joined_reprs
 from msprobe.core.compare.judge import RED_MESSAGES, YELLOW_MESSAGES
 from msprobe.core.compare.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR
 from msprobe.core.compare.metrics import (EXTENSION_METRICS, MSG_EMPTY, MSG_NAN_POSITION, MSG_SHAPE, MSG_ZERO_DIM, NA,
@@ -197,7 +197,7 @@ def _summary_columns(records, side, stats):
 def _percent(values):
     """Relative errors as the reference shows them: '12.345678%' (6 decimals, trailing zeros dropped)."""
     rounded = np.round(values * 100, 6)
-    cells = ("%,".join(float_reprs(rounded)) + "%").split(",") if len(rounded) else []
+    cells = joined_reprs(rounded.reshape(-1, 1), "", "", "%") if len(rounded) else []
     for i in np.flatnonzero(~np.isfinite(rounded)).tolist():
         cells[i] = NA if np.isnan(values[i]) else f"{float(rounded[i])}%"
     return cells
