@@ -257,6 +257,254 @@ static PyObject *judge_pair(PyObject *Py_UNUSED(self), PyObject *const *args, Py
                          out.rel_index, out.acc.sum / (double)count, out.acc.db, out.acc.dd, out.acc.bb);
 }
 
+
+/*
+ * json_floats_as_repr(text) -> str: orjson's JSON text of a float64 array rewritten so that every number reads
+ * as Python's repr of it (msprobe/core/compare/float_text.py, whose Python path is the reference this is tested
+ * against). Two rewrites, in this order: a one-digit negative exponent gets its leading zero ("1e-7" -> "1e-07":
+ * a ',' or ']' two bytes after a '-'), and a number orjson writes as "0.0000ddd" without a digit before it
+ * becomes "d.dde-05" (repr uses the exponent form below 1e-4, orjson below 1e-7).
+ */
+static Py_ssize_t pad_exponents(const char *in, Py_ssize_t n, char *out)
+{
+    Py_ssize_t i = 0, j = 0;
+    while (i < n) {  /* copy up to each '-', then look at the two bytes after it */
+        const char *minus = memchr(in + i, '-', (size_t)(n - i));
+        Py_ssize_t stop = minus == NULL ? n : (Py_ssize_t)(minus - in) + 1;
+        memcpy(out + j, in + i, (size_t)(stop - i));
+        j += stop - i;
+        i = stop;
+        if (minus != NULL && i + 1 < n && (in[i + 1] == ',' || in[i + 1] == ']'))
+            out[j++] = '0';
+    }
+    return j;
+}
+
+static Py_ssize_t small_as_scientific(const char *in, Py_ssize_t n, char *out)
+{
+    Py_ssize_t i = 0, j = 0;
+    while (i < n) {
+        const char *dot = memchr(in + i, '.', (size_t)(n - i));  /* a match starts one byte before a '.' */
+        Py_ssize_t at = dot == NULL ? n : (Py_ssize_t)(dot - in) - 1;
+        if (at < i)
+            at = i;
+        memcpy(out + j, in + i, (size_t)(at - i));
+        j += at - i;
+        i = at;
+        if (i >= n)
+            break;
+        Py_ssize_t end = i + 6;
+        if (end < n && memcmp(in + i, "0.0000", 6) == 0 && in[end] >= '0' && in[end] <= '9') {
+            while (end < n && in[end] >= '0' && in[end] <= '9')
+                end++;
+            Py_ssize_t first = i + 2;  /* the fraction's first digit */
+            while (first < end && in[first] == '0')
+                first++;
+            if ((i > 0 && in[i - 1] >= '0' && in[i - 1] <= '9') || first == end) {
+                memcpy(out + j, in + i, (size_t)(end - i));
+                j += end - i;
+            } else {
+                int exponent = (int)(first - (i + 2)) + 1;
+                out[j++] = in[first];
+                if (end - first > 1) {
+                    out[j++] = '.';
+                    memcpy(out + j, in + first + 1, (size_t)(end - first - 1));
+                    j += end - first - 1;
+                }
+                j += sprintf(out + j, "e-%02d", exponent);
+            }
+            i = end;
+        } else {  /* no match here: this byte and the '.' (a match cannot start at a '.') */
+            Py_ssize_t step = (dot != NULL && (Py_ssize_t)(dot - in) >= i) ? (Py_ssize_t)(dot - in) + 1 - i : 1;
+            memcpy(out + j, in + i, (size_t)step);
+            j += step;
+            i += step;
+        }
+    }
+    return j;
+}
+
+static PyObject *json_floats_as_repr(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    char *text;
+    Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(arg, &text, &n) < 0)
+        return NULL;
+    /* padding adds at most one byte a number; the scientific form is never longer than the fixed one */
+    char *padded = PyMem_Malloc((size_t)(4 * n + 32));
+    if (padded == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t m = pad_exponents(text, n, padded);
+    char *out = padded + 2 * n + 16;
+    Py_ssize_t k = small_as_scientific(padded, m, out);
+    PyObject *result = PyUnicode_DecodeASCII(out, k, "strict");
+    PyMem_Free(padded);
+    return result;
+}
+
+/*
+ * split_value_numbers(data, separator) -> list: what re.split(re.escape(separator) + rb"(-?[0-9][0-9.eE+-]*)", data)
+ * returns (msprobe/core/compare/templates.py, whose regex is the reference this is tested against): the text
+ * between the numbers that follow `separator`, and those numbers, alternating.
+ */
+static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+static inline int is_number_byte(char c) { return is_digit(c) || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'; }
+
+static int append_bytes(PyObject *list, const char *start, Py_ssize_t size)
+{
+    PyObject *piece = PyBytes_FromStringAndSize(start, size);
+    if (piece == NULL)
+        return -1;
+    int failed = PyList_Append(list, piece);
+    Py_DECREF(piece);
+    return failed;
+}
+
+static PyObject *split_value_numbers(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    char *data, *sep;
+    Py_ssize_t n, k;
+    if (nargs != 2 || PyBytes_AsStringAndSize(args[0], &data, &n) < 0 ||
+        PyBytes_AsStringAndSize(args[1], &sep, &k) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "split_value_numbers(data: bytes, separator: bytes)");
+        return NULL;
+    }
+    if (k < 1) {
+        PyErr_SetString(PyExc_ValueError, "the separator must not be empty");
+        return NULL;
+    }
+    PyObject *parts = PyList_New(0);
+    if (parts == NULL)
+        return NULL;
+    Py_ssize_t piece = 0, i = 0;
+    while (i + k <= n) {  /* find the separator by its second byte (':' is rarer than '"'), then check it */
+        const char *hit = k > 1 ? memchr(data + i + 1, sep[1], (size_t)(n - k + 1 - i)) : memchr(data + i, sep[0], (size_t)(n - i));
+        if (hit == NULL)
+            break;
+        i = (hit - data) - (k > 1);
+        if (memcmp(data + i, sep, (size_t)k) != 0) {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i + k, at = start;
+        if (at < n && data[at] == '-')
+            at++;
+        if (at >= n || !is_digit(data[at])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t end = at + 1;
+        while (end < n && is_number_byte(data[end]))
+            end++;
+        if (append_bytes(parts, data + piece, i - piece) < 0 || append_bytes(parts, data + start, end - start) < 0) {
+            Py_DECREF(parts);
+            return NULL;
+        }
+        piece = i = end;
+    }
+    if (append_bytes(parts, data + piece, n - piece) < 0) {
+        Py_DECREF(parts);
+        return NULL;
+    }
+    return parts;
+}
+
+/*
+ * json_rows_as_repr(text, sep, head, tail) -> list of str: for orjson's text of a 2-d float64 array ("[[a,b],[c,d]]"),
+ * per row head + the repr of each number joined by sep + tail, as float_text._orjson_joined makes it from
+ * json_floats_as_repr's text (the reference this is tested against). sep, head and tail hold no ',' and no ']'.
+ */
+static PyObject *json_rows_as_repr(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    char *text;
+    Py_ssize_t n, sep_n, head_n, tail_n;
+    const char *sep, *head, *tail;
+    if (nargs != 4 || PyBytes_AsStringAndSize(args[0], &text, &n) < 0 || !PyUnicode_Check(args[1]) ||
+        !PyUnicode_Check(args[2]) || !PyUnicode_Check(args[3])) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "json_rows_as_repr(text: bytes, sep: str, head: str, tail: str)");
+        return NULL;
+    }
+    if ((sep = PyUnicode_AsUTF8AndSize(args[1], &sep_n)) == NULL || (head = PyUnicode_AsUTF8AndSize(args[2], &head_n)) == NULL ||
+        (tail = PyUnicode_AsUTF8AndSize(args[3], &tail_n)) == NULL)
+        return NULL;
+    if (!PyUnicode_IS_ASCII(args[1]) || !PyUnicode_IS_ASCII(args[2]) || !PyUnicode_IS_ASCII(args[3])) {
+        PyErr_SetString(PyExc_ValueError, "sep, head and tail must be ASCII");
+        return NULL;
+    }
+    char *padded = PyMem_Malloc((size_t)(4 * n + 32));
+    if (padded == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t m = pad_exponents(text, n, padded);
+    char *fixed = padded + 2 * n + 16;
+    Py_ssize_t k = small_as_scientific(padded, m, fixed);
+    PyObject *rows = PyList_New(0);
+    char *row = NULL;
+    Py_ssize_t row_cap = 0;
+    if (rows == NULL)
+        goto fail;
+    if (k < 4 || fixed[0] != '[' || fixed[1] != '[') {
+        PyErr_SetString(PyExc_ValueError, "not the text of a 2-d array");
+        goto fail;
+    }
+    Py_ssize_t i = 2;
+    while (i < k) {
+        const char *close = memchr(fixed + i, ']', (size_t)(k - i));
+        if (close == NULL) {
+            PyErr_SetString(PyExc_ValueError, "unterminated row");
+            goto fail;
+        }
+        Py_ssize_t end = close - fixed;
+        /* at most one separator every two bytes of the row ("1,2"): enough room without counting commas */
+        Py_ssize_t need = head_n + tail_n + (end - i) + ((end - i) / 2 + 1) * sep_n + 1;
+        if (need > row_cap) {
+            char *grown = PyMem_Realloc(row, (size_t)need);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            row = grown;
+            row_cap = need;
+        }
+        Py_ssize_t w = 0;
+        memcpy(row, head, (size_t)head_n);
+        w += head_n;
+        for (Py_ssize_t j = i; j < end;) {  /* each number, then a separator where a comma was */
+            const char *comma = memchr(fixed + j, ',', (size_t)(end - j));
+            Py_ssize_t stop = comma == NULL ? end : comma - fixed;
+            memcpy(row + w, fixed + j, (size_t)(stop - j));
+            w += stop - j;
+            if (comma == NULL)
+                break;
+            memcpy(row + w, sep, (size_t)sep_n);
+            w += sep_n;
+            j = stop + 1;
+        }
+        memcpy(row + w, tail, (size_t)tail_n);
+        w += tail_n;
+        PyObject *item = PyUnicode_DecodeASCII(row, w, "strict");
+        if (item == NULL || PyList_Append(rows, item) < 0) {
+            Py_XDECREF(item);
+            goto fail;
+        }
+        Py_DECREF(item);
+        i = end + 1;  /* past ']': then ",[" before the next row, or the closing ']' */
+        if (i < k && fixed[i] == ',')
+            i += 2;
+        else
+            break;
+    }
+    PyMem_Free(row);
+    PyMem_Free(padded);
+    return rows;
+fail:
+    PyMem_Free(row);
+    PyMem_Free(padded);
+    Py_XDECREF(rows);
+    return NULL;
+}
+
 static PyObject *simd(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
 {
     return PyBool_FromLong(simd_enabled());
@@ -266,6 +514,12 @@ static PyMethodDef methods[] = {
     {"simd", (PyCFunction)simd, METH_NOARGS, "simd() -> whether the AVX2 loops are in use"},
     {"judge_pair", (PyCFunction)(void (*)(void))judge_pair, METH_FASTCALL,
      "judge_pair(dut_address, dut_kind, bench_address, bench_kind, count) -> error metrics, or None for NaN/Inf"},
+    {"split_value_numbers", (PyCFunction)(void (*)(void))split_value_numbers, METH_FASTCALL,
+     "split_value_numbers(data, separator) -> re.split(separator + number, data): text and numbers alternating"},
+    {"json_rows_as_repr", (PyCFunction)(void (*)(void))json_rows_as_repr, METH_FASTCALL,
+     "json_rows_as_repr(orjson_bytes_2d, sep, head, tail) -> per row head + the reprs joined by sep + tail"},
+    {"json_floats_as_repr", (PyCFunction)json_floats_as_repr, METH_O,
+     "json_floats_as_repr(orjson_bytes) -> str: orjson's text of a float array with every number as its repr"},
     {NULL, NULL, 0, NULL},
 };
 

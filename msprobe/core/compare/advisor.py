@@ -33,7 +33,7 @@ from msprobe.core.compare.reasons import Reason
 from msprobe.core.compare.records import PHASES
 from msprobe.core.compare.tolerance import AMPLIFICATION
 from msprobe.core.naming import parse_name
-from msprobe.core.paths import atomic_write_text
+from msprobe.core.paths import atomic_write_bytes
 
 __all__ = ["Suspect", "find_suspect", "advisor_text", "write_advisor", "advice_for"]
 
@@ -373,7 +373,8 @@ def advisor_text(records):
 
 
 def write_advisor(records, path):
-    """Write the advisor text (advisor_{timestamp}.txt) to `path`; returns (path, text)."""
+    """Write the advisor text (advisor_{timestamp}.txt) to `path`; returns (path, text). Like the xlsx report
+    beside it, the file is not synced to the disk (a job compare writes one a pair; a sync each cost ~3 ms)."""
     text = advisor_text(records)
-    atomic_write_text(path, text)
+    atomic_write_bytes(path, text.encode("utf-8"), durable=False)
     return path, text

@@ -28,6 +28,13 @@ class NumberColumn(Sequence):
     def __len__(self):
         return len(self.values)
 
+    def with_values(self, values):
+        """A column of other values with the same overrides and formatter (made without redoing them)."""
+        made = object.__new__(NumberColumn)
+        made.__dict__.update(self.__dict__)
+        made.values = np.asarray(values, dtype=np.float64)
+        return made
+
     def _cells(self, values):
         if self.formatter is not None:
             return self.formatter(values)
@@ -66,7 +73,8 @@ class NumberColumn(Sequence):
         nonfinite = ~np.isfinite(values)
         nonfinite[rows] = False
         odd = {i: str(v) for i, v in zip(np.flatnonzero(nonfinite).tolist(), values[nonfinite].tolist())}
-        odd.update((row - start, self.overrides[row]) for row in (rows[~floats] + start).tolist())
+        others = rows[~floats]
+        odd.update(zip(others.tolist(), map(self.overrides.__getitem__, (others + start).tolist())))
         return values, odd
 
     def __iter__(self):

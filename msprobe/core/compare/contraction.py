@@ -29,6 +29,7 @@ cause. The bound uses only the dump (Norms, shapes, the forward's rows), no per-
 """
 import numpy as np
 
+from msprobe.core.compare.memo import memoized
 from msprobe.core.compare.selection import nan_max, selection_bounds, tie_rows
 
 __all__ = ["explained_epsilons", "CONTRACTION_APIS", "BROADCAST_APIS", "PRODUCT_APIS"]
@@ -44,7 +45,9 @@ _BACKWARD = 1
 
 
 def _rows_by_name(records):
-    return {name: row for row, name in enumerate(records.names)}
+    """{row name: row}, made once per structure in a job compare (records.structure_memo); not to be changed."""
+    return memoized(records.extra.get("memo"), "rows by name",
+                    lambda: {name: row for row, name in enumerate(records.names)})
 
 
 def _operand(judgement, bench_stats, row, unseen=None):
@@ -69,6 +72,21 @@ class _Operands:
     def __init__(self, records, judgement, bench_stats, numel, unseen):
         self.records, self.judgement, self.stats, self.numel = records, judgement, bench_stats, numel
         self.by_name, self.unseen, self.columns = _rows_by_name(records), unseen, {}
+        self._per_row = None
+
+    def _rows(self):
+        """_operand's and max_abs's inputs for every row at once, as Python floats: (bench Norm, largest
+        non-NaN score or 0, tensor score NaN?, largest non-NaN |Max|, |Min| or inf)."""
+        if self._per_row is None:
+            scores, stats = self.judgement.scores, self.stats
+            missing = np.isnan(scores)
+            carried = np.where(missing.all(axis=1), 0.0, np.where(missing, -np.inf, scores).max(axis=1))
+            extremes = np.abs(stats[:, :2])
+            unknown = np.isnan(extremes)
+            largest = np.where(unknown, -np.inf, extremes).max(axis=1)
+            largest = np.where(unknown.all(axis=1) | ~np.isfinite(largest), np.inf, largest)
+            self._per_row = (stats[:, 3].tolist(), carried.tolist(), missing[:, 4].tolist(), largest.tolist())
+        return self._per_row
 
     def row(self, name):
         return self.by_name.get(name)
@@ -76,38 +94,62 @@ class _Operands:
     def bench_column(self, key):
         """A bench column per row, read once (records.column builds the whole list)."""
         if key not in self.columns:
-            self.columns[key] = self.records.column("bench", key)
+            self.columns[key] = memoized(self.records.extra.get("memo"), ("bench column", key),
+                                         lambda: self.records.column("bench", key))
         return self.columns[key]
 
     def get(self, row):
-        return _operand(self.judgement, self.stats, row, self.unseen)
+        """_operand(judgement, stats, row, unseen), from the per-row lists."""
+        if row is None:
+            return None
+        norms, carried_of, tensor_unjudged, _ = self._rows()
+        norm = norms[row]
+        if not norm - norm == 0.0:  # NaN or infinite
+            return None
+        carried = carried_of[row]
+        if self.unseen and row in self.unseen and tensor_unjudged[row]:
+            carried = max(carried, self.unseen[row])
+        return (carried if carried - carried == 0.0 else np.inf) + 0.5, norm
 
     def max_abs(self, row):
-        value = nan_max(np.abs(self.stats[row, :2]))
-        return value if value is not None and np.isfinite(value) else np.inf
+        """The largest of |Max| and |Min| of a row (NaN left out), inf when none is finite."""
+        return self._rows()[3][row]
 
 
-def _bounds(records, judgement, bench_stats, numel, unseen=None):
-    """{output row: Frobenius bound of its difference, in units of eps} of contraction backward outputs
-    and element-wise products (addcmul), each with the output's own rounding (1/2 eps ||out||)."""
-    ops, bounds = _Operands(records, judgement, bench_stats, numel, unseen), {}
+def _bound_rows(records):
+    """[(row, rule, entry, forward entry, tail, broadcast kind)] of the output rows _bounds has a rule for:
+    the rows' structure alone decides (made once per structure in a job compare)."""
     entries, names = records.entries, records.names
     api_of = _bounded_apis(records)
+    found = []
     for row in [row for row, entry in enumerate(entries) if entry in api_of]:
         entry, name = entries[row], names[row]
         if ".output." not in name or not name.startswith(entry + ".output."):
             continue
         api, tail = api_of[entry], name[len(entry) + 1:]
         if api in PRODUCT_APIS and entry.endswith("forward"):
-            bound = _product_bound(ops, entry, tail)
+            found.append((row, "product", entry, None, tail, None))
         elif records.phases[row] != _BACKWARD or not entry.endswith("backward"):
             continue
         elif api in CONTRACTION_APIS:
-            bound = _linear_bound(ops, entry, entry[: -len("backward")] + "forward", tail)
+            found.append((row, "linear", entry, entry[: -len("backward")] + "forward", tail, None))
         elif api in BROADCAST_APIS:
-            bound = _broadcast_bound(ops, entry, entry[: -len("backward")] + "forward", tail, BROADCAST_APIS[api])
+            found.append((row, "broadcast", entry, entry[: -len("backward")] + "forward", tail, BROADCAST_APIS[api]))
+    return found
+
+
+def _bounds(records, judgement, bench_stats, numel, unseen=None):
+    """{output row: Frobenius bound of its difference, in units of eps} of contraction backward outputs
+    and element-wise products (addcmul), each with the output's own rounding (1/2 eps ||out||)."""
+    ops, bounds = _Operands(records, judgement, bench_stats, numel, unseen), {}
+    for row, rule, entry, forward, tail, kind in memoized(records.extra.get("memo"), "bound rows",
+                                                          lambda: _bound_rows(records)):
+        if rule == "product":
+            bound = _product_bound(ops, entry, tail)
+        elif rule == "linear":
+            bound = _linear_bound(ops, entry, forward, tail)
         else:
-            continue
+            bound = _broadcast_bound(ops, entry, forward, tail, kind)
         if bound is not None and np.isfinite(bench_stats[row, 3]):
             bounds[row] = bound + 0.5 * abs(bench_stats[row, 3])  # and the output's own rounding
     return bounds
@@ -240,7 +282,7 @@ def explained_epsilons(records, judgement, stats, numel):
             explained = bound[:, None] / scale
         out[rows] = np.where(np.isfinite(explained), explained, 0.0)
     out[list(_same_tensors(dict.fromkeys(tie_rows(records, judgement), 0.0), stats, False, keys))] = np.inf
-    out[_module_gradients(records)] = np.inf
+    out[memoized(records.extra.get("memo"), "module gradients", lambda: _module_gradients(records))] = np.inf
     return out
 
 

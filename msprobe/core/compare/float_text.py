@@ -8,6 +8,7 @@ bulk: 1e-7 -> 1e-07 (repr pads the exponent to two digits) and 0.0000123 -> 1.23
 the exponent from 1e-5 down, orjson from 1e-7). On first use the result is checked against repr on
 values of every magnitude; without orjson, or if an orjson release writes anything else, repr is used.
 """
+import os
 import random
 import re
 
@@ -19,6 +20,15 @@ except ImportError:  # pragma: no cover - orjson is a base dependency
     orjson = None  # type: ignore[assignment]
 
 __all__ = ["float_reprs", "joined_reprs"]
+
+# the C form of the rewrites and of the row joining (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0: Python
+_NATIVE = _NATIVE_ROWS = None
+if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
+    try:
+        from msprobe.core._pair_kernels import json_floats_as_repr as _NATIVE
+        from msprobe.core._pair_kernels import json_rows_as_repr as _NATIVE_ROWS
+    except ImportError:  # built without a C compiler
+        _NATIVE = _NATIVE_ROWS = None
 
 _FIXED_SMALL = re.compile(r"0\.0000[0-9]+")  # a value in (-1e-4, 1e-4) orjson writes without exponent
 _COMMA, _CLOSE, _MINUS, _ZERO = (ord(c) for c in ",]-0")
@@ -37,7 +47,13 @@ def _scientific(match):
 
 def _repr_json(array):
     """orjson's JSON text of a float64 array (1-d or 2-d), rewritten so that every number reads as its repr."""
-    data = np.frombuffer(orjson.dumps(array, option=orjson.OPT_SERIALIZE_NUMPY), np.uint8)
+    data = orjson.dumps(array, option=orjson.OPT_SERIALIZE_NUMPY)
+    return _NATIVE(data) if _NATIVE is not None else _rewritten(data)
+
+
+def _rewritten(data):
+    """The two rewrites in Python (the reference the C form is tested against)."""
+    data = np.frombuffer(data, np.uint8)
     ends = np.flatnonzero((data == _COMMA) | (data == _CLOSE))  # the byte after each number
     short = ends[data[ends - 2] == _MINUS] - 1  # e-7: the exponent's one digit
     text = (np.insert(data, short, _ZERO) if len(short) else data).tobytes().decode()
@@ -53,6 +69,14 @@ def _orjson_reprs(values):
 def _orjson_joined(array, sep, head, tail):
     if not len(array):
         return []
+    if _NATIVE_ROWS is not None and array.ndim == 2 and array.shape[1]:
+        return _NATIVE_ROWS(orjson.dumps(np.ascontiguousarray(array, dtype=np.float64),
+                                         option=orjson.OPT_SERIALIZE_NUMPY), sep, head, tail)
+    return _python_joined(array, sep, head, tail)
+
+
+def _python_joined(array, sep, head, tail):
+    """_orjson_joined without the C row joining (the reference it is tested against)."""
     text = _repr_json(np.ascontiguousarray(array, dtype=np.float64))[2:-2]
     return (head + text.replace("],[", "\x01").replace(",", sep) + tail).replace("\x01", tail + "\x01" + head).split("\x01")
 

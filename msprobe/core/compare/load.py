@@ -49,6 +49,9 @@ class DumpTable:
         self.columns = {key: [] for key in ROW_COLUMNS}
         self.entries = []  # entry names in dump order
         self._data_dir = data_dir
+        # tables with the same structure number have equal columns but max/min/mean/norm (templates.py)
+        self.structure = None
+        self.stat_array = None  # (rows, 4) float64 of max/min/mean/norm, when a template made the table
 
     def __len__(self):
         return len(self.columns["name"])
@@ -194,10 +197,23 @@ def _read_json(path, what):
         raise ParseError(f"{what} '{path}' cannot be read: {str(exc).splitlines()[0][:200]}") from None
 
 
-def load_dump(path):
-    """Read a dump.json into a DumpTable; a corrupt file raises ParseError naming it."""
+def load_dump(path, templates=None):
+    """Read a dump.json into a DumpTable; a corrupt file raises ParseError naming it. `templates`
+    (templates.DumpTemplates) reuses the structure of files read before: a job's ranks."""
     path = check_path(path, kind="file", what="dump file", allow_symlink=True)
-    return table_from_dump(_read_json(path, "dump file"), path)
+    if templates is None or orjson is None:
+        return table_from_dump(_read_json(path, "dump file"), path)
+    with open(path, "rb") as handle:
+        data = handle.read()
+
+    def full(text):  # as _read_json: what orjson refuses goes to the json module, with its messages
+        try:
+            raw = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            raw = _read_json(path, "dump file")
+        return table_from_dump(raw, path)
+
+    return templates.load(path, data, full, lambda text: table_from_dump(orjson.loads(text), path))
 
 
 def table_from_dump(raw, path="<memory>", data_dir=None):
@@ -255,8 +271,20 @@ def _stack_text(value, texts):
     return text
 
 
+_MODES: dict = {}  # structure number (templates.py) -> mode: the ranks of a job share it
+
+
 def detect_mode(table):
     """tensor / statistics / md5, from the dump header and the rows themselves."""
+    if table.structure is not None:
+        mode = _MODES.get(table.structure)
+        if mode is None:
+            mode = _MODES[table.structure] = _detect_mode(table)
+        return mode
+    return _detect_mode(table)
+
+
+def _detect_mode(table):
     task = table.header.get("task")
     if task == "tensor" or any(name != "-1" for name in table.columns["data_name"][:1000]):
         return MODE_TENSOR

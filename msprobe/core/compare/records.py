@@ -14,6 +14,7 @@ import numpy as np
 from msprobe.core.compare import judge
 from msprobe.core.compare.contraction import explained_epsilons
 from msprobe.core.compare.load import MODE_MD5, MODE_TENSOR, DumpTable
+from msprobe.core.compare.memo import memoized, structure_memo
 from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE, statistics_diffs
 from msprobe.core.compare.reasons import NOT_COMPARED, UNREADABLE, Reason
 from msprobe.core.compare.tensor_io import compare_tensor_files
@@ -110,7 +111,9 @@ class CompareRecords:
 def _stat_array(table, positions):
     if len(table) == 0:
         return np.full((len(positions), 4), np.nan)
-    array = np.array([table.columns[s] for s in ("max", "min", "mean", "norm")], dtype=np.float64).T
+    array = getattr(table, "stat_array", None)
+    if array is None:
+        array = np.array([table.columns[s] for s in ("max", "min", "mean", "norm")], dtype=np.float64).T
     taken = array[np.clip(positions, 0, None)]
     taken[positions < 0] = np.nan
     return taken
@@ -265,19 +268,27 @@ def _update_calls(records):
     return {e: (p, v) for e, (p, v, agree) in calls.items() if p is not None and v is not None and agree}
 
 
-def _update_rule(records, judgement, stats, tensor_error, numel):
-    """The judgement with optimizer update outputs judged by tolerance.update_scores (numel: the bench
-    element count per row)."""
+def _update_rows(records):
+    """(output rows, parameter rows, steps) of the optimizer updates _update_calls finds, or None."""
     calls = _update_calls(records)
     if not calls:
-        return judgement
+        return None
     rows, params, steps = [], [], []
     for row, entry in enumerate(records.entries):
         if entry in calls and records.roles[row] == "output":
             rows.append(row)
             params.append(calls[entry][0])
             steps.append(calls[entry][1])
-    rows, params = np.asarray(rows, dtype=np.int64), np.asarray(params, dtype=np.int64)
+    return np.asarray(rows, dtype=np.int64), np.asarray(params, dtype=np.int64), steps
+
+
+def _update_rule(records, judgement, stats, tensor_error, numel):
+    """The judgement with optimizer update outputs judged by tolerance.update_scores (numel: the bench
+    element count per row)."""
+    found = memoized(records.extra.get("memo"), "update rows", lambda: _update_rows(records))
+    if found is None:
+        return judgement
+    rows, params, steps = found
     npu_stats, bench_stats = stats
     diffs = np.full((len(rows), 5), np.nan)
     carried = np.full((len(rows), 5), np.nan)
@@ -301,15 +312,17 @@ def _update_rule(records, judgement, stats, tensor_error, numel):
 UNINITIALIZED_APIS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
 
 
+def _allocation_rows(records):
+    roles = records.roles
+    return [row for row, parsed in enumerate(records.parsed)
+            if parsed is not None and not parsed.is_module and parsed.api in UNINITIALIZED_APIS and roles[row] == "output"]
+
+
 def _uninitialized_rows(records):
     """Rows holding memory no call has written yet: outputs of torch.empty-like allocations, and later
     input rows holding the same tensor (the same statistics on both sides) before a call fills it.
     Their values are whatever the allocator left there: not data, never judged."""
-    rows = []
-    roles = records.roles
-    for row, parsed in enumerate(records.parsed):
-        if parsed is not None and not parsed.is_module and parsed.api in UNINITIALIZED_APIS and roles[row] == "output":
-            rows.append(row)
+    rows = memoized(records.extra.get("memo"), "allocation rows", lambda: _allocation_rows(records))
     if not rows:
         return np.zeros(0, dtype=np.int64)
     keys = {(tuple(records.npu_stats[r].tolist()), tuple(records.bench_stats[r].tolist())) for r in rows}
@@ -318,24 +331,52 @@ def _uninitialized_rows(records):
     return np.asarray(sorted(set(rows) | set(same)), dtype=np.int64)
 
 
-def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
-    """CompareRecords of NPU rows (in dump order) followed by bench rows no NPU row matched."""
+def _row_structure(npu, bench, bench_index, unmatched_bench, options):
+    """What build_records takes from the tables' structure alone (not their statistics)."""
     npu_pos = np.concatenate([np.arange(len(npu), dtype=np.int64), np.full(len(unmatched_bench), -1, np.int64)])
     bench_pos = np.concatenate([np.asarray(bench_index, dtype=np.int64), np.asarray(unmatched_bench, np.int64)])
     rows = len(npu_pos)
     kinds_n, kinds_b = _kinds(npu, npu_pos), _kinds(bench, bench_pos)
-    reason = _base_reasons(npu, bench, npu_pos, bench_pos, kinds_n, kinds_b)
-    detail = [None] * rows
     names_n, names_b = npu.columns["name"] if len(npu) else [], bench.columns["name"] if len(bench) else []
     fuzzy = np.array([i >= 0 and j >= 0 and names_n[i] != names_b[j] for i, j in zip(npu_pos, bench_pos)],
                      dtype=bool) if options.fuzzy_match else np.zeros(rows, dtype=bool)
     entries = [npu.columns["entry"][i] if i >= 0 else ("bench-only", row) for row, i in enumerate(npu_pos.tolist())]
-    entry_ids = _entry_ids(entries)
+    npu_absent = _absent_array(npu, npu_pos)
+    return {"npu_pos": npu_pos, "bench_pos": bench_pos, "kinds_n": kinds_n, "kinds_b": kinds_b,
+            "reason": _base_reasons(npu, bench, npu_pos, bench_pos, kinds_n, kinds_b), "fuzzy": fuzzy,
+            "entry_ids": _entry_ids(entries), "phases": row_phases(entries), "npu_absent": npu_absent,
+            "absent": npu_absent | _absent_array(bench, bench_pos)}
+
+
+def _judging_structure(records, npu, bench, kinds_n, kinds_b):
+    """What the judgement takes from the structure alone: epsilons, element counts, equal shapes."""
+    shapes_n, shapes_b = records.column("npu", "shape_key"), records.column("bench", "shape_key")
+    return {"npu_eps": _side_epsilon(npu, records.npu_pos, kinds_n),
+            "bench_eps": _side_epsilon(bench, records.bench_pos, kinds_b),
+            "numel": _numel(bench, records.bench_pos),
+            "same_shape": np.array([a == b for a, b in zip(shapes_n, shapes_b)], dtype=bool)}
+
+
+_MEMO_PROPERTIES = ("names", "entries", "parsed", "roles")
+
+
+def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
+    """CompareRecords of NPU rows (in dump order) followed by bench rows no NPU row matched."""
+    memo = structure_memo(npu, bench, mode, options)
+    made = memoized(memo, "rows", lambda: _row_structure(npu, bench, bench_index, unmatched_bench, options))
+    npu_pos, bench_pos, kinds_n, kinds_b = made["npu_pos"], made["bench_pos"], made["kinds_n"], made["kinds_b"]
+    rows = len(npu_pos)
+    reason = made["reason"].copy()
+    detail = [None] * rows
     npu_stats, bench_stats = _stat_array(npu, npu_pos), _stat_array(bench, bench_pos)
-    absent = _absent_array(npu, npu_pos) | _absent_array(bench, bench_pos)
-    records = CompareRecords(mode, npu, bench, npu_pos, bench_pos, reason, detail, fuzzy, npu_stats, bench_stats,
-                             absent, {}, np.zeros(rows, dtype=object), np.zeros(rows, np.int8), [[]] * rows,
-                             [[]] * rows, None, entry_ids, row_phases(entries))
+    absent, npu_absent, entry_ids = made["absent"].copy(), made["npu_absent"], made["entry_ids"]
+    records = CompareRecords(mode, npu, bench, npu_pos, bench_pos, reason, detail, made["fuzzy"], npu_stats,
+                             bench_stats, absent, {}, np.zeros(rows, dtype=object), np.zeros(rows, np.int8),
+                             [[]] * rows, [[]] * rows, None, entry_ids, made["phases"])
+    if memo is not None:
+        records.extra["memo"] = memo
+        for name in _MEMO_PROPERTIES:  # cached properties made once per structure
+            records.__dict__[name] = memoized(memo, name, lambda name=name: getattr(records, name))
     if mode == MODE_MD5:
         md5_n, md5_b = records.column("npu", "md5"), records.column("bench", "md5")
         matched = (npu_pos >= 0) & (bench_pos >= 0)
@@ -343,7 +384,6 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
                                     for a, b, ok in zip(md5_n, md5_b, matched)], dtype=object)
         return records
     is_tensor = kinds_n == "tensor"
-    npu_absent = _absent_array(npu, npu_pos)
     # statistics that are the same dtype-extreme fill on both sides (a finfo.min mask) compare as equal
     fills = same_fill(npu_stats, bench_stats)
     npu_stats = np.where(fills, bench_stats, npu_stats)
@@ -371,12 +411,12 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
         color, highlights = judge.highlight(entry_ids, roles, nonfinite, np.abs(diff[:, 0]), output_relative,
                                             is_tensor=is_tensor)
     records.metrics = metrics
-    npu_eps = _side_epsilon(npu, npu_pos, kinds_n)
-    bench_eps = _side_epsilon(bench, bench_pos, kinds_b)
+    judging = memoized(memo, "judging", lambda: _judging_structure(records, npu, bench, kinds_n, kinds_b))
+    npu_eps, bench_eps = judging["npu_eps"], judging["bench_eps"]
     unjudged = absent | (fill_rows[:, None] & np.array([False, False, True, True]))
     unjudged[:, 2] |= unjudged[:, 3]  # a Mean is judged against the magnitude Norm gives (layout.py: Partial rows)
     judged_stats = np.where(unjudged, np.nan, npu_stats), np.where(unjudged, np.nan, bench_stats)
-    numel = _numel(bench, bench_pos)
+    numel = judging["numel"]
     judgement = judge_rows(judged_stats[0], judged_stats[1], numel, npu_eps, bench_eps,
                            tensor_error, tensor_norm, records.phases)
     judgement = _update_rule(records, judgement, judged_stats, tensor_error, numel)
@@ -386,8 +426,7 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
         judgement.suspicious[garbage] = False
         judgement.worst[garbage] = -1
     compared = ~records.not_compared() & (reason != Reason.SHAPE_MISMATCH)
-    shapes_n, shapes_b = records.column("npu", "shape_key"), records.column("bench", "shape_key")
-    compared &= np.array([a == b for a, b in zip(shapes_n, shapes_b)], dtype=bool) | ~is_tensor
+    compared &= judging["same_shape"] | ~is_tensor
     suspicious = judgement.suspicious & compared
     judgement = judgement._replace(suspicious=suspicious, worst=np.where(compared, judgement.worst, -1))
     records.judgement = judgement

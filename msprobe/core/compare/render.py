@@ -11,12 +11,13 @@ from typing import Optional
 import numpy as np
 
 from msprobe.core.compare.columns import NumberColumn
-from msprobe.core.compare.float_text import float_reprs
+from msprobe.core.compare.float_text import joined_reprs
 from msprobe.core.compare.judge import RED_MESSAGES, YELLOW_MESSAGES
 from msprobe.core.compare.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR
 from msprobe.core.compare.metrics import (EXTENSION_METRICS, MSG_EMPTY, MSG_NAN_POSITION, MSG_SHAPE, MSG_ZERO_DIM, NA,
                                           NONE, REFERENCE_METRICS, SHAPE_UNMATCHED, TENSOR_METRIC_TABLE, UNSUPPORTED)
 from msprobe.core.compare.reasons import Reason
+from msprobe.core.compare.memo import memoized
 from msprobe.core.compare.records import FLOAT_DTYPES
 from msprobe.core.compare.tolerance import AMPLIFICATION, CHECKS, epsilon_name
 
@@ -121,20 +122,19 @@ _TENSOR_NOTE_CODES = frozenset(int(code) for code in (
     Reason.NPU_UNREADABLE, Reason.BENCH_UNREADABLE, Reason.BENCH_FILE_MISSING))
 
 
-def _err_messages(records):
-    """Err_message per row: the reason's message, the mode's notes, then the highlight reasons."""
+def _err_parts(records):
+    """Per row, the Err_message parts that come from the rows' structure: the reason's message and the
+    mode's notes (a verdict's warning and the highlight reasons come with the numbers)."""
     reasons, details = records.reason.tolist(), records.detail
     dtypes_n, dtypes_b = records.column("npu", "dtype"), records.column("bench", "dtype")
     tensor_mode = records.mode == MODE_TENSOR
-    fuzzy, verdicts, highlights = records.fuzzy.tolist(), list(records.verdict), records.highlights
+    fuzzy = records.fuzzy.tolist()
     if not tensor_mode:
         kinds_n, kinds_b = records.column("npu", "kind"), records.column("bench", "kind")
         shapes_n, shapes_b = records.column("npu", "shape_key"), records.column("bench", "shape_key")
-    cells = []
+    rows = []
     for row, code in enumerate(reasons):
         parts = []
-        if not tensor_mode and verdicts[row] == "Warning":
-            parts.append(MSG_STAT_WARNING)
         if tensor_mode or code in _UNMATCHED_CODES:
             parts.append(_reason_message(code, details[row]))
         if tensor_mode and code in _TENSOR_NOTE_CODES:
@@ -145,9 +145,22 @@ def _err_messages(records):
             if shapes_n[row] != shapes_b[row]:
                 parts.append(MSG_SHAPE_STATISTICS)
             parts.append(_dtype_message(dtypes_n[row], dtypes_b[row]))
-        for level, key in highlights[row]:
-            parts.append((RED_MESSAGES if level == "red" else YELLOW_MESSAGES)[key])
-        cells.append("\n".join(filter(None, parts)) or None)
+        rows.append([part for part in parts if part])
+    return rows, ["\n".join(parts) or None for parts in rows]
+
+
+def _err_messages(records):
+    """Err_message per row: the reason's message, the mode's notes, then the highlight reasons."""
+    parts, plain = memoized(records.extra.get("memo"), "err parts", lambda: _err_parts(records))
+    cells = list(plain)
+    highlights = records.highlights
+    warned = np.flatnonzero(np.asarray(records.verdict, dtype=object) == "Warning").tolist() \
+        if records.mode != MODE_TENSOR else []
+    for row in sorted(set(warned).union(row for row, marks in enumerate(highlights) if marks)):
+        texts = ([MSG_STAT_WARNING] if records.mode != MODE_TENSOR and records.verdict[row] == "Warning" else []) \
+            + parts[row] + [(RED_MESSAGES if level == "red" else YELLOW_MESSAGES)[key]
+                            for level, key in highlights[row]]
+        cells[row] = "\n".join(filter(None, texts)) or None
     return cells
 
 
@@ -162,6 +175,13 @@ def _float_cells(values, kinds, special_cell, absent=None):
 
 
 def _summary_cells(records, side, stats):
+    """The four summary columns of one side: numbers, and the overrides its rows' structure calls for (made
+    once per structure in a job compare)."""
+    made = memoized(records.extra.get("memo"), f"summary {side}", lambda: _summary_columns(records, side, stats))
+    return [column.with_values(stats[:, k]) for k, column in enumerate(made)]
+
+
+def _summary_columns(records, side, stats):
     kinds = np.array(records.column(side, "kind", "missing"), dtype=object)
     values = records.column(side, "value", NA)
     table, positions = (records.npu, records.npu_pos) if side == "npu" else (records.bench, records.bench_pos)
@@ -177,7 +197,7 @@ def _summary_cells(records, side, stats):
 def _percent(values):
     """Relative errors as the reference shows them: '12.345678%' (6 decimals, trailing zeros dropped)."""
     rounded = np.round(values * 100, 6)
-    cells = ("%,".join(float_reprs(rounded)) + "%").split(",") if len(rounded) else []
+    cells = joined_reprs(rounded.reshape(-1, 1), "", "", "%") if len(rounded) else []
     for i in np.flatnonzero(~np.isfinite(rounded)).tolist():
         cells[i] = NA if np.isnan(values[i]) else f"{float(rounded[i])}%"
     return cells
@@ -185,6 +205,12 @@ def _percent(values):
 
 def _statistics_cells(records):
     diff, relative = records.metrics["diff"], records.metrics["relative"]
+    made = memoized(records.extra.get("memo"), "statistics columns", lambda: _statistics_columns(records, diff,
+                                                                                                 relative))
+    return [column.with_values((diff if k < 4 else relative)[:, k % 4]) for k, column in enumerate(made)]
+
+
+def _statistics_columns(records, diff, relative):
     numeric_kinds = ("tensor", "scalar")
     kinds_n = np.array(records.column("npu", "kind", "missing"), dtype=object)
     kinds_b = np.array(records.column("bench", "kind", "missing"), dtype=object)
@@ -195,6 +221,23 @@ def _statistics_cells(records):
     rel_cells = [NumberColumn(relative[:, k], {int(i): NA for i in np.flatnonzero(~numeric | absent[:, k])},
                               _percent) for k in range(4)]
     return diff_cells + rel_cells
+
+
+def _common_columns(records):
+    return {"NPU Name": records.column("npu", "name", NA), "Bench Name": records.column("bench", "name", NA),
+            "NPU Dtype": records.column("npu", "dtype", NA), "Bench Dtype": records.column("bench", "dtype", NA),
+            "NPU Tensor Shape": records.column("npu", "shape", NA),
+            "Bench Tensor Shape": records.column("bench", "shape", NA)}
+
+
+def _memo_stack_cells(records, stacks, memo):
+    """_stack_cells, reused while the stacks are the same object (templates.DumpTemplates.stacks)."""
+    if memo is None:
+        return _stack_cells(records, stacks)
+    seen = memo.get("stack cells")
+    if seen is None or seen[0] is not stacks:
+        seen = memo["stack cells"] = (stacks, _stack_cells(records, stacks))
+    return seen[1]
 
 
 def _stack_cells(records, stacks):
@@ -300,12 +343,10 @@ def render_result(records, stacks=None, with_stack=False):
     """The report table (CompareResult) of `records`."""
     mode = records.mode
     header = headers_for(mode, with_stack)
-    cols = {"NPU Name": records.column("npu", "name", NA), "Bench Name": records.column("bench", "name", NA),
-            "NPU Dtype": records.column("npu", "dtype", NA), "Bench Dtype": records.column("bench", "dtype", NA),
-            "NPU Tensor Shape": records.column("npu", "shape", NA),
-            "Bench Tensor Shape": records.column("bench", "shape", NA)}
+    memo = records.extra.get("memo")
+    cols = dict(memoized(memo, "common columns", lambda: _common_columns(records)))
     if with_stack:
-        cols[STACK] = _stack_cells(records, stacks or {})
+        cols[STACK] = _memo_stack_cells(records, stacks or {}, memo)
     styles = records.color.astype(np.int8).copy()
     if records.suspect is not None:
         styles[records.suspect.row] += SUSPECT_STYLE

@@ -19,8 +19,10 @@ from msprobe.core.compare.job_summary import job_summary, job_summary_text, pair
 from msprobe.core.compare.load import MODE_MD5, DumpTable, detect_mode, load_dump, load_stack
 from msprobe.core.compare.mapping import NameMapper, load_mapping_file
 from msprobe.core.compare.match import match_rows
+from msprobe.core.compare.memo import memoized, structure_memo
 from msprobe.core.compare.records import CompareRecords, build_records
 from msprobe.core.compare.render import SUSPICION, print_suspicious_rows, render_result, summary_text
+from msprobe.core.compare.templates import DumpTemplates
 from msprobe.core.compare.xlsx import Sheet, write_xlsx
 from msprobe.core.dump.session import HookSession, fewer_collections
 from msprobe.core.errors import CompareError
@@ -82,14 +84,14 @@ def build_mapper(options):
                       _mapping(options.layer_mapping, "layer_mapping file"), options.entry_mapper)
 
 
-def _stack_for(npu_json, options):
+def _stack_for(npu_json, options, templates=None):
     """(stacks, show column?): an explicit stack_path obeys -s; otherwise stack.json is auto-detected."""
     if options.stack_path:
         path = check_path(options.stack_path, kind="file", what="stack_path", allow_symlink=True)
         return (load_stack(path), True) if options.stack_mode else ({}, False)
     beside = os.path.join(os.path.dirname(npu_json), "stack.json")
     if os.path.isfile(beside):
-        return load_stack(beside), True
+        return (load_stack(beside) if templates is None else templates.stacks(beside, load_stack)), True
     return {}, False
 
 
@@ -140,7 +142,8 @@ def compare_tables(npu: DumpTable, bench: DumpTable, options: Optional[CompareOp
     """
     options = options or CompareOptions(progress=False)
     mode = _check_modes(npu, bench)
-    bench_index, unmatched = match_rows(npu, bench, options.fuzzy_match, build_mapper(options))
+    bench_index, unmatched = memoized(structure_memo(npu, bench, mode, options), "match",
+                                      lambda: match_rows(npu, bench, options.fuzzy_match, build_mapper(options)))
     records = build_records(mode, npu, bench, bench_index, unmatched, options)
     records.suspect = find_suspect(records)
     return records
@@ -149,12 +152,12 @@ def compare_tables(npu: DumpTable, bench: DumpTable, options: Optional[CompareOp
 _PARALLEL_LOAD_BYTES = 8 * 2 ** 20
 
 
-def _load_both(npu_json, bench_json, options):
+def _load_both(npu_json, bench_json, options, templates=None):
     """Both dumps. Big ones are parsed in two forked helper processes at the same time: faster, and
     the parsed JSON trees (several times the file size) never fragment this process's memory."""
     cores = options.processes or os.cpu_count() or 1
     if cores < 2 or min(os.path.getsize(npu_json), os.path.getsize(bench_json)) < _PARALLEL_LOAD_BYTES:
-        return load_dump(npu_json), load_dump(bench_json)
+        return load_dump(npu_json, templates), load_dump(bench_json, templates)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -166,9 +169,10 @@ def _load_both(npu_json, bench_json, options):
 _PAIR_YOUNG_THRESHOLD = 100_000
 
 
-def compare_pair(npu_json, bench_json, output_dir, options, name_tag=""):
+def compare_pair(npu_json, bench_json, output_dir, options, name_tag="", templates=None):
     """Compare one NPU dump.json with one bench dump.json; writes the xlsx (and advisor). A tuple of NPU
-    dump.json files is one group of a sharded run, recombined by options.layout (layout.py).
+    dump.json files is one group of a sharded run, recombined by options.layout (layout.py). `templates`
+    (templates.DumpTemplates): what the pairs of one job share, kept from pair to pair.
 
     A pair allocates some 200k containers (two parsed dumps, their tables, the report's cells) that
     form no cycles; at gc's default threshold they cost about 20 young and a few full collections, a
@@ -176,27 +180,28 @@ def compare_pair(npu_json, bench_json, output_dir, options, name_tag=""):
     session = HookSession()
     fewer_collections(session, _PAIR_YOUNG_THRESHOLD)
     try:
-        return _compare_pair(npu_json, bench_json, output_dir, options, name_tag)
+        return _compare_pair(npu_json, bench_json, output_dir, options, name_tag, templates)
     finally:
         session.close()
 
 
-def _compare_pair(npu_json, bench_json, output_dir, options, name_tag):
+def _compare_pair(npu_json, bench_json, output_dir, options, name_tag, templates):
     if isinstance(npu_json, tuple):
         from msprobe.core.compare.layout import load_group
 
         npu, bench = load_group(npu_json, options.layout), load_dump(bench_json)
         return compare_loaded(npu, bench, output_dir, options, name_tag, place=step_rank_of(bench_json))
-    npu, bench = _load_both(npu_json, bench_json, options)
-    return compare_loaded(npu, bench, output_dir, options, name_tag)
+    npu, bench = _load_both(npu_json, bench_json, options, templates)
+    return compare_loaded(npu, bench, output_dir, options, name_tag, templates=templates)
 
 
-def compare_loaded(npu, bench, output_dir, options, name_tag="", place=None):
+def compare_loaded(npu, bench, output_dir, options, name_tag="", place=None, templates=None):
     """compare_tables, then the xlsx report, the advisor file and the terminal summary."""
     start = time.time()
     records = compare_tables(npu, bench, options)
-    stacks, with_stack = _stack_for(npu.path, options)
+    stacks, with_stack = _stack_for(npu.path, options, templates)
     result = render_result(records, stacks, with_stack)
+    suspicion = result.columns.get(SUSPICION) or [""] * len(records)  # every row's: diff_only drops rows
     if options.diff_only:
         result = _keep_diff_rows(result)
     timestamp = options.timestamp or time.strftime("%Y%m%d%H%M%S")
@@ -211,7 +216,7 @@ def compare_loaded(npu, bench, output_dir, options, name_tag="", place=None):
             logger.info("advisor:\n%s", text.rstrip())
     logger.info("%s", summary_text(records, xlsx_path))
     if options.is_print_compare_log:
-        print_suspicious_rows(records, result.columns.get(SUSPICION) or [""] * len(records))
+        print_suspicious_rows(records, suspicion)
     summary = pair_summary(records, *(place or step_rank_of(npu.path)), report=xlsx_path)
     return CompareOutcome(xlsx_path, advisor_path, result, records, summary)
 
@@ -309,11 +314,14 @@ def find_rank_pairs(npu_dir, bench_dir):
 
 
 _PENDING_JOBS: list = []  # filled just before forking workers, so options with callables need no pickling
+_WORKER_TEMPLATES: list = []  # a pool worker's DumpTemplates, made at its first pair
 
 
 def _run_one(index):
     tag, npu_json, bench_json, output_dir, options = _PENDING_JOBS[index]
-    outcome = compare_pair(npu_json, bench_json, output_dir, options, tag)
+    if not _WORKER_TEMPLATES:
+        _WORKER_TEMPLATES.append(DumpTemplates())
+    outcome = compare_pair(npu_json, bench_json, output_dir, options, tag, _WORKER_TEMPLATES[0])
     outcome.result = outcome.records = None  # results stay in the worker; the files are the output
     return outcome
 
@@ -380,7 +388,8 @@ def _compare_pairs(pairs, output_dir, options):
         return [compare_pair(npu_json, bench_json, output_dir, options, tag)]
     processes = min(len(pairs), options.processes or os.cpu_count() or 1)
     if processes <= 1:
-        return [_drop_tables(compare_pair(n, b, output_dir, options, t)) for t, n, b in pairs]
+        templates = DumpTemplates()
+        return [_drop_tables(compare_pair(n, b, output_dir, options, t, templates)) for t, n, b in pairs]
     import multiprocessing
 
     from tqdm import tqdm

@@ -107,9 +107,19 @@ _SHEET_HEAD = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
 
 
 
+def _needs_no_escape(joined):
+    """Whether `joined` holds none of what _NEEDS_ESCAPE finds: no &, <, > and, with tabs and line breaks
+    taken out, printable (every control character is not): most texts are told without the regex."""
+    if "&" in joined or "<" in joined or ">" in joined:
+        return False
+    if joined.replace("\n", "").replace("\t", "").replace("\r", "").isprintable():
+        return True
+    return not _NEEDS_ESCAPE.search(joined)
+
+
 def _escape_all(texts):
-    """_escape of each text; a list that needs none (the usual case) is checked in one regex search."""
-    if max(map(len, texts)) <= _MAX_CELL_TEXT and not _NEEDS_ESCAPE.search("\n".join(texts)):
+    """_escape of each text; a list that needs none (the usual case) is checked in one pass."""
+    if max(map(len, texts)) <= _MAX_CELL_TEXT and _needs_no_escape("\n".join(texts)):
         return texts
     return list(map(_escape, texts))
 
@@ -181,8 +191,18 @@ class _SharedStrings(_InlineStrings):
         if len(self.cells) > 200000:
             self.cells.clear()  # the indexes must stay valid until the table is written: kept
 
+    def snapshot(self):
+        return dict(self), list(self.texts), dict(self.cells)
+
+    def restore(self, snapshot):
+        """The state of a snapshot, into a table that holds nothing yet."""
+        self.update(snapshot[0])
+        self.texts.extend(snapshot[1])
+        self.cells.update(snapshot[2])
+
     def xml(self):
-        items = "".join(f'<si><t xml:space="preserve">{text}</t></si>' for text in self.texts)
+        slot = '</t></si><si><t xml:space="preserve">'
+        items = f'<si><t xml:space="preserve">{slot.join(self.texts)}</t></si>' if self.texts else ""
         return ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
                 '<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" '
                 f'uniqueCount="{len(self.texts)}">{items}</sst>')
@@ -231,11 +251,21 @@ def _number_block(columns, start, stop, strings):
     odd = [block[1] for block in blocks]
     rows = joined_reprs(values, "</v></c><c><v>", "<c><v>", "</v></c>")
     odd_rows = sorted(set().union(*odd))
-    numbers = iter(float_reprs(values[odd_rows].ravel()) if odd_rows else [])  # row by row, column by column
-    for i in odd_rows:
-        texts = [next(numbers) for _ in odd]
-        rows[i] = "".join(_cell(cells[i], strings) if i in cells else f"<c><v>{text}</v></c>"
-                          for cells, text in zip(odd, texts))
+    if not odd_rows:
+        return rows
+    # the odd rows' cells column by column: the numbers in bulk, then each odd cell put in (row by row, so
+    # that new shared strings are numbered as before)
+    texts = float_reprs(values[odd_rows].ravel())
+    width = len(odd)
+    columns = [("<c><v>" + "</v></c>\x01<c><v>".join(texts[k::width]) + "</v></c>").split("\x01")
+               for k in range(width)]
+    for n, i in enumerate(odd_rows):
+        for cells, column in zip(odd, columns):
+            if i in cells:
+                value = cells[i]
+                column[n] = strings.cell(value) if type(value) is str else _cell(value, strings)
+    for i, parts in zip(odd_rows, zip(*columns)):
+        rows[i] = "".join(parts)
     return rows
 
 
@@ -243,10 +273,42 @@ def _is_number_column(column):
     return getattr(column, "formatter", True) is None and hasattr(column, "block")
 
 
+_LEAD: list = []  # [(the leading text columns, their cells, the shared strings after them)] of the last sheet
+
+
+def _leading_text_columns(sheet, start, stop, strings):
+    """How many leading columns are lists of cells, when this chunk is a whole sheet written first into a
+    workbook's shared-string table (else 0)."""
+    columns = sheet.columns
+    if start or stop != len(columns[0]) or type(strings) is not _SharedStrings or strings.texts:
+        return 0
+    lead = 0  # lists of text only: equal lists of texts make equal cells (1 == 1.0 == True would not)
+    while lead < len(columns) and type(columns[lead]) is list and set(map(type, columns[lead])) == {str}:
+        lead += 1
+    return lead
+
+
+def _lead_parts(columns, strings):
+    """The parts of the leading text columns: a job's reports start with the same row names, dtypes and
+    shapes in every rank, so the cells and the shared strings they make are kept from the last sheet
+    whose leading columns were equal."""
+    seen = _LEAD[0] if _LEAD else None
+    if seen is not None and len(seen[0]) == len(columns) and all(a == b for a, b in zip(seen[0], columns)):
+        strings.restore(seen[2])
+        cells = seen[1]
+    else:
+        cells = [_column_cells(column, strings) for column in columns]
+        _LEAD[:] = [([list(column) for column in columns], cells, strings.snapshot())]
+    return [(k, k + 1, list(column_cells)) for k, column_cells in enumerate(cells)]  # copies: rows get styled
+
+
 def _chunk_parts(sheet, start, stop, strings):
     """[(first column, last column + 1, XML per row of those columns' cells)] covering every column:
     runs of adjacent number columns as one part (_number_block), every other column alone."""
     parts, columns, k = [], sheet.columns, 0
+    lead = _leading_text_columns(sheet, start, stop, strings)
+    if lead:
+        parts, k = _lead_parts(columns[:lead], strings), lead
     while k < len(columns):
         end = k + 1
         if _is_number_column(columns[k]):
@@ -329,10 +391,29 @@ def _text_width(sample):
     return max(number, max(map(len, texts), default=0))
 
 
+_TEXT_WIDTHS: dict = {}  # (title, sample of texts) -> width: a job's reports repeat their text columns
+
+
+def _width(title, sample):
+    return min(_MAX_WIDTH, max(len(str(title)) + 3, _text_width(sample) + 2, 8))
+
+
 def _column_widths(sheet):
     """Width per column from the title and the first rows' text (a sample: sizing must stay cheap)."""
-    return [min(_MAX_WIDTH, max(len(str(title)) + 3, _text_width(column[:_SAMPLE_ROWS]) + 2, 8))
-            for title, column in zip(sheet.header, sheet.columns)]
+    widths = []
+    for title, column in zip(sheet.header, sheet.columns):
+        sample = column[:_SAMPLE_ROWS]
+        if type(sample) is list and set(map(type, sample)) == {str} and type(title) is str:
+            key = (title, tuple(sample))
+            width = _TEXT_WIDTHS.get(key)
+            if width is None:
+                if len(_TEXT_WIDTHS) > 512:
+                    _TEXT_WIDTHS.clear()
+                width = _TEXT_WIDTHS[key] = _width(title, sample)
+            widths.append(width)
+        else:
+            widths.append(_width(title, sample))
+    return widths
 
 
 def _sheet_head(sheet):

@@ -1,5 +1,8 @@
 """float_text formats floats in bulk exactly as repr() does, with orjson and without, so reports keep their bytes."""
+import os
 import re
+import subprocess
+import sys
 import zipfile
 
 import numpy as np
@@ -94,3 +97,41 @@ def test_number_cells_hold_the_repr_of_their_value(tmp_path):
     sheet = _members(path)["xl/worksheets/sheet1.xml"].decode()
     texts = re.findall(r"<c><v>([^<]*)</v></c>", sheet)
     assert texts == [repr(v) for pair in zip(values[:1500].tolist(), values[1500:].tolist()) for v in pair]
+
+
+def test_the_c_rewrite_equals_the_python_rewrite_on_every_form():
+    """_pair_kernels.json_floats_as_repr against float_text's Python rewrite (the reference), on orjson's text
+    of values of every form, 1-d and 2-d, and the finished texts against repr."""
+    import orjson
+
+    from msprobe.core._pair_kernels import json_floats_as_repr
+
+    values = _values_of_every_form()
+    more = np.array([float(2 ** 60), float(-(2 ** 53) - 2), 123456789012345680.0, 0.1, -0.1, 1e-5, -1e-5, 1e-7,
+                     -1e-7, 1.5e-6, 2.5e-300, 1e22, 1e16, -1e16, 1e308, float("inf"), float("-inf"), float("nan")])
+    for array in (values, more, values[: len(values) // 6 * 6].reshape(-1, 6), more[:16].reshape(4, 4)):
+        text = orjson.dumps(array, option=orjson.OPT_SERIALIZE_NUMPY)
+        assert json_floats_as_repr(text) == float_text._rewritten(text)
+    finite = more[np.isfinite(more)]
+    assert float_text._orjson_reprs(finite) == list(map(repr, finite.tolist()))
+    for text in (b"", b"[]", b"[0.00001]", b"[10.00001,-0.00001]", b"[1e-7]", b"[[5e-7,1.0],[0.0001,-0.00005]]",
+                 b"-", b"0.0000"):
+        assert json_floats_as_repr(text) == float_text._rewritten(text)
+
+
+def test_native_text_rewrite_is_off_with_msprobe_native_stats_0():
+    code = "from msprobe.core.compare import float_text; print(float_text._NATIVE is None)"
+    out = {flag: subprocess.run([sys.executable, "-c", code], env={**os.environ, "MSPROBE_NATIVE_STATS": flag},
+                                capture_output=True, text=True, check=True).stdout.strip() for flag in ("0", "1")}
+    assert out == {"0": "True", "1": "False"}
+
+
+@pytest.mark.parametrize("width", [1, 3, 8, 12])
+def test_the_c_row_joining_equals_the_python_joining(width):
+    """_pair_kernels.json_rows_as_repr (float_text._orjson_joined) against the Python joining and repr."""
+    values = _values_of_every_form()
+    rows = values[: len(values) // width * width].reshape(-1, width)
+    for sep, head, tail in (("</v></c><c><v>", "<c><v>", "</v></c>"), ("|", "<", ">"), ("", "", "")):
+        native = float_text._orjson_joined(rows, sep, head, tail)
+        assert native == float_text._python_joined(rows, sep, head, tail)
+        assert native[:2000] == [head + sep.join(map(repr, row)) + tail for row in rows[:2000].tolist()]
