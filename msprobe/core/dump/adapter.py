@@ -35,7 +35,23 @@ from msprobe.core.dump.stats import fingerprint as stats_fingerprint
 
 from msprobe.core.dump.stats import STAT_KEYS
 
-__all__ = ["DumpAdapter", "STAT_KEYS"]
+__all__ = ["DumpAdapter", "STAT_KEYS", "ViewKey"]
+
+
+class ViewKey(tuple):
+    """A content key (`content_identity`) of a view whose elements are its memory's but whose bytes in C order are
+    not (a transposed or permuted dense view): equal to the memory's own key, so the statistics, which do not
+    depend on the order of the elements, are shared with it; but its type tells the record builder that the
+    fingerprint and CRC, which do, are the view's own. `layout` (hashable, e.g. sizes and strides) tells the
+    views of one memory apart: views with equal keys and layouts have equal bytes in C order."""
+
+    layout = None
+
+    @classmethod
+    def of(cls, key, layout):
+        view = cls(key)
+        view.layout = layout
+        return view
 
 
 class DumpAdapter(abc.ABC):
@@ -79,7 +95,11 @@ class DumpAdapter(abc.ABC):
 
     def content_identity(self, tensor: Any) -> Hashable:
         """Like `tensor_identity`, but equal for every view that holds the same elements in the same
-        memory (a reshape, a transpose): the key the statistics cache uses. Defaults to `tensor_identity`."""
+        memory (a reshape, a transpose): the key the statistics cache uses. Tensors with equal keys have equal
+        bytes in C order (they share one fingerprint and CRC), unless the key is a `ViewKey`: a view whose
+        elements are the memory's in another order (equal statistics, its own fingerprint). Tensors whose
+        values differ from their memory's (torch's negative and conjugate bits) must get keys of their own.
+        Defaults to `tensor_identity`."""
         return self.tensor_identity(tensor)
 
     def memory_owner(self, tensor: Any) -> Any:
@@ -122,11 +142,6 @@ class DumpAdapter(abc.ABC):
     def resolve_fingerprints(self, handles: List[Any]) -> List[str]:
         """Deferred fingerprints -> strings (same order)."""
         return [str(handle) for handle in handles]
-
-    def crc_shareable(self, tensor: Any) -> bool:
-        """Whether `crc32(tensor)` is that of the memory `content_identity` names, so tensors with equal
-        identities share one CRC (torch: a contiguous tensor). False (the default): computed every time."""
-        return False
 
     @abc.abstractmethod
     def copy_for_save(self, tensor: Any) -> Any:

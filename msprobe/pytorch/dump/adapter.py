@@ -19,7 +19,7 @@ import zlib
 
 import torch
 
-from msprobe.core.dump.adapter import DumpAdapter
+from msprobe.core.dump.adapter import DumpAdapter, ViewKey
 from msprobe.core.dump.direct_io import DirectFile
 from msprobe.core.dump import native
 from msprobe.core.dump.native import FLOAT16, BFLOAT16, float_stats
@@ -42,10 +42,12 @@ _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)  # whose data_ptr() is the ten
 _HEADER_ROOM = 1 << 14  # pickled tensor header of a .pt file (a few hundred bytes; more spills to a plain write)
 # tensor classes whose data_ptr() is their own plain memory (a parameter is a tensor with a flag)
 _IN_PLACE_TYPES = (torch.Tensor, torch.nn.Parameter)
+_COMPLEX_DTYPES = frozenset((torch.complex32, torch.complex64, torch.complex128))  # the only ones a conjugate bit can mark
 _DTYPE_NAMES = {}
 _EMPTY_FINGERPRINT = format_fingerprint(0, 0)
 _SHAPES = {}  # torch.Size -> tuple: a shared tuple is untracked by the GC after its first collection,
 _SHAPES_MAX = 4096  # and then so is every descriptor dict holding it (thousands live until step end)
+_NUMELS = {}  # torch.Size -> element count (cheaper than tensor.numel(), a binding call)
 
 
 def tensor_statistics(tensor):
@@ -187,16 +189,31 @@ def _shape_tuple(size):
     return shape
 
 
+def _numel(size):
+    """The element count of a torch.Size, kept per size like _SHAPES (an empty shape counts 0, not None)."""
+    if len(_NUMELS) >= _SHAPES_MAX:
+        _NUMELS.clear()
+    count = _NUMELS[size] = math.prod(size)
+    return count
+
+
 def _content_key(tensor, dtype, shape):
-    """Statistics-cache key: a dense tensor in any dimension order covers exactly [data_ptr, data_ptr +
-    numel) and its statistics (reduced in memory order) are those of every other dense view of that
-    memory at the same version. None for tensors without a version counter or data pointer."""
+    """Statistics-cache key (core/dump/adapter.py, content_identity): a dense tensor in any dimension order covers
+    exactly [data_ptr, data_ptr + numel) and its statistics (reduced in memory order) are those of every other
+    dense view of that memory at the same version; a dense view in another dimension order gets a ViewKey (its
+    bytes in C order are its own). A view with the negative or conjugate bit reads other values than its memory
+    holds: its key names its layout and bits. None for tensors without a version counter or data pointer."""
     try:
-        if tensor.is_contiguous() or _dense_order(tensor)[1]:
-            layout = tensor.numel()
-        else:
-            layout = (shape, tensor.stride())
-        return (tensor.data_ptr(), dtype, layout, tensor._version, tensor.device)
+        if tensor.is_neg() or (dtype in _COMPLEX_DTYPES and tensor.is_conj()):
+            return (tensor.data_ptr(), dtype, (shape, tensor.stride()), tensor._version, tensor.device,
+                    tensor.is_neg(), tensor.is_conj())
+        if tensor.is_contiguous():
+            return (tensor.data_ptr(), dtype, tensor.numel(), tensor._version, tensor.device)
+        strides = tensor.stride()
+        if _dense_order(tensor)[1]:
+            return ViewKey.of((tensor.data_ptr(), dtype, tensor.numel(), tensor._version, tensor.device),
+                              (shape, strides))
+        return (tensor.data_ptr(), dtype, (shape, strides), tensor._version, tensor.device)
     except RuntimeError:  # inference tensors have no version counter; meta/sparse have no data_ptr
         return None
 
@@ -381,9 +398,9 @@ class TorchAdapter(DumpAdapter):
         size = tensor.shape
         shape = _SHAPES.get(size) or _shape_tuple(size)
         name = _DTYPE_NAMES.get(dtype) or _dtype_name(dtype)
-        try:  # _content_key's common case, inlined
-            if tensor.is_contiguous():
-                key = (tensor.data_ptr(), dtype, tensor.numel(), tensor._version, tensor.device)
+        try:  # _content_key's common case, inlined (the element count is the shape's, worked out once per shape)
+            if tensor.is_contiguous() and not tensor.is_neg() and dtype not in _COMPLEX_DTYPES:
+                key = (tensor.data_ptr(), dtype, _NUMELS.get(size) or _numel(size), tensor._version, tensor.device)
             else:
                 key = _content_key(tensor, dtype, shape)
         except RuntimeError:  # inference tensors have no version counter; meta/sparse have no data_ptr
@@ -470,11 +487,6 @@ class TorchAdapter(DumpAdapter):
                 results[p] = tuple(row) if len(row) == 4 else (row[0], row[1], None, None)
         return results
 
-    def crc_shareable(self, tensor):
-        # a contiguous tensor's bytes are its memory [data_ptr, + nbytes), which its content key names
-        tensor = local_shard(tensor)
-        return tensor.is_contiguous() and not tensor.is_neg() and not tensor.is_conj()
-
     def crc32(self, tensor):
         tensor = local_shard(tensor)
         if (type(tensor) is torch.Tensor and tensor.is_cpu and tensor.layout is torch.strided
@@ -486,7 +498,8 @@ class TorchAdapter(DumpAdapter):
         data = tensor.detach()
         if data.is_meta:
             return "00000000"
-        raw = data.cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+        # a negative or conjugate view stores other values than it reads: resolved (a copy) like any other view
+        raw = data.cpu().resolve_neg().resolve_conj().contiguous().reshape(-1).view(torch.uint8).numpy()
         return f"{zlib.crc32(raw) & 0xFFFFFFFF:08x}"
 
     def fingerprint(self, tensor):
