@@ -128,10 +128,12 @@ class DumpAdapter(abc.ABC):
         import numpy as np  # late: core adapters need numpy only here
         return stats_fingerprint(np.asarray(tensor))
 
-    def tensor_digest(self, tensor: Any, want_fingerprint: bool, want_owner: bool) -> Tuple[Any, Any, Any]:
+    def tensor_digest(self, tensor: Any, want_fingerprint: bool, want_owner: bool,
+                      key: Hashable = None) -> Tuple[Any, Any, Any]:
         """(tensor_stats, fingerprint or None, memory_owner or None) in one call: what a tensor seen for the
-        first time in a step costs. Adapters may fuse it (one set of checks, one read of the tensor's facts);
-        by default it is composed from the three methods."""
+        first time in a step costs. `key` is the content key `tensor_facts` gave the tensor (None: not known), from
+        which an adapter may read what it put there instead of asking the framework again. Adapters may fuse it
+        (one set of checks, one read of the tensor's facts); by default it is composed from the three methods."""
         return (self.tensor_stats(tensor), self.fingerprint(tensor) if want_fingerprint else None,
                 self.memory_owner(tensor) if want_owner else None)
 

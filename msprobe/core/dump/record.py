@@ -102,7 +102,7 @@ class RecordBuilder:
                     self._stats_cache[key] = (hit[0], stats, fingerprint, hit[3])
         else:
             hit = False
-            stats, fingerprint, owner = adapter.tensor_digest(tensor, self.want_xor, key is not None)
+            stats, fingerprint, owner = adapter.tensor_digest(tensor, self.want_xor, key is not None, key)
             if key is not None:
                 try:
                     ref = weakref.ref(owner)

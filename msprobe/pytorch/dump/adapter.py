@@ -47,7 +47,7 @@ _DTYPE_NAMES = {}
 _EMPTY_FINGERPRINT = format_fingerprint(0, 0)
 _SHAPES = {}  # torch.Size -> tuple: a shared tuple is untracked by the GC after its first collection,
 _SHAPES_MAX = 4096  # and then so is every descriptor dict holding it (thousands live until step end)
-_NUMELS = {}  # torch.Size -> element count (cheaper than tensor.numel(), a binding call)
+_NUMELS = {}  # torch.Size (or its tuple) -> element count in content keys (cheaper than tensor.numel(), a binding call)
 
 
 def tensor_statistics(tensor):
@@ -190,10 +190,11 @@ def _shape_tuple(size):
 
 
 def _numel(size):
-    """The element count of a torch.Size, kept per size like _SHAPES (an empty shape counts 0, not None)."""
+    """The element count a content key holds for a shape, kept per shape like _SHAPES: -1 for 0-d, whose statistics
+    (its value four times, as the reference gives) are not those of a 1-element view of its memory (Norm = |value|)."""
     if len(_NUMELS) >= _SHAPES_MAX:
         _NUMELS.clear()
-    count = _NUMELS[size] = math.prod(size)
+    count = _NUMELS[size] = math.prod(size) if size else -1
     return count
 
 
@@ -208,7 +209,7 @@ def _content_key(tensor, dtype, shape):
             return (tensor.data_ptr(), dtype, (shape, tensor.stride()), tensor._version, tensor.device,
                     tensor.is_neg(), tensor.is_conj())
         if tensor.is_contiguous():
-            return (tensor.data_ptr(), dtype, tensor.numel(), tensor._version, tensor.device)
+            return (tensor.data_ptr(), dtype, _NUMELS.get(shape) or _numel(shape), tensor._version, tensor.device)
         strides = tensor.stride()
         if _dense_order(tensor)[1]:
             return ViewKey.of((tensor.data_ptr(), dtype, tensor.numel(), tensor._version, tensor.device),
@@ -459,22 +460,33 @@ class TorchAdapter(DumpAdapter):
             return (values[0].item(), values[1].item(), values[2].item(), values[3].item())
         return torch.stack(values)  # deferred: resolve_stats copies a whole step at once
 
-    def tensor_digest(self, tensor, want_fingerprint, want_owner):
-        # the common case of a dump, a dense float CPU tensor (or parameter) first seen in the step: its facts read
-        # once for both kernels (tensor_stats and fingerprint each check them again through torch's bindings,
-        # ~1 us a call); anything else takes the three methods
+    def tensor_digest(self, tensor, want_fingerprint, want_owner, key=None):
+        # the common case of a dump, a dense float CPU tensor (or parameter) first seen in the step: read once for
+        # both kernels. Its content key (tensor_facts) already says it: a plain tuple with an element count (not a
+        # layout) is a contiguous tensor without negative or conjugate bit, with data_ptr key[0], count key[2] (-1
+        # for 0-d, whose statistics the general path gives), dtype key[1] and device key[4] (nothing asked of
+        # torch again); without a key, the same facts are checked through torch's bindings (~1 us a call)
         if type(tensor) in _IN_PLACE_TYPES and float_stats is not None and native.fingerprint is not None:
-            kind = _KERNEL_KINDS.get(tensor.dtype)
-            if (kind is not None and tensor.is_cpu and tensor.layout is torch.strided and tensor.dim()
-                    and tensor.is_contiguous() and not tensor.is_neg()):
-                count = tensor.numel()
-                if count:
-                    address = tensor.data_ptr()
-                    fingerprint = (format_fingerprint(*native.fingerprint(address, count * _KIND_BYTES[kind]))
-                                   if want_fingerprint else None)
-                    return (float_stats(address, count, kind, None), fingerprint,
-                            tensor.untyped_storage() if want_owner else None)
-        return super().tensor_digest(tensor, want_fingerprint, want_owner)
+            if type(key) is tuple:
+                count, kind = key[2], _KERNEL_KINDS.get(key[1])
+                if type(count) is int and count > 0 and kind is not None and key[4].type == "cpu":
+                    return self._digest_in_place(tensor, key[0], count, kind, want_fingerprint, want_owner)
+            elif key is None:
+                kind = _KERNEL_KINDS.get(tensor.dtype)
+                if (kind is not None and tensor.is_cpu and tensor.layout is torch.strided and tensor.dim()
+                        and tensor.is_contiguous() and not tensor.is_neg()):
+                    count = tensor.numel()
+                    if count:
+                        return self._digest_in_place(tensor, tensor.data_ptr(), count, kind, want_fingerprint,
+                                                     want_owner)
+        return super().tensor_digest(tensor, want_fingerprint, want_owner, key)
+
+    @staticmethod
+    def _digest_in_place(tensor, address, count, kind, want_fingerprint, want_owner):
+        """tensor_digest of `count` elements of kernel kind `kind` read in place at `address`."""
+        fingerprint = (format_fingerprint(*native.fingerprint(address, count * _KIND_BYTES[kind]))
+                       if want_fingerprint else None)
+        return float_stats(address, count, kind, None), fingerprint, tensor.untyped_storage() if want_owner else None
 
     def resolve_stats(self, handles):
         groups = {}

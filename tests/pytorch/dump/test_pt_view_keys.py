@@ -144,3 +144,15 @@ def test_forget_drops_what_was_cached_for_slices_of_the_changed_memory():
             assert stats == expected[0], mode
             if mode != "statistics":
                 assert desc[mode] == expected[1 if mode == "xor" else 2], mode
+
+
+def test_a_0d_tensor_and_a_1_element_view_of_it_keep_their_own_statistics():
+    # the reference gives a 0-d tensor its value for all four statistics (Norm -2.0 here); a 1-element view of the
+    # same memory is a vector (Norm 2.0): they must not share a cache entry, whichever comes first
+    for scalar_first in (True, False):
+        scalar = torch.tensor(-2.0)
+        vector = scalar.view(1)
+        builder = RecordBuilder(ADAPTER)
+        order = [scalar, vector] if scalar_first else [vector, scalar]
+        norms = [_described(builder, view)[0][3] for view in order + order]
+        assert norms == ([-2.0, 2.0] if scalar_first else [2.0, -2.0]) * 2
