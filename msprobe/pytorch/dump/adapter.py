@@ -47,6 +47,7 @@ _DTYPE_NAMES = {}
 _EMPTY_FINGERPRINT = format_fingerprint(0, 0)
 _SHAPES = {}  # torch.Size -> tuple: a shared tuple is untracked by the GC after its first collection,
 _SHAPES_MAX = 4096  # and then so is every descriptor dict holding it (thousands live until step end)
+_CPU = "cpu"  # a content key's device for CPU tensors: no torch.device made and hashed per key
 _NUMELS = {}  # torch.Size (or its tuple) -> element count in content keys (cheaper than tensor.numel(), a binding call)
 
 
@@ -205,16 +206,16 @@ def _content_key(tensor, dtype, shape):
     bytes in C order are its own). A view with the negative or conjugate bit reads other values than its memory
     holds: its key names its layout and bits. None for tensors without a version counter or data pointer."""
     try:
+        device = _CPU if tensor.is_cpu else tensor.device
         if tensor.is_neg() or (dtype in _COMPLEX_DTYPES and tensor.is_conj()):
-            return (tensor.data_ptr(), dtype, (shape, tensor.stride()), tensor._version, tensor.device,
-                    tensor.is_neg(), tensor.is_conj())
+            return (tensor.data_ptr(), dtype, (shape, tensor.stride()), tensor._version, device, tensor.is_neg(),
+                    tensor.is_conj())
         if tensor.is_contiguous():
-            return (tensor.data_ptr(), dtype, _NUMELS.get(shape) or _numel(shape), tensor._version, tensor.device)
+            return (tensor.data_ptr(), dtype, _NUMELS.get(shape) or _numel(shape), tensor._version, device)
         strides = tensor.stride()
         if _dense_order(tensor)[1]:
-            return ViewKey.of((tensor.data_ptr(), dtype, tensor.numel(), tensor._version, tensor.device),
-                              (shape, strides))
-        return (tensor.data_ptr(), dtype, (shape, strides), tensor._version, tensor.device)
+            return ViewKey.of((tensor.data_ptr(), dtype, tensor.numel(), tensor._version, device), (shape, strides))
+        return (tensor.data_ptr(), dtype, (shape, strides), tensor._version, device)
     except RuntimeError:  # inference tensors have no version counter; meta/sparse have no data_ptr
         return None
 
@@ -401,7 +402,8 @@ class TorchAdapter(DumpAdapter):
         name = _DTYPE_NAMES.get(dtype) or _dtype_name(dtype)
         try:  # _content_key's common case, inlined (the element count is the shape's, worked out once per shape)
             if tensor.is_contiguous() and not tensor.is_neg() and dtype not in _COMPLEX_DTYPES:
-                key = (tensor.data_ptr(), dtype, _NUMELS.get(size) or _numel(size), tensor._version, tensor.device)
+                key = (tensor.data_ptr(), dtype, _NUMELS.get(size) or _numel(size), tensor._version,
+                       _CPU if tensor.is_cpu else tensor.device)
             else:
                 key = _content_key(tensor, dtype, shape)
         except RuntimeError:  # inference tensors have no version counter; meta/sparse have no data_ptr
@@ -464,12 +466,12 @@ class TorchAdapter(DumpAdapter):
         # the common case of a dump, a dense float CPU tensor (or parameter) first seen in the step: read once for
         # both kernels. Its content key (tensor_facts) already says it: a plain tuple with an element count (not a
         # layout) is a contiguous tensor without negative or conjugate bit, with data_ptr key[0], count key[2] (-1
-        # for 0-d, whose statistics the general path gives), dtype key[1] and device key[4] (nothing asked of
+        # for 0-d, whose statistics the general path gives), dtype key[1] and device key[4] (_CPU; nothing asked of
         # torch again); without a key, the same facts are checked through torch's bindings (~1 us a call)
         if type(tensor) in _IN_PLACE_TYPES and float_stats is not None and native.fingerprint is not None:
             if type(key) is tuple:
                 count, kind = key[2], _KERNEL_KINDS.get(key[1])
-                if type(count) is int and count > 0 and kind is not None and key[4].type == "cpu":
+                if type(count) is int and count > 0 and kind is not None and key[4] is _CPU:
                     return self._digest_in_place(tensor, key[0], count, kind, want_fingerprint, want_owner)
             elif key is None:
                 kind = _KERNEL_KINDS.get(tensor.dtype)
