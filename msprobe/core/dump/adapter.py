@@ -45,13 +45,7 @@ class ViewKey(tuple):
     fingerprint and CRC, which do, are the view's own. `layout` (hashable, e.g. sizes and strides) tells the
     views of one memory apart: views with equal keys and layouts have equal bytes in C order."""
 
-    layout = None
-
-    @classmethod
-    def of(cls, key, layout):
-        view = cls(key)
-        view.layout = layout
-        return view
+    layout = None  # set on the instance: key = ViewKey(memory_key); key.layout = (sizes, strides)
 
 
 class DumpAdapter(abc.ABC):

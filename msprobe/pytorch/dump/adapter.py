@@ -204,35 +204,49 @@ def _content_key(tensor, dtype, shape):
     exactly [data_ptr, data_ptr + numel) and its statistics (reduced in memory order) are those of every other
     dense view of that memory at the same version; a dense view in another dimension order gets a ViewKey (its
     bytes in C order are its own). A view with the negative or conjugate bit reads other values than its memory
-    holds: its key names its layout and bits. None for tensors without a version counter or data pointer."""
+    holds: its key names its layout and bits. None for tensors without a version counter or data pointer.
+    (TorchAdapter.tensor_facts inlines the common case.)"""
     try:
-        device = _CPU if tensor.is_cpu else tensor.device
         if tensor.is_neg() or (dtype in _COMPLEX_DTYPES and tensor.is_conj()):
-            return (tensor.data_ptr(), dtype, (shape, tensor.stride()), tensor._version, device, tensor.is_neg(),
-                    tensor.is_conj())
+            return (tensor.data_ptr(), dtype, (shape, tensor.stride()), tensor._version,
+                    _CPU if tensor.is_cpu else tensor.device, tensor.is_neg(), tensor.is_conj())
+        count = _NUMELS.get(shape)
+        if count is None:
+            count = _numel(shape)
         if tensor.is_contiguous():
-            return (tensor.data_ptr(), dtype, _NUMELS.get(shape) or _numel(shape), tensor._version, device)
-        strides = tensor.stride()
-        if _dense_order(tensor)[1]:
-            return ViewKey.of((tensor.data_ptr(), dtype, tensor.numel(), tensor._version, device), (shape, strides))
-        return (tensor.data_ptr(), dtype, (shape, strides), tensor._version, device)
+            return (tensor.data_ptr(), dtype, count, tensor._version, _CPU if tensor.is_cpu else tensor.device)
+        return _strided_key(tensor, dtype, shape, shape, count)
     except RuntimeError:  # inference tensors have no version counter; meta/sparse have no data_ptr
         return None
+
+
+def _strided_key(tensor, dtype, size, shape, count):
+    """_content_key of a tensor that is not contiguous (and has no negative or conjugate bit): a ViewKey when it is
+    dense in another dimension order, else its memory with its layout."""
+    strides = tensor.stride()
+    device = _CPU if tensor.is_cpu else tensor.device
+    if _dense_order(tensor, size, strides)[1]:
+        key = ViewKey((tensor.data_ptr(), dtype, count, tensor._version, device))
+        key.layout = (shape, strides)
+        return key
+    return (tensor.data_ptr(), dtype, (shape, strides), tensor._version, device)
 
 
 _ORDERS = {}  # (sizes, strides) -> (memory order of the dimensions, whether that permutation is contiguous)
 _ORDERS_MAX = 4096
 
 
-def _dense_order(data):
+def _dense_order(data, size=None, strides=None):
     """The dimension order that follows `data`'s memory, and whether `data` permuted to it is contiguous
-    (a dense tensor in another dimension order). Both depend only on sizes and strides, so they are
-    worked out once per layout: a transformer step meets the same few dozen layouts again and again."""
-    strides = data.stride()
-    key = (data.shape, strides)
+    (a dense tensor in another dimension order). Both depend only on sizes and strides (given when the caller
+    has them), so they are worked out once per layout: a transformer step meets the same few dozen layouts
+    again and again."""
+    if strides is None:
+        size, strides = data.shape, data.stride()
+    key = (size, strides)
     hit = _ORDERS.get(key)
     if hit is None:
-        order = sorted(range(data.dim()), key=lambda d: (-strides[d], -data.shape[d]))
+        order = sorted(range(len(strides)), key=lambda d: (-strides[d], -size[d]))
         if len(_ORDERS) >= _ORDERS_MAX:
             _ORDERS.clear()
         hit = _ORDERS[key] = (order, data.permute(order).is_contiguous())
@@ -398,14 +412,21 @@ class TorchAdapter(DumpAdapter):
                         _content_key(local, local.dtype, tuple(shape)))
         dtype = tensor.dtype
         size = tensor.shape
-        shape = _SHAPES.get(size) or _shape_tuple(size)
+        shape = _SHAPES.get(size)
+        if shape is None:
+            shape = _shape_tuple(size)
         name = _DTYPE_NAMES.get(dtype) or _dtype_name(dtype)
-        try:  # _content_key's common case, inlined (the element count is the shape's, worked out once per shape)
-            if tensor.is_contiguous() and not tensor.is_neg() and dtype not in _COMPLEX_DTYPES:
-                key = (tensor.data_ptr(), dtype, _NUMELS.get(size) or _numel(size), tensor._version,
-                       _CPU if tensor.is_cpu else tensor.device)
-            else:
+        try:  # _content_key inlined but for negative, conjugate and complex tensors (element counts kept per shape)
+            if tensor.is_neg() or dtype in _COMPLEX_DTYPES:
                 key = _content_key(tensor, dtype, shape)
+            else:
+                count = _NUMELS.get(size)
+                if count is None:
+                    count = _numel(size)
+                if tensor.is_contiguous():
+                    key = (tensor.data_ptr(), dtype, count, tensor._version, _CPU if tensor.is_cpu else tensor.device)
+                else:
+                    key = _strided_key(tensor, dtype, size, shape, count)
         except RuntimeError:  # inference tensors have no version counter; meta/sparse have no data_ptr
             key = None
         return "torch.Tensor", name, shape, tensor.requires_grad, key
