@@ -45,10 +45,10 @@ _IN_PLACE_TYPES = (torch.Tensor, torch.nn.Parameter)
 _COMPLEX_DTYPES = frozenset((torch.complex32, torch.complex64, torch.complex128))  # the only ones a conjugate bit can mark
 _DTYPE_NAMES = {}
 _EMPTY_FINGERPRINT = format_fingerprint(0, 0)
-_SHAPES = {}  # torch.Size -> tuple: a shared tuple is untracked by the GC after its first collection,
-_SHAPES_MAX = 4096  # and then so is every descriptor dict holding it (thousands live until step end)
+_SHAPES = {}  # torch.Size -> (tuple, element count): a shared tuple is untracked by the GC after its first collection,
+_SHAPES_MAX = 4096  # and then so is every descriptor dict holding it (thousands live until step end); the count
+# is the one content keys hold (cheaper than tensor.numel(), a binding call): see _shape_facts
 _CPU = "cpu"  # a content key's device for CPU tensors: no torch.device made and hashed per key
-_NUMELS = {}  # torch.Size (or its tuple) -> element count in content keys (cheaper than tensor.numel(), a binding call)
 
 
 def tensor_statistics(tensor):
@@ -180,23 +180,21 @@ def _dtype_name(dtype):
     return name
 
 
-def _shape_tuple(size):
-    """One shared tuple per torch.Size (see _SHAPES)."""
-    shape = _SHAPES.get(size)
-    if shape is None:
+def _shape_facts(size):
+    """(one shared tuple, the element count a content key holds) per torch.Size (or its tuple; see _SHAPES). The count
+    is -1 for 0-d: a 0-d tensor's statistics (its value four times, as the reference gives) are not those of a
+    1-element view of its memory (Norm = |value|)."""
+    facts = _SHAPES.get(size)
+    if facts is None:
         if len(_SHAPES) >= _SHAPES_MAX:
             _SHAPES.clear()
-        shape = _SHAPES[size] = tuple(size)
-    return shape
+        facts = _SHAPES[size] = (tuple(size), math.prod(size) if size else -1)
+    return facts
 
 
-def _numel(size):
-    """The element count a content key holds for a shape, kept per shape like _SHAPES: -1 for 0-d, whose statistics
-    (its value four times, as the reference gives) are not those of a 1-element view of its memory (Norm = |value|)."""
-    if len(_NUMELS) >= _SHAPES_MAX:
-        _NUMELS.clear()
-    count = _NUMELS[size] = math.prod(size) if size else -1
-    return count
+def _shape_tuple(size):
+    """One shared tuple per torch.Size (see _SHAPES)."""
+    return (_SHAPES.get(size) or _shape_facts(size))[0]
 
 
 def _content_key(tensor, dtype, shape):
@@ -210,9 +208,7 @@ def _content_key(tensor, dtype, shape):
         if tensor.is_neg() or (dtype in _COMPLEX_DTYPES and tensor.is_conj()):
             return (tensor.data_ptr(), dtype, (shape, tensor.stride()), tensor._version,
                     _CPU if tensor.is_cpu else tensor.device, tensor.is_neg(), tensor.is_conj())
-        count = _NUMELS.get(shape)
-        if count is None:
-            count = _numel(shape)
+        count = (_SHAPES.get(shape) or _shape_facts(shape))[1]
         if tensor.is_contiguous():
             return (tensor.data_ptr(), dtype, count, tensor._version, _CPU if tensor.is_cpu else tensor.device)
         return _strided_key(tensor, dtype, shape, shape, count)
@@ -412,21 +408,15 @@ class TorchAdapter(DumpAdapter):
                         _content_key(local, local.dtype, tuple(shape)))
         dtype = tensor.dtype
         size = tensor.shape
-        shape = _SHAPES.get(size)
-        if shape is None:
-            shape = _shape_tuple(size)
+        shape, count = _SHAPES.get(size) or _shape_facts(size)
         name = _DTYPE_NAMES.get(dtype) or _dtype_name(dtype)
-        try:  # _content_key inlined but for negative, conjugate and complex tensors (element counts kept per shape)
+        try:  # _content_key inlined but for negative, conjugate and complex tensors
             if tensor.is_neg() or dtype in _COMPLEX_DTYPES:
                 key = _content_key(tensor, dtype, shape)
+            elif tensor.is_contiguous():
+                key = (tensor.data_ptr(), dtype, count, tensor._version, _CPU if tensor.is_cpu else tensor.device)
             else:
-                count = _NUMELS.get(size)
-                if count is None:
-                    count = _numel(size)
-                if tensor.is_contiguous():
-                    key = (tensor.data_ptr(), dtype, count, tensor._version, _CPU if tensor.is_cpu else tensor.device)
-                else:
-                    key = _strided_key(tensor, dtype, size, shape, count)
+                key = _strided_key(tensor, dtype, size, shape, count)
         except RuntimeError:  # inference tensors have no version counter; meta/sparse have no data_ptr
             key = None
         return "torch.Tensor", name, shape, tensor.requires_grad, key
