@@ -66,6 +66,7 @@ class RecordBuilder:
         self.adapter = adapter
         self.want_md5 = summary_mode == "md5"
         self.want_xor = summary_mode == FINGERPRINT_KEY
+        self._digests = self.want_md5 or self.want_xor
         self._pending_xor = []  # (descriptor, handle) of fingerprints still on a device
         self.on_tensor = on_tensor
         self._tensor_class = adapter.tensor_class  # an isinstance check is cheaper than a method call
@@ -115,9 +116,18 @@ class RecordBuilder:
                     self._stats_cache[key] = (ref, stats, None, views)
                 else:
                     self._stats_cache[key] = (ref, stats, fingerprint, None)
-        if type(stats) is tuple and _FOUR is not None:
+        if type(stats) is tuple and _FOUR is not None and requires_grad is not None:
+            # the usual host tensor: the descriptor as one dict display (each key inserted after it costs about as
+            # much as the display's seven)
             high, low, mean, norm = stats
-            desc = {"type": kind, "dtype": dtype, "shape": shape, _K0: high, _K1: low, _K2: mean, _K3: norm}
+            if type(fingerprint) is str:
+                desc = {"type": kind, "dtype": dtype, "shape": shape, _K0: high, _K1: low, _K2: mean, _K3: norm,
+                        "requires_grad": requires_grad, FINGERPRINT_KEY: fingerprint}
+            else:
+                desc = {"type": kind, "dtype": dtype, "shape": shape, _K0: high, _K1: low, _K2: mean, _K3: norm,
+                        "requires_grad": requires_grad}
+                if self._digests:
+                    self._add_digest(desc, tensor, fingerprint, key, hit)
         else:
             desc = {"type": kind, "dtype": dtype, "shape": shape}
             if type(stats) is tuple:
@@ -126,22 +136,32 @@ class RecordBuilder:
                 desc.update(_NO_STATS)
                 if stats is not None:
                     self._pending.append((desc, stats))
+            if requires_grad is not None:
+                desc["requires_grad"] = requires_grad
+            if self._digests:
+                self._add_digest(desc, tensor, fingerprint, key, hit)
         if type(shape) is not tuple and type(shape) is not list:
-            placement = getattr(shape, "placement", None)  # a sharded tensor's local shape (layout.json)
-            if placement is not None:
-                desc["shape"] = tuple(shape)
-                self.placed[id(desc)] = (desc, placement, shape.mesh)
-        if requires_grad is not None:
-            desc["requires_grad"] = requires_grad
-        if self.want_md5:
-            desc["md5"] = self._crc(tensor, key, hit)
-        elif self.want_xor:
-            desc[FINGERPRINT_KEY] = fingerprint if fingerprint is None or type(fingerprint) is str else None
-            if fingerprint is not None and type(fingerprint) is not str:
-                self._pending_xor.append((desc, fingerprint))
+            self._place(desc, shape)
         if data_name is not None and self.on_tensor is not None:
             self.on_tensor(tensor, data_name + adapter.tensor_suffix, desc)
         return desc
+
+    def _add_digest(self, desc, tensor, fingerprint, key, hit):
+        """The descriptor's "md5" or "xor" key, after the statistics (a fingerprint left on a device is filled by
+        `resolve`)."""
+        if self.want_md5:
+            desc["md5"] = self._crc(tensor, key, hit)
+        else:
+            desc[FINGERPRINT_KEY] = fingerprint if fingerprint is None or type(fingerprint) is str else None
+            if fingerprint is not None and type(fingerprint) is not str:
+                self._pending_xor.append((desc, fingerprint))
+
+    def _place(self, desc, shape):
+        """A sharded tensor's local shape (layout.json): its placement noted, the shape written as a plain tuple."""
+        placement = getattr(shape, "placement", None)
+        if placement is not None:
+            desc["shape"] = tuple(shape)
+            self.placed[id(desc)] = (desc, placement, shape.mesh)
 
     def _view_fingerprint(self, tensor, key, hit):
         """The fingerprint of a view whose bytes are not its memory's (a transpose), kept in its memory's cache
