@@ -838,6 +838,25 @@ static int parse_view(PyObject *address_obj, Py_ssize_t itemsize, PyObject *size
     return 0;
 }
 
+/* one row of `inner` elements `step` bytes apart (a transposed view's row) to dst, four elements an iteration: the
+ * typed loads and stores of a fixed element size (memcpy of a constant size compiles to one move) */
+#define GATHER_ROW(name, size)                                                                  \
+    static void name(uint8_t *dst, const uint8_t *src, Py_ssize_t inner, Py_ssize_t step)          \
+    {                                                                                           \
+        Py_ssize_t i = 0;                                                                       \
+        for (; i + 4 <= inner; i += 4, dst += 4 * (size), src += 4 * step) {                    \
+            memcpy(dst, src, size);                                                             \
+            memcpy(dst + (size), src + step, size);                                             \
+            memcpy(dst + 2 * (size), src + 2 * step, size);                                     \
+            memcpy(dst + 3 * (size), src + 3 * step, size);                                     \
+        }                                                                                       \
+        for (; i < inner; i++, dst += (size), src += step)                                      \
+            memcpy(dst, src, size);                                                             \
+    }
+GATHER_ROW(gather_row2, 2)
+GATHER_ROW(gather_row4, 4)
+GATHER_ROW(gather_row8, 8)
+
 /* copy the view's elements in C order to dst (count * itemsize bytes) */
 static void gather(const view_t *view, uint8_t *dst)
 {
@@ -853,8 +872,11 @@ static void gather(const view_t *view, uint8_t *dst)
         if (step == itemsize) {
             memcpy(dst, src, (size_t)row);
         } else if (itemsize == 4) {
-            for (Py_ssize_t i = 0; i < inner; i++)
-                memcpy(dst + 4 * i, src + i * step, 4);
+            gather_row4(dst, src, inner, step);
+        } else if (itemsize == 2) {
+            gather_row2(dst, src, inner, step);
+        } else if (itemsize == 8) {
+            gather_row8(dst, src, inner, step);
         } else {
             for (Py_ssize_t i = 0; i < inner; i++)
                 memcpy(dst + i * itemsize, src + i * step, (size_t)itemsize);

@@ -35,7 +35,17 @@ from msprobe.core.dump.stats import fingerprint as stats_fingerprint
 
 from msprobe.core.dump.stats import STAT_KEYS
 
-__all__ = ["DumpAdapter", "STAT_KEYS"]
+__all__ = ["DumpAdapter", "STAT_KEYS", "ViewKey"]
+
+
+class ViewKey(tuple):
+    """A content key (`content_identity`) of a view whose elements are its memory's but whose bytes in C order are
+    not (a transposed or permuted dense view): equal to the memory's own key, so the statistics, which do not
+    depend on the order of the elements, are shared with it; but its type tells the record builder that the
+    fingerprint and CRC, which do, are the view's own. `layout` (hashable, e.g. sizes and strides) tells the
+    views of one memory apart: views with equal keys and layouts have equal bytes in C order."""
+
+    layout = None  # set on the instance: key = ViewKey(memory_key); key.layout = (sizes, strides)
 
 
 class DumpAdapter(abc.ABC):
@@ -79,7 +89,11 @@ class DumpAdapter(abc.ABC):
 
     def content_identity(self, tensor: Any) -> Hashable:
         """Like `tensor_identity`, but equal for every view that holds the same elements in the same
-        memory (a reshape, a transpose): the key the statistics cache uses. Defaults to `tensor_identity`."""
+        memory (a reshape, a transpose): the key the statistics cache uses. Tensors with equal keys have equal
+        bytes in C order (they share one fingerprint and CRC), unless the key is a `ViewKey`: a view whose
+        elements are the memory's in another order (equal statistics, its own fingerprint). Tensors whose
+        values differ from their memory's (torch's negative and conjugate bits) must get keys of their own.
+        Defaults to `tensor_identity`."""
         return self.tensor_identity(tensor)
 
     def memory_owner(self, tensor: Any) -> Any:
@@ -108,10 +122,12 @@ class DumpAdapter(abc.ABC):
         import numpy as np  # late: core adapters need numpy only here
         return stats_fingerprint(np.asarray(tensor))
 
-    def tensor_digest(self, tensor: Any, want_fingerprint: bool, want_owner: bool) -> Tuple[Any, Any, Any]:
+    def tensor_digest(self, tensor: Any, want_fingerprint: bool, want_owner: bool,
+                      key: Hashable = None) -> Tuple[Any, Any, Any]:
         """(tensor_stats, fingerprint or None, memory_owner or None) in one call: what a tensor seen for the
-        first time in a step costs. Adapters may fuse it (one set of checks, one read of the tensor's facts);
-        by default it is composed from the three methods."""
+        first time in a step costs. `key` is the content key `tensor_facts` gave the tensor (None: not known), from
+        which an adapter may read what it put there instead of asking the framework again. Adapters may fuse it
+        (one set of checks, one read of the tensor's facts); by default it is composed from the three methods."""
         return (self.tensor_stats(tensor), self.fingerprint(tensor) if want_fingerprint else None,
                 self.memory_owner(tensor) if want_owner else None)
 
@@ -122,11 +138,6 @@ class DumpAdapter(abc.ABC):
     def resolve_fingerprints(self, handles: List[Any]) -> List[str]:
         """Deferred fingerprints -> strings (same order)."""
         return [str(handle) for handle in handles]
-
-    def crc_shareable(self, tensor: Any) -> bool:
-        """Whether `crc32(tensor)` is that of the memory `content_identity` names, so tensors with equal
-        identities share one CRC (torch: a contiguous tensor). False (the default): computed every time."""
-        return False
 
     @abc.abstractmethod
     def copy_for_save(self, tensor: Any) -> Any:

@@ -11,6 +11,7 @@ shape, Max, Min, Mean, Norm, requires_grad, then md5 (or xor) or data_name.
 """
 import weakref
 
+from msprobe.core.dump.adapter import ViewKey
 from msprobe.core.dump.stats import FINGERPRINT_KEY, STAT_KEYS
 
 __all__ = ["RecordBuilder", "describe_plain"]
@@ -65,23 +66,23 @@ class RecordBuilder:
         self.adapter = adapter
         self.want_md5 = summary_mode == "md5"
         self.want_xor = summary_mode == FINGERPRINT_KEY
+        self._digests = self.want_md5 or self.want_xor
         self._pending_xor = []  # (descriptor, handle) of fingerprints still on a device
         self.on_tensor = on_tensor
         self._tensor_class = adapter.tensor_class  # an isinstance check is cheaper than a method call
         self._pending = []      # (descriptor, handle)
-        self._stats_cache = {}  # identity -> (weakref or None, handle)
+        # content key -> (weakref to the memory's owner or None, statistics or handle, fingerprint of the memory's
+        # own bytes or None, {ViewKey.layout: fingerprint} of its transposed views or None)
+        self._stats_cache = {}
         self.placed = {}  # id(descriptor) -> (descriptor, placement text, mesh ranks) of the step's sharded tensors
-        self._crc_cache = {}  # identity -> CRC of a tensor the adapter calls shareable (same validity as above)
-        self._view_fingerprints = {}  # view identity -> (weakref or None, fingerprint) of views not shareable
+        self._crc_cache = {}  # content key -> CRC (same validity as the statistics)
 
     # -- statistics -------------------------------------------------------------------------
     def forget(self, tensor):
-        """Drop cached statistics of a tensor changed behind the version counter (collectives)."""
-        key = self.adapter.content_identity(tensor)
-        if key is not None:
-            self._stats_cache.pop(key, None)
-            self._crc_cache.pop(key, None)
-        self._view_fingerprints.clear()  # other views of that memory have other identities (rare: collectives)
+        """Drop cached statistics and digests after tensors were changed behind their version counters
+        (collectives): all of them, as the slices and other views of that memory have keys of their own."""
+        self._stats_cache.clear()
+        self._crc_cache.clear()
 
     def describe_tensor(self, tensor, data_name=None):
         """Descriptor of one tensor; deferred statistics are filled by `resolve()`."""
@@ -90,26 +91,43 @@ class RecordBuilder:
         hit = self._stats_cache.get(key) if key is not None else None
         # the first tensor's memory must still be allocated: then it cannot have been reused
         if hit is not None and hit[0] is not None and hit[0]() is not None:
-            stats, fingerprint = hit[1], hit[2]
-            if self.want_xor and (fingerprint is None or not adapter.crc_shareable(tensor)):
-                fingerprint = self._view_fingerprint(tensor)  # a transposed view of the memory: its own C order
+            stats = hit[1]
+            if not self.want_xor:
+                fingerprint = None
+            elif type(key) is ViewKey:  # a transposed view of the memory: its own C order
+                fingerprint = self._view_fingerprint(tensor, key, hit)
+            else:
+                fingerprint = hit[2]
+                if fingerprint is None:  # the memory was first met through a transposed view
+                    fingerprint = adapter.fingerprint(tensor)
+                    self._stats_cache[key] = (hit[0], stats, fingerprint, hit[3])
         else:
             hit = False
-            stats, fingerprint, owner = adapter.tensor_digest(tensor, self.want_xor, key is not None)
+            stats, fingerprint, owner = adapter.tensor_digest(tensor, self.want_xor, key is not None, key)
             if key is not None:
                 try:
                     ref = weakref.ref(owner)
                 except TypeError:
                     ref = None
-                # a fingerprint is shared by the views of this memory only when it is that of the memory's own
-                # bytes (the statistics do not depend on the order of the elements, the fingerprint does)
-                shared = fingerprint if fingerprint is not None and adapter.crc_shareable(tensor) else None
-                self._stats_cache[key] = (ref, stats, shared)
-                if fingerprint is not None and shared is None:
-                    self._keep_view_fingerprint(tensor, ref, fingerprint)
-        if type(stats) is tuple and _FOUR is not None:
+                # equal keys share the statistics; the fingerprint only when the key says the bytes in C order are
+                # the memory's own (not a ViewKey: the fingerprint depends on the order of the elements)
+                if type(key) is ViewKey:
+                    views = {key.layout: fingerprint} if fingerprint is not None else None
+                    self._stats_cache[key] = (ref, stats, None, views)
+                else:
+                    self._stats_cache[key] = (ref, stats, fingerprint, None)
+        if type(stats) is tuple and _FOUR is not None and requires_grad is not None:
+            # the usual host tensor: the descriptor as one dict display (each key inserted after it costs about as
+            # much as the display's seven)
             high, low, mean, norm = stats
-            desc = {"type": kind, "dtype": dtype, "shape": shape, _K0: high, _K1: low, _K2: mean, _K3: norm}
+            if type(fingerprint) is str:
+                desc = {"type": kind, "dtype": dtype, "shape": shape, _K0: high, _K1: low, _K2: mean, _K3: norm,
+                        "requires_grad": requires_grad, FINGERPRINT_KEY: fingerprint}
+            else:
+                desc = {"type": kind, "dtype": dtype, "shape": shape, _K0: high, _K1: low, _K2: mean, _K3: norm,
+                        "requires_grad": requires_grad}
+                if self._digests:
+                    self._add_digest(desc, tensor, fingerprint, key, hit)
         else:
             desc = {"type": kind, "dtype": dtype, "shape": shape}
             if type(stats) is tuple:
@@ -118,54 +136,53 @@ class RecordBuilder:
                 desc.update(_NO_STATS)
                 if stats is not None:
                     self._pending.append((desc, stats))
+            if requires_grad is not None:
+                desc["requires_grad"] = requires_grad
+            if self._digests:
+                self._add_digest(desc, tensor, fingerprint, key, hit)
         if type(shape) is not tuple and type(shape) is not list:
-            placement = getattr(shape, "placement", None)  # a sharded tensor's local shape (layout.json)
-            if placement is not None:
-                desc["shape"] = tuple(shape)
-                self.placed[id(desc)] = (desc, placement, shape.mesh)
-        if requires_grad is not None:
-            desc["requires_grad"] = requires_grad
-        if self.want_md5:
-            desc["md5"] = self._crc(tensor, key, hit)
-        elif self.want_xor:
-            desc[FINGERPRINT_KEY] = fingerprint if fingerprint is None or type(fingerprint) is str else None
-            if fingerprint is not None and type(fingerprint) is not str:
-                self._pending_xor.append((desc, fingerprint))
+            self._place(desc, shape)
         if data_name is not None and self.on_tensor is not None:
             self.on_tensor(tensor, data_name + adapter.tensor_suffix, desc)
         return desc
 
-    def _view_fingerprint(self, tensor):
-        """The fingerprint of a view whose bytes are not its memory's (a transpose, a slice), cached per view
-        (memory, layout and version: adapter.tensor_identity) while its memory lives: at L2 a transposed weight
-        is met by several ops of a step."""
-        adapter = self.adapter
-        key = adapter.tensor_identity(tensor)
-        hit = self._view_fingerprints.get(key) if key is not None else None
-        if hit is not None and hit[0] is not None and hit[0]() is not None:
-            return hit[1]
-        fingerprint = adapter.fingerprint(tensor)
-        if key is not None:
-            try:
-                ref = weakref.ref(adapter.memory_owner(tensor))
-            except TypeError:
-                ref = None
-            self._view_fingerprints[key] = (ref, fingerprint)
+    def _add_digest(self, desc, tensor, fingerprint, key, hit):
+        """The descriptor's "md5" or "xor" key, after the statistics (a fingerprint left on a device is filled by
+        `resolve`)."""
+        if self.want_md5:
+            desc["md5"] = self._crc(tensor, key, hit)
+        else:
+            desc[FINGERPRINT_KEY] = fingerprint if fingerprint is None or type(fingerprint) is str else None
+            if fingerprint is not None and type(fingerprint) is not str:
+                self._pending_xor.append((desc, fingerprint))
+
+    def _place(self, desc, shape):
+        """A sharded tensor's local shape (layout.json): its placement noted, the shape written as a plain tuple."""
+        placement = getattr(shape, "placement", None)
+        if placement is not None:
+            desc["shape"] = tuple(shape)
+            self.placed[id(desc)] = (desc, placement, shape.mesh)
+
+    def _view_fingerprint(self, tensor, key, hit):
+        """The fingerprint of a view whose bytes are not its memory's (a transpose), kept in its memory's cache
+        entry `hit` per layout (ViewKey.layout): at L2 a transposed weight is met by several ops of a step."""
+        views = hit[3]
+        fingerprint = views.get(key.layout) if views is not None else None
+        if fingerprint is None:
+            fingerprint = self.adapter.fingerprint(tensor)
+            if views is None:
+                views = {}
+                self._stats_cache[key] = (hit[0], hit[1], hit[2], views)
+            views[key.layout] = fingerprint
         return fingerprint
 
-    def _keep_view_fingerprint(self, tensor, ref, fingerprint):
-        """A view's fingerprint computed on its first sight (tensor_digest), for `_view_fingerprint` to find."""
-        key = self.adapter.tensor_identity(tensor)
-        if key is not None:
-            self._view_fingerprints[key] = (ref, fingerprint)
-
     def _crc(self, tensor, key, hit):
-        """The tensor's CRC, shared by tensors of one statistics-cache identity when the adapter says the
-        CRC is that of the memory (a tensor seen as one op's output and the next op's input: once)."""
+        """The tensor's CRC, shared by tensors of one statistics-cache key when the key says their bytes are
+        the same (not a ViewKey): a tensor seen as one op's output and the next op's input is read once."""
         adapter = self.adapter
-        if key is None or not adapter.crc_shareable(tensor):
+        if key is None or type(key) is ViewKey:
             return adapter.crc32(tensor)
-        crc = self._crc_cache.get(key) if hit else None  # the identity's memory is still the same allocation
+        crc = self._crc_cache.get(key) if hit else None  # the key's memory is still the same allocation
         if crc is None:
             crc = self._crc_cache[key] = adapter.crc32(tensor)
         return crc
@@ -253,7 +270,6 @@ class RecordBuilder:
         self.resolve()
         self._stats_cache.clear()
         self._crc_cache.clear()
-        self._view_fingerprints.clear()
         self.placed = {}
 
 

@@ -19,7 +19,7 @@ import zlib
 
 import torch
 
-from msprobe.core.dump.adapter import DumpAdapter
+from msprobe.core.dump.adapter import DumpAdapter, ViewKey
 from msprobe.core.dump.direct_io import DirectFile
 from msprobe.core.dump import native
 from msprobe.core.dump.native import FLOAT16, BFLOAT16, float_stats
@@ -42,10 +42,13 @@ _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)  # whose data_ptr() is the ten
 _HEADER_ROOM = 1 << 14  # pickled tensor header of a .pt file (a few hundred bytes; more spills to a plain write)
 # tensor classes whose data_ptr() is their own plain memory (a parameter is a tensor with a flag)
 _IN_PLACE_TYPES = (torch.Tensor, torch.nn.Parameter)
+_COMPLEX_DTYPES = frozenset((torch.complex32, torch.complex64, torch.complex128))  # the only ones a conjugate bit can mark
 _DTYPE_NAMES = {}
 _EMPTY_FINGERPRINT = format_fingerprint(0, 0)
-_SHAPES = {}  # torch.Size -> tuple: a shared tuple is untracked by the GC after its first collection,
-_SHAPES_MAX = 4096  # and then so is every descriptor dict holding it (thousands live until step end)
+_SHAPES = {}  # torch.Size -> (tuple, element count): a shared tuple is untracked by the GC after its first collection,
+_SHAPES_MAX = 4096  # and then so is every descriptor dict holding it (thousands live until step end); the count
+# is the one content keys hold (cheaper than tensor.numel(), a binding call): see _shape_facts
+_CPU = "cpu"  # a content key's device for CPU tensors: no torch.device made and hashed per key
 
 
 def tensor_statistics(tensor):
@@ -207,43 +210,69 @@ def _dtype_name(dtype):
     return name
 
 
-def _shape_tuple(size):
-    """One shared tuple per torch.Size (see _SHAPES)."""
-    shape = _SHAPES.get(size)
-    if shape is None:
+def _shape_facts(size):
+    """(one shared tuple, the element count a content key holds) per torch.Size (or its tuple; see _SHAPES). The count
+    is -1 for 0-d: a 0-d tensor's statistics (its value four times, as the reference gives) are not those of a
+    1-element view of its memory (Norm = |value|)."""
+    facts = _SHAPES.get(size)
+    if facts is None:
         if len(_SHAPES) >= _SHAPES_MAX:
             _SHAPES.clear()
-        shape = _SHAPES[size] = tuple(size)
-    return shape
+        facts = _SHAPES[size] = (tuple(size), math.prod(size) if size else -1)
+    return facts
+
+
+def _shape_tuple(size):
+    """One shared tuple per torch.Size (see _SHAPES)."""
+    return (_SHAPES.get(size) or _shape_facts(size))[0]
 
 
 def _content_key(tensor, dtype, shape):
-    """Statistics-cache key: a dense tensor in any dimension order covers exactly [data_ptr, data_ptr +
-    numel) and its statistics (reduced in memory order) are those of every other dense view of that
-    memory at the same version. None for tensors without a version counter or data pointer."""
+    """Statistics-cache key (core/dump/adapter.py, content_identity): a dense tensor in any dimension order covers
+    exactly [data_ptr, data_ptr + numel) and its statistics (reduced in memory order) are those of every other
+    dense view of that memory at the same version; a dense view in another dimension order gets a ViewKey (its
+    bytes in C order are its own). A view with the negative or conjugate bit reads other values than its memory
+    holds: its key names its layout and bits. None for tensors without a version counter or data pointer.
+    (TorchAdapter.tensor_facts inlines the common case.)"""
     try:
-        if tensor.is_contiguous() or _dense_order(tensor)[1]:
-            layout = tensor.numel()
-        else:
-            layout = (shape, tensor.stride())
-        return (tensor.data_ptr(), dtype, layout, tensor._version, tensor.device)
+        if tensor.is_neg() or (dtype in _COMPLEX_DTYPES and tensor.is_conj()):
+            return (tensor.data_ptr(), dtype, (shape, tensor.stride()), tensor._version,
+                    _CPU if tensor.is_cpu else tensor.device, tensor.is_neg(), tensor.is_conj())
+        count = (_SHAPES.get(shape) or _shape_facts(shape))[1]
+        if tensor.is_contiguous():
+            return (tensor.data_ptr(), dtype, count, tensor._version, _CPU if tensor.is_cpu else tensor.device)
+        return _strided_key(tensor, dtype, shape, shape, count)
     except RuntimeError:  # inference tensors have no version counter; meta/sparse have no data_ptr
         return None
+
+
+def _strided_key(tensor, dtype, size, shape, count):
+    """_content_key of a tensor that is not contiguous (and has no negative or conjugate bit): a ViewKey when it is
+    dense in another dimension order, else its memory with its layout."""
+    strides = tensor.stride()
+    device = _CPU if tensor.is_cpu else tensor.device
+    if _dense_order(tensor, size, strides)[1]:
+        key = ViewKey((tensor.data_ptr(), dtype, count, tensor._version, device))
+        key.layout = (shape, strides)
+        return key
+    return (tensor.data_ptr(), dtype, (shape, strides), tensor._version, device)
 
 
 _ORDERS = {}  # (sizes, strides) -> (memory order of the dimensions, whether that permutation is contiguous)
 _ORDERS_MAX = 4096
 
 
-def _dense_order(data):
+def _dense_order(data, size=None, strides=None):
     """The dimension order that follows `data`'s memory, and whether `data` permuted to it is contiguous
-    (a dense tensor in another dimension order). Both depend only on sizes and strides, so they are
-    worked out once per layout: a transformer step meets the same few dozen layouts again and again."""
-    strides = data.stride()
-    key = (data.shape, strides)
+    (a dense tensor in another dimension order). Both depend only on sizes and strides (given when the caller
+    has them), so they are worked out once per layout: a transformer step meets the same few dozen layouts
+    again and again."""
+    if strides is None:
+        size, strides = data.shape, data.stride()
+    key = (size, strides)
     hit = _ORDERS.get(key)
     if hit is None:
-        order = sorted(range(data.dim()), key=lambda d: (-strides[d], -data.shape[d]))
+        order = sorted(range(len(strides)), key=lambda d: (-strides[d], -size[d]))
         if len(_ORDERS) >= _ORDERS_MAX:
             _ORDERS.clear()
         hit = _ORDERS[key] = (order, data.permute(order).is_contiguous())
@@ -409,13 +438,15 @@ class TorchAdapter(DumpAdapter):
                         _content_key(local, local.dtype, tuple(shape)))
         dtype = tensor.dtype
         size = tensor.shape
-        shape = _SHAPES.get(size) or _shape_tuple(size)
+        shape, count = _SHAPES.get(size) or _shape_facts(size)
         name = _DTYPE_NAMES.get(dtype) or _dtype_name(dtype)
-        try:  # _content_key's common case, inlined
-            if tensor.is_contiguous():
-                key = (tensor.data_ptr(), dtype, tensor.numel(), tensor._version, tensor.device)
-            else:
+        try:  # _content_key inlined but for negative, conjugate and complex tensors
+            if tensor.is_neg() or dtype in _COMPLEX_DTYPES:
                 key = _content_key(tensor, dtype, shape)
+            elif tensor.is_contiguous():
+                key = (tensor.data_ptr(), dtype, count, tensor._version, _CPU if tensor.is_cpu else tensor.device)
+            else:
+                key = _strided_key(tensor, dtype, size, shape, count)
         except RuntimeError:  # inference tensors have no version counter; meta/sparse have no data_ptr
             key = None
         return "torch.Tensor", name, shape, tensor.requires_grad, key
@@ -472,22 +503,33 @@ class TorchAdapter(DumpAdapter):
             return (values[0].item(), values[1].item(), values[2].item(), values[3].item())
         return torch.stack(values)  # deferred: resolve_stats copies a whole step at once
 
-    def tensor_digest(self, tensor, want_fingerprint, want_owner):
-        # the common case of a dump, a dense float CPU tensor (or parameter) first seen in the step: its facts read
-        # once for both kernels (tensor_stats and fingerprint each check them again through torch's bindings,
-        # ~1 us a call); anything else takes the three methods
+    def tensor_digest(self, tensor, want_fingerprint, want_owner, key=None):
+        # the common case of a dump, a dense float CPU tensor (or parameter) first seen in the step: read once for
+        # both kernels. Its content key (tensor_facts) already says it: a plain tuple with an element count (not a
+        # layout) is a contiguous tensor without negative or conjugate bit, with data_ptr key[0], count key[2] (-1
+        # for 0-d, whose statistics the general path gives), dtype key[1] and device key[4] (_CPU; nothing asked of
+        # torch again); without a key, the same facts are checked through torch's bindings (~1 us a call)
         if type(tensor) in _IN_PLACE_TYPES and float_stats is not None and native.fingerprint is not None:
-            kind = _KERNEL_KINDS.get(tensor.dtype)
-            if (kind is not None and tensor.is_cpu and tensor.layout is torch.strided and tensor.dim()
-                    and tensor.is_contiguous() and not tensor.is_neg()):
-                count = tensor.numel()
-                if count:
-                    address = tensor.data_ptr()
-                    fingerprint = (format_fingerprint(*native.fingerprint(address, count * _KIND_BYTES[kind]))
-                                   if want_fingerprint else None)
-                    return (float_stats(address, count, kind, None), fingerprint,
-                            tensor.untyped_storage() if want_owner else None)
-        return super().tensor_digest(tensor, want_fingerprint, want_owner)
+            if type(key) is tuple:
+                count, kind = key[2], _KERNEL_KINDS.get(key[1])
+                if type(count) is int and count > 0 and kind is not None and key[4] is _CPU:
+                    return self._digest_in_place(tensor, key[0], count, kind, want_fingerprint, want_owner)
+            elif key is None:
+                kind = _KERNEL_KINDS.get(tensor.dtype)
+                if (kind is not None and tensor.is_cpu and tensor.layout is torch.strided and tensor.dim()
+                        and tensor.is_contiguous() and not tensor.is_neg()):
+                    count = tensor.numel()
+                    if count:
+                        return self._digest_in_place(tensor, tensor.data_ptr(), count, kind, want_fingerprint,
+                                                     want_owner)
+        return super().tensor_digest(tensor, want_fingerprint, want_owner, key)
+
+    @staticmethod
+    def _digest_in_place(tensor, address, count, kind, want_fingerprint, want_owner):
+        """tensor_digest of `count` elements of kernel kind `kind` read in place at `address`."""
+        fingerprint = (format_fingerprint(*native.fingerprint(address, count * _KIND_BYTES[kind]))
+                       if want_fingerprint else None)
+        return float_stats(address, count, kind, None), fingerprint, tensor.untyped_storage() if want_owner else None
 
     def resolve_stats(self, handles):
         groups = {}
@@ -500,11 +542,6 @@ class TorchAdapter(DumpAdapter):
                 results[p] = tuple(row) if len(row) == 4 else (row[0], row[1], None, None)
         return results
 
-    def crc_shareable(self, tensor):
-        # a contiguous tensor's bytes are its memory [data_ptr, + nbytes), which its content key names
-        tensor = local_shard(tensor)
-        return tensor.is_contiguous() and not tensor.is_neg() and not tensor.is_conj()
-
     def crc32(self, tensor):
         tensor = local_shard(tensor)
         if (type(tensor) is torch.Tensor and tensor.is_cpu and tensor.layout is torch.strided
@@ -516,7 +553,8 @@ class TorchAdapter(DumpAdapter):
         data = tensor.detach()
         if data.is_meta:
             return "00000000"
-        raw = data.cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+        # a negative or conjugate view stores other values than it reads: resolved (a copy) like any other view
+        raw = data.cpu().resolve_neg().resolve_conj().contiguous().reshape(-1).view(torch.uint8).numpy()
         return f"{zlib.crc32(raw) & 0xFFFFFFFF:08x}"
 
     def fingerprint(self, tensor):

@@ -86,8 +86,10 @@ def test_the_fused_first_sight_path_equals_the_three_adapter_methods():
              torch._neg_view(base)]
     for tensor in cases:
         for want_fingerprint in (False, True):
-            fused = adapter.tensor_digest(tensor, want_fingerprint, True)
             plain = DumpAdapter.tensor_digest(adapter, tensor, want_fingerprint, True)
-            assert fused[:2] == plain[:2], (tensor.dtype, tensor.stride())
-            assert fused[2] is plain[2] is tensor.untyped_storage()
+            # without the content key (facts asked of torch) and with it (facts read from the key)
+            for key in (None, adapter.tensor_facts(tensor)[4]):
+                fused = adapter.tensor_digest(tensor, want_fingerprint, True, key)
+                assert fused[:2] == plain[:2], (tensor.dtype, tensor.stride(), key)
+                assert fused[2] is plain[2] is tensor.untyped_storage()
         assert adapter.tensor_digest(tensor, True, False)[2] is None
