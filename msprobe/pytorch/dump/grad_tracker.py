@@ -208,10 +208,14 @@ class GradTracker:
         def on_grads_sent(grad_inputs, grad_outputs):
             if pending.done:
                 return
+            input_grads = pending.input_grads
             for index, slot in links:
                 grad = grad_inputs[index]
                 if grad is not None:
-                    self._add_input_grad(pending, slot, grad)
+                    if slot in input_grads:  # a second contribution: summed (_add_input_grad)
+                        self._add_input_grad(pending, slot, grad)
+                    else:
+                        input_grads[slot] = grad
             pending.contributions_left -= 1
             if not pending.contributions_left:
                 self._emit(pending)
