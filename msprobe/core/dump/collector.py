@@ -267,8 +267,12 @@ class DumpCollector:
                 if walk is not None and records.on_tensor is None:
                     tensor_class, describe_tensor, describe = self._tensor_class, records.describe_tensor, records.describe
                     entry["input_args"] = walk(args, tensor_class, describe_tensor, describe)
-                    entry["input_kwargs"] = (self._walk_map(kwargs, tensor_class, describe_tensor, describe)
-                                             if kwargs else {})
+                    if not kwargs:
+                        entry["input_kwargs"] = {}
+                    elif type(kwargs) is dict:
+                        entry["input_kwargs"] = self._walk_map(kwargs, tensor_class, describe_tensor, describe)
+                    else:  # another mapping: the records' walk
+                        entry["input_kwargs"] = records.describe_kwargs(kwargs, None)
                 else:
                     stem = None if records.on_tensor is None else f"{call.name}.input"  # file stems: tasks that save
                     entry["input_args"] = records.describe_args(args, stem)

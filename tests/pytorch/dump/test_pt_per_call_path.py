@@ -118,3 +118,28 @@ def test_dump_with_the_fast_paths_is_the_dump_without_them(tmp_path, monkeypatch
         for name in ("dump.json", "stack.json", "construct.json"):
             assert filecmp.cmp(fast_dir / name, slow_dir / name, shallow=False), (step, name)
         assert (fast_dir / "dump.json").stat().st_size > 1000
+
+
+def test_keyword_arguments_of_any_mapping_type_are_described_alike(tmp_path):
+    import collections
+    import types
+
+    from msprobe.core.config import load_config
+    from msprobe.core.dump.collector import DumpCollector
+    from msprobe.core.framework import get_framework
+
+    framework = get_framework("pytorch")
+    config = load_config(write_config(tmp_path, "statistics", "L1"), framework="pytorch")
+    collector = DumpCollector(config, framework.dump_adapter(), framework.stack_capture())
+    assert collector._walk_map is not None
+    collector.start()
+    tensor = torch.arange(6.0).reshape(2, 3)
+    plain = {"dim": 1, "keepdim": True, "out": None, "other": tensor}
+    entries = []
+    for kwargs in (plain, collections.OrderedDict(plain), types.MappingProxyType(plain)):
+        call = collector.begin_forward("Torch.sum", (tensor,), kwargs)
+        entries.append(call.entry)
+    collector.close()
+    assert entries[0]["input_kwargs"]["dim"] == {"type": "int", "value": 1}
+    assert entries[0]["input_kwargs"]["other"]["shape"] == (2, 3)
+    assert all(_same(entry, entries[0]) for entry in entries[1:])
