@@ -1043,6 +1043,151 @@ static PyObject *stack_key(PyObject *self, PyObject *arg)
 }
 #endif
 
+/* -- the argument walk of a recorded call (record.py's describe_args / describe_kwargs, statistics tasks) ---------
+   describe_seq(items, tensor_type, describe_tensor, describe) -> tuple: one descriptor per item, in order: a tensor
+   (isinstance of tensor_type) -> describe_tensor(item); an exact int / float / bool / str -> {"type": name, "value":
+   item}; None -> None; anything else -> describe(item) (nested lists, dicts, framework values: the Python walk).
+   describe_map(mapping, tensor_type, describe_tensor, describe) -> {str(key): descriptor}. The same descriptors as
+   RecordBuilder.describe without file stems (tests compare the two); one C call per call's arguments instead of a
+   Python frame per argument. */
+static PyObject *key_type, *key_value, *name_int, *name_float, *name_bool, *name_str;
+
+static int walk_names_ready(void)
+{
+    if (key_type != NULL)
+        return 0;
+    key_type = PyUnicode_InternFromString("type");
+    key_value = PyUnicode_InternFromString("value");
+    name_int = PyUnicode_InternFromString("int");
+    name_float = PyUnicode_InternFromString("float");
+    name_bool = PyUnicode_InternFromString("bool");
+    name_str = PyUnicode_InternFromString("str");
+    if (key_type == NULL || key_value == NULL || name_int == NULL || name_float == NULL || name_bool == NULL ||
+        name_str == NULL) {
+        Py_CLEAR(key_type);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *describe_item(PyObject *item, PyObject *tensor_type, PyObject *describe_tensor, PyObject *describe)
+{
+    PyTypeObject *kind = Py_TYPE(item);
+    PyObject *name = NULL;
+    if (item == Py_None) {
+        Py_INCREF(Py_None);
+        return Py_None;
+    }
+    if (kind == &PyLong_Type)
+        name = name_int;
+    else if (kind == &PyFloat_Type)
+        name = name_float;
+    else if (kind == &PyBool_Type)
+        name = name_bool;
+    else if (kind == &PyUnicode_Type)
+        name = name_str;
+    if (name != NULL) {
+        PyObject *desc = PyDict_New();
+        if (desc == NULL)
+            return NULL;
+        if (PyDict_SetItem(desc, key_type, name) < 0 || PyDict_SetItem(desc, key_value, item) < 0) {
+            Py_DECREF(desc);
+            return NULL;
+        }
+        return desc;
+    }
+    int is_tensor = PyObject_IsInstance(item, tensor_type);
+    if (is_tensor < 0)
+        return NULL;
+    return PyObject_CallFunctionObjArgs(is_tensor ? describe_tensor : describe, item, NULL);
+}
+
+static PyObject *describe_seq(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "describe_seq(items, tensor_type, describe_tensor, describe) takes 4 arguments");
+        return NULL;
+    }
+    if (walk_names_ready() < 0)
+        return NULL;
+    PyObject *items = PySequence_Fast(args[0], "describe_seq: items must be iterable");
+    if (items == NULL)
+        return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
+    PyObject *result = PyTuple_New(count);
+    if (result == NULL) {
+        Py_DECREF(items);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        /* a borrowed item of a list may go away if a callback shrinks the list: hold it */
+        PyObject *item = PySequence_Fast_GET_ITEM(items, i);
+        Py_INCREF(item);
+        PyObject *desc = describe_item(item, args[1], args[2], args[3]);
+        Py_DECREF(item);
+        if (desc == NULL) {
+            Py_DECREF(result);
+            Py_DECREF(items);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(result, i, desc);
+        if (PyList_Check(items) && PyList_GET_SIZE(items) != count) {
+            PyErr_SetString(PyExc_RuntimeError, "describe_seq: the list changed size while it was described");
+            Py_DECREF(result);
+            Py_DECREF(items);
+            return NULL;
+        }
+    }
+    Py_DECREF(items);
+    return result;
+}
+
+static PyObject *describe_map(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "describe_map(mapping, tensor_type, describe_tensor, describe) takes 4 arguments");
+        return NULL;
+    }
+    if (!PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "describe_map: mapping must be a dict");
+        return NULL;
+    }
+    if (walk_names_ready() < 0)
+        return NULL;
+    PyObject *items = PyDict_Items(args[0]);  /* a snapshot: callbacks may not change what is walked */
+    if (items == NULL)
+        return NULL;
+    PyObject *result = PyDict_New();
+    if (result == NULL) {
+        Py_DECREF(items);
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(items);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pair = PyList_GET_ITEM(items, i);
+        PyObject *key = PyTuple_GET_ITEM(pair, 0);
+        PyObject *text = PyUnicode_CheckExact(key) ? (Py_INCREF(key), key) : PyObject_Str(key);
+        if (text == NULL)
+            goto fail;
+        PyObject *desc = describe_item(PyTuple_GET_ITEM(pair, 1), args[1], args[2], args[3]);
+        if (desc == NULL) {
+            Py_DECREF(text);
+            goto fail;
+        }
+        int failed = PyDict_SetItem(result, text, desc) < 0;
+        Py_DECREF(text);
+        Py_DECREF(desc);
+        if (failed)
+            goto fail;
+    }
+    Py_DECREF(items);
+    return result;
+fail:
+    Py_DECREF(items);
+    Py_DECREF(result);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"simd", (PyCFunction)simd, METH_NOARGS, "simd() -> whether the AVX2 kernels are in use"},
     {"threads", (PyCFunction)threads, METH_VARARGS,
@@ -1063,6 +1208,10 @@ static PyMethodDef methods[] = {
     {"stack_key", (PyCFunction)stack_key, METH_O,
      "stack_key(frame) -> bytes naming the code and bytecode offset of the frame and every caller above it"},
 #endif
+    {"describe_seq", (PyCFunction)(void (*)(void))describe_seq, METH_FASTCALL,
+     "describe_seq(items, tensor_type, describe_tensor, describe) -> tuple of descriptors (the argument walk)"},
+    {"describe_map", (PyCFunction)(void (*)(void))describe_map, METH_FASTCALL,
+     "describe_map(mapping, tensor_type, describe_tensor, describe) -> {str(key): descriptor}"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,6 +14,9 @@ address of `count` bytes, the direction (element > 0) written as 0/1 bytes.
 `float_stats_strided(address, itemsize, sizes, strides)` and `fingerprint_strided(address, itemsize, sizes, strides)`
 are float_stats and fingerprint of a strided view (a slice, a broadcast, a transpose; strides in elements) taken
 in C order: the results of its dense copy, without a framework copy.
+`describe_seq(items, tensor_type, describe_tensor, describe) -> tuple` and `describe_map(mapping, ...) -> dict` are the
+argument walk of a recorded call without file stems (record.py's describe_args / describe_kwargs): exact int / float /
+bool / str and None described in C, tensors handed to `describe_tensor`, anything else to `describe`.
 `stack_key(frame) -> bytes` names the code object and bytecode offset of a frame and of every caller above it
 (Python 3.11+): stack.py's cache key, walked in C.
 Long float32 / float16 / bfloat16 buffers (128 K elements or more) are reduced by the calling thread and a small
@@ -27,12 +30,13 @@ kernels, which give the same Max/Min/Mean and a Norm equal to within float32 rou
 import os
 
 __all__ = ["minmax_sumsq", "float_stats", "bucket_stats", "fingerprint", "float_stats_strided", "fingerprint_strided",
-           "stack_key", "FLOAT16", "BFLOAT16"]
+           "stack_key", "describe_seq", "describe_map", "FLOAT16", "BFLOAT16"]
 
 # the `itemsize` that names a 16-bit float buffer (widened to float32 exactly); the built module's own
 # values replace these below
 FLOAT16, BFLOAT16 = 2, 258
 minmax_sumsq = float_stats = bucket_stats = fingerprint = stack_key = float_stats_strided = fingerprint_strided = None
+describe_seq = describe_map = None
 if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
     try:
         from msprobe.core.dump._fast_stats import (  # type: ignore[no-redef]
@@ -53,3 +57,7 @@ if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
             from msprobe.core.dump._fast_stats import stack_key  # type: ignore[no-redef]
         except ImportError:
             stack_key = None
+        try:  # a build older than the argument walk: record.py's Python walk serves
+            from msprobe.core.dump._fast_stats import describe_map, describe_seq  # type: ignore[no-redef]
+        except ImportError:
+            describe_seq = describe_map = None

@@ -21,13 +21,16 @@ class StackCapture:
     """capture() -> list of 'File {path}, line {n}, in {func}, \\n {source}' lines, innermost first.
 
     skip_files: extra file-path substrings to leave out (e.g. torch/overrides.py).
+    `stacks` (key -> stack) and `native_key` (the C key of a frame and its callers, None without the extension)
+    let a hot caller look a stack up without calling capture(), which it calls on a miss.
     """
 
     def __init__(self, skip_files=(), max_depth=64):
         self.skip_files = tuple(skip_files)
         self.max_depth = max_depth
         self._line_cache = {}
-        self._stack_cache = {}
+        self.stacks = {}
+        self.native_key = _native_stack_key
         self._skip_cache = {}
         self._codes = set()
 
@@ -51,8 +54,8 @@ class StackCapture:
     def capture(self, depth=1):
         """The formatted stack of the caller (frames above `depth`), as a list (shared; do not mutate)."""
         frame = sys._getframe(depth)
-        if _native_stack_key is not None:
-            key = _native_stack_key(frame)
+        if self.native_key is not None:
+            key = self.native_key(frame)
         else:
             key = []
             append = key.append
@@ -63,7 +66,7 @@ class StackCapture:
                 append(frame.f_lasti)
                 frame = frame.f_back
             key = tuple(key)
-        stack = self._stack_cache.get(key)
+        stack = self.stacks.get(key)
         if stack is None:
             stack = []
             frame = sys._getframe(depth)
@@ -73,5 +76,5 @@ class StackCapture:
                 if len(stack) < self.max_depth and not self._skipped(code.co_filename):
                     stack.append(self._format(code, frame.f_lineno))
                 frame = frame.f_back
-            self._stack_cache[key] = stack
+            self.stacks[key] = stack
         return stack

@@ -29,9 +29,21 @@ __all__ = ["GradTracker"]
 _next_sequence_nr = torch._C._autograd._get_sequence_nr
 
 
+_Tensor = torch.Tensor
+_STRIDED = torch.strided
+
+
 def _wants_grad(value):
-    return (isinstance(value, torch.Tensor) and value.requires_grad and value.layout == torch.strided
-            and (value.is_floating_point() or value.is_complex()))
+    return isinstance(value, _Tensor) and _tensor_wants_grad(value)
+
+
+def _tensor_wants_grad(tensor):
+    # the dtype's own flags: the same answer as is_floating_point() / is_complex() without two bound-method
+    # calls through torch's argument parser (this runs for every tensor input of a call with gradients)
+    if not tensor.requires_grad or tensor.layout is not _STRIDED:
+        return False
+    dtype = tensor.dtype
+    return dtype.is_floating_point or dtype.is_complex
 
 
 def _edge_of(tensor):
@@ -105,49 +117,60 @@ class GradTracker:
     def begin(self, call, args, kwargs):
         """Before the call: note the gradient edge of every grad-requiring tensor input."""
         pending = _PendingBackward(call)
+        edges = pending.edges
 
         def slot_of(tensor):
             node, output_nr = _edge_of(tensor)
             slot = (id(node), output_nr)
-            if slot not in pending.edges:
-                pending.edges[slot] = slot
+            if slot not in edges:
+                edges[slot] = slot
                 pending.nodes.append(node)
             return slot
 
+        layout = pending.args_layout
         for arg in args:
-            if _wants_grad(arg):
-                pending.args_layout.append(slot_of(arg))
+            if isinstance(arg, _Tensor):  # the common case first: one isinstance for a tensor or a number
+                layout.append(slot_of(arg) if _tensor_wants_grad(arg) else None)
             elif type(arg) in (list, tuple) and any(map(_wants_grad, arg)):
-                pending.args_layout.append([slot_of(item) if _wants_grad(item) else None for item in arg])
+                layout.append([slot_of(item) if _wants_grad(item) else None for item in arg])
             else:
-                pending.args_layout.append(None)
+                layout.append(None)
         if kwargs:
             for key, value in kwargs.items():
                 if key != "out" and _wants_grad(value):
                     pending.kw_layout.append(slot_of(value))
-                elif isinstance(value, torch.Tensor):
+                elif isinstance(value, _Tensor):
                     pending.kw_layout.append(None)
         pending.seq_start = _next_sequence_nr()
         return pending
 
     def watch_outputs(self, pending, output):
         """After the call: hook the output grads and the consumers of the inputs."""
-        positions = _output_positions(output)
+        single = isinstance(output, _Tensor)  # most calls: one tensor out
+        positions = (output,) if single else _output_positions(output)
         pending.out_count = len(positions)
-        roots = []
         edges = pending.edges
+        roots = []
         for position, value in enumerate(positions):
-            if isinstance(value, torch.Tensor) and value.requires_grad and value.grad_fn is not None:
+            if isinstance(value, _Tensor) and value.requires_grad:
+                node = value.grad_fn
+                if node is None:
+                    continue
+                output_nr = value.output_nr
                 pending.outputs_left.add(position)
                 # an input returned unchanged (dropout with p=0 or in eval mode): its grad passes through
-                through = edges.get((id(value.grad_fn), value.output_nr)) if edges else None
+                through = edges.get((id(node), output_nr)) if edges else None
                 if through is not None:
                     pending.contributions_left += 1
                 self.handles.append(value.register_hook(self._output_hook(pending, position, through)))
-        if pending.edges:
-            for value in flat_tensors(output, []):  # nested outputs (LSTM's (h, c)) lead to inputs too
-                if value.grad_fn is not None:
-                    roots.append((value.grad_fn, value.output_nr))
+                if single:
+                    roots.append((node, output_nr))
+        if edges:
+            if not single:
+                for value in flat_tensors(output, []):  # nested outputs (LSTM's (h, c)) lead to inputs too
+                    node = value.grad_fn
+                    if node is not None:
+                        roots.append((node, value.output_nr))
             self._hook_consumers(pending, roots)
         if pending.outputs_left or pending.contributions_left:
             self.pending.append(pending)
@@ -185,10 +208,14 @@ class GradTracker:
         def on_grads_sent(grad_inputs, grad_outputs):
             if pending.done:
                 return
+            input_grads = pending.input_grads
             for index, slot in links:
                 grad = grad_inputs[index]
                 if grad is not None:
-                    self._add_input_grad(pending, slot, grad)
+                    if slot in input_grads:  # a second contribution: summed (_add_input_grad)
+                        self._add_input_grad(pending, slot, grad)
+                    else:
+                        input_grads[slot] = grad
             pending.contributions_left -= 1
             if not pending.contributions_left:
                 self._emit(pending)

@@ -1,0 +1,145 @@
+"""The per-call fast paths give what the general paths give: the C argument walk (native.describe_seq /
+describe_map) the descriptors of RecordBuilder's Python walk, the collector's inlined stack lookup the stacks of
+StackCapture.capture, and a dump taken with them the bytes of a dump taken without them."""
+import enum
+import filecmp
+
+import numpy as np
+import pytest
+import torch
+
+from hf_models import tiny_llama, train_lm
+from msprobe.core.dump import native, stack
+from msprobe.core.dump.record import RecordBuilder
+from msprobe.pytorch import PrecisionDebugger
+from msprobe.pytorch.dump.adapter import TorchAdapter
+from pt_dump_helpers import write_config
+
+pytestmark = pytest.mark.skipif(native.describe_seq is None, reason="needs the C extension built in place")
+
+
+class Color(enum.IntEnum):
+    RED = 1
+
+
+def _values():
+    torch.manual_seed(0)
+    base = torch.randn(4, 6)
+    return [
+        base, base.t(), base[:, 1:3], torch.tensor(2.5), torch.arange(6), torch.tensor([True, False]),
+        torch.randn(3, requires_grad=True), torch.nn.Parameter(torch.randn(2, 2)), torch.zeros(0),
+        3, -7, 2.5, float("nan"), True, False, "mean", None, Color.RED, np.float64(1.5), np.int64(4),
+        slice(1, None, 2), Ellipsis, torch.float16, torch.device("cpu"), torch.Size([2, 3]),
+        [base, 1, None, [2.0, "x"]], (base, (base.t(),)), {"dim": 1, "t": base, 3: "int key"},
+        torch.max(base, dim=1), object(),
+    ]
+
+
+def _builder():
+    return RecordBuilder(TorchAdapter(), "statistics")
+
+
+def _same(left, right):
+    """Equal descriptors, NaN equal to NaN, and the same container types (tuples stay tuples)."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        return list(left) == list(right) and all(_same(left[k], right[k]) for k in left)
+    if isinstance(left, (list, tuple)):
+        return len(left) == len(right) and all(_same(a, b) for a, b in zip(left, right))
+    if isinstance(left, float) and left != left:
+        return right != right
+    return left == right
+
+
+def test_c_argument_walk_gives_the_python_walks_descriptors():
+    values = _values()
+    python = _builder()
+    want = python.describe_args(values, None)
+    fast = _builder()
+    got = native.describe_seq(values, torch.Tensor, fast.describe_tensor, fast.describe)
+    assert type(got) is tuple and len(got) == len(values)
+    for value, left, right in zip(values, want, got):
+        assert _same(left, right), (value, left, right)
+    # a structseq (torch.max's values/indices) and a list are walked as their items
+    assert _same(native.describe_seq(torch.max(values[0], dim=0), torch.Tensor, fast.describe_tensor, fast.describe),
+                 python.describe_output(torch.max(values[0], dim=0), None))
+
+
+def test_c_keyword_walk_gives_the_python_walks_descriptors():
+    values = _values()
+    kwargs = {f"k{i}": value for i, value in enumerate(values)}
+    kwargs[7] = "a key that is not a string"
+    want = _builder().describe_kwargs(kwargs, None)
+    fast = _builder()
+    got = native.describe_map(kwargs, torch.Tensor, fast.describe_tensor, fast.describe)
+    assert list(got) == list(want) and "7" in got
+    assert _same(got, want)
+
+
+def test_c_walk_passes_on_a_describe_failure():
+    def failing(_):
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        native.describe_seq([1, torch.ones(2)], torch.Tensor, failing, failing)
+    with pytest.raises(ValueError, match="boom"):
+        native.describe_map({"x": object()}, torch.Tensor, failing, failing)
+    with pytest.raises(TypeError):
+        native.describe_map([1], torch.Tensor, failing, failing)
+
+
+def _dump_llama(root, level, monkeypatch, fast):
+    if not fast:  # the general paths: the records' Python walk, capture() for every stack
+        monkeypatch.setattr(native, "describe_seq", None)
+        monkeypatch.setattr(native, "describe_map", None)
+        monkeypatch.setattr(stack, "_native_stack_key", None)
+    root.mkdir()
+    torch.manual_seed(0)
+    model = tiny_llama()
+    debugger = PrecisionDebugger(config_path=write_config(root, "statistics", level), model=model)
+    collector = debugger.collector
+    assert (collector._walk_seq is not None) is fast and (collector._stack_key is not None) is fast
+    losses, _ = train_lm(model, debugger)
+    debugger.close()
+    monkeypatch.undo()
+    return losses
+
+
+@pytest.mark.parametrize("level", ["L1", "mix"])
+def test_dump_with_the_fast_paths_is_the_dump_without_them(tmp_path, monkeypatch, level):
+    # one call line for both (stack.json names it)
+    fast_losses, slow_losses = [_dump_llama(tmp_path / side, level, monkeypatch, side == "fast") for side in ("fast", "slow")]
+    assert [loss.item() for loss in fast_losses] == [loss.item() for loss in slow_losses]
+    steps = sorted(p.name for p in (tmp_path / "fast" / "dump").iterdir())
+    assert steps and steps == sorted(p.name for p in (tmp_path / "slow" / "dump").iterdir())
+    for step in steps:
+        fast_dir, slow_dir = (tmp_path / side / "dump" / step / "rank" for side in ("fast", "slow"))
+        for name in ("dump.json", "stack.json", "construct.json"):
+            assert filecmp.cmp(fast_dir / name, slow_dir / name, shallow=False), (step, name)
+        assert (fast_dir / "dump.json").stat().st_size > 1000
+
+
+def test_keyword_arguments_of_any_mapping_type_are_described_alike(tmp_path):
+    import collections
+    import types
+
+    from msprobe.core.config import load_config
+    from msprobe.core.dump.collector import DumpCollector
+    from msprobe.core.framework import get_framework
+
+    framework = get_framework("pytorch")
+    config = load_config(write_config(tmp_path, "statistics", "L1"), framework="pytorch")
+    collector = DumpCollector(config, framework.dump_adapter(), framework.stack_capture())
+    assert collector._walk_map is not None
+    collector.start()
+    tensor = torch.arange(6.0).reshape(2, 3)
+    plain = {"dim": 1, "keepdim": True, "out": None, "other": tensor}
+    entries = []
+    for kwargs in (plain, collections.OrderedDict(plain), types.MappingProxyType(plain)):
+        call = collector.begin_forward("Torch.sum", (tensor,), kwargs)
+        entries.append(call.entry)
+    collector.close()
+    assert entries[0]["input_kwargs"]["dim"] == {"type": "int", "value": 1}
+    assert entries[0]["input_kwargs"]["other"]["shape"] == (2, 3)
+    assert all(_same(entry, entries[0]) for entry in entries[1:])
