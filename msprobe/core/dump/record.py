@@ -75,7 +75,7 @@ class RecordBuilder:
         # own bytes or None, {ViewKey.layout: fingerprint} of its transposed views or None)
         self._stats_cache = {}
         self.placed = {}  # id(descriptor) -> (descriptor, placement text, mesh ranks) of the step's sharded tensors
-        self._crc_cache = {}  # content key -> CRC (same validity as the statistics)
+        self._crc_cache = {}  # content key -> CRC (same validity as the statistics: dropped when their entry is made)
 
     # -- statistics -------------------------------------------------------------------------
     def forget(self, tensor):
@@ -109,6 +109,9 @@ class RecordBuilder:
                     ref = weakref.ref(owner)
                 except TypeError:
                     ref = None
+                # a CRC cached for this key belongs to the entry replaced here (memory freed and allocated again at
+                # the same address, version and size): equal keys, ViewKeys included, pop it
+                self._crc_cache.pop(key, None)
                 # equal keys share the statistics; the fingerprint only when the key says the bytes in C order are
                 # the memory's own (not a ViewKey: the fingerprint depends on the order of the elements)
                 if type(key) is ViewKey:

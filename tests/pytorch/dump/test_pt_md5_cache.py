@@ -50,3 +50,24 @@ def test_md5_of_every_dtype_and_of_non_plain_tensors_matches_their_bytes():
     assert adapter.crc32(torch.empty(0)) == "00000000"
     weights = torch.randn(3, 4, requires_grad=True)
     assert adapter.crc32(weights) == _crc(weights)
+
+
+def test_md5_of_reused_memory_first_met_through_a_transposed_view_is_read_again():
+    # one buffer, two allocations over it: the first (a plain tensor) dies; new bytes land at the same address
+    # with the same element count and version 0; the new memory is met first through a transposed view, then
+    # as a plain tensor. The CRC cached for the first allocation must not be handed to the second (small
+    # transformers Llama md5 dumps differed between two identical runs this way, ~10 entries a step).
+    import numpy as np
+    builder = RecordBuilder(TorchAdapter(), summary_mode="md5")
+    buffer = np.arange(4 * 4 * 32 * 16, dtype=np.float32).reshape(4, 4, 32, 16)
+    first = torch.from_numpy(buffer)
+    assert builder.describe_tensor(first)["md5"] == _crc(first)
+    del first  # its storage dies: the statistics-cache entry is stale from now on
+    buffer[:] = np.random.default_rng(0).standard_normal(buffer.shape, dtype=np.float32)
+    second = torch.from_numpy(buffer)
+    transposed = second.transpose(1, 2)  # dense in another order: a view whose bytes in C order are its own
+    assert builder.describe_tensor(transposed)["md5"] == _crc(transposed)
+    again = transposed.contiguous()  # a new memory (not this one)
+    assert builder.describe_tensor(again)["md5"] == _crc(again)
+    assert builder.describe_tensor(second)["md5"] == _crc(second)
+    assert builder.describe_tensor(second.reshape(4, 4, 512))["md5"] == _crc(second)
