@@ -28,6 +28,30 @@ def test_multi_run_ut_matches_run_ut(bf16_statistics_dump, long_dump, tmp_path):
             assert file_text(one) == file_text(two)
 
 
+def test_multi_run_ut_after_cuda_was_used_starts_its_workers_by_spawn(bf16_statistics_dump, tmp_path, monkeypatch):
+    # a forked child cannot initialise CUDA again (every API was skipped on a GPU machine when run_ut had run
+    # in-process first); with CUDA used in this process the workers are spawned, with the same results
+    import multiprocessing
+    from msprobe.core.run_ut import runner
+    single, multi = tmp_path / "single", tmp_path / "multi"
+    assert run_cli("run_ut", "-api_info", bf16_statistics_dump, "-o", str(single)) == 0
+    methods = []
+    real_context = multiprocessing.get_context
+
+    def recording(method=None):
+        methods.append(method)
+        return real_context(method)
+    monkeypatch.setattr(runner.multiprocessing, "get_context", recording)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert run_cli("multi_run_ut", "-api_info", bf16_statistics_dump, "-o", str(multi), "-n", "2") == 0
+    assert methods == ["spawn"]
+    for one, two in zip(report_paths(single), report_paths(multi)):
+        assert file_text(one) == file_text(two)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    from msprobe.pytorch.commands.multi_run_ut import start_method
+    assert start_method() == "fork"
+
+
 def _data_rows(path):
     with open(path, encoding="utf-8") as handle:
         return max(0, handle.read().count("\n") - 1)
