@@ -75,7 +75,7 @@ def tensor_statistics(tensor):
         return (high.float(), low.float(), data.mean(dtype=torch.float32),
                 torch.linalg.vector_norm(data, dtype=torch.float32))
     low, high = torch.aminmax(data)
-    if data.dtype in _DOT_DTYPES:
+    if data.dtype in _DOT_DTYPES and data.is_cpu:  # a BLAS dot on the host; on a GPU one reduction kernel is less
         flat = data.view(-1) if data.is_contiguous() else data.reshape(-1)
         return (high, low, data.mean(), torch.dot(flat, flat).sqrt())
     return (high, low, data.mean(), torch.linalg.vector_norm(data))

@@ -33,6 +33,7 @@ dump window each region is rerouted:
   are not recorded (parameter gradients are, from the real backward).
 """
 import contextlib
+import inspect
 import sys
 import threading
 import weakref
@@ -136,6 +137,18 @@ def backend_name(backend):
     return backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
 
 
+def _isolate_recompiles():
+    """torch.compile's `isolate_recompiles=True` where this torch has it (torch 2.13 has it; torch 2.11 refuses the
+    keyword, and there a window compile's shared frames count against the recompile limit as any compile's do)."""
+    try:
+        return {"isolate_recompiles": True} if "isolate_recompiles" in inspect.signature(torch.compile).parameters else {}
+    except (TypeError, ValueError):
+        return {}
+
+
+_ISOLATE_RECOMPILES = _isolate_recompiles()
+
+
 def _window_compile(region, original, interpret):
     """The compiled callable of `original` (the region's eager module) used during dump windows."""
     cached = _WINDOW_COMPILES[interpret].get(region)
@@ -146,7 +159,7 @@ def _window_compile(region, original, interpret):
 
             backend = lookup_backend(backend)
         cached = torch.compile(original.__call__ if is_optimized(region) else original._call_impl,
-                               backend=WindowBackend(backend), isolate_recompiles=True)
+                               backend=WindowBackend(backend), **_ISOLATE_RECOMPILES)
         _WINDOW_COMPILES[interpret][region] = cached
     return cached
 

@@ -196,3 +196,19 @@ def test_l2_runs_the_users_compiled_graph_and_notes_it(tmp_path):
     dump = json.loads((tmp_path / "step1" / "rank" / "dump.json").read_text())
     assert list(dump["data"]) == ["Aten.sum.0.forward"] and total.item() == pytest.approx(expected.sum().item())
     assert dump["compiled_regions"][0]["module"] == "<root>"
+
+
+def test_window_compiles_ask_for_isolated_recompiles_only_where_torch_compile_takes_it(monkeypatch):
+    # torch 2.11's torch.compile refuses isolate_recompiles (every compiled dump failed there, GPU machine)
+    from msprobe.pytorch.dump import compiled
+    real = torch.compile
+    assert compiled._isolate_recompiles() == {"isolate_recompiles": True}
+
+    def older_compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
+                      disable=False):
+        return real(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options,
+                    disable=disable)
+    monkeypatch.setattr(torch, "compile", older_compile)
+    assert compiled._isolate_recompiles() == {}
+    doubled = torch.compile(lambda x: x * 2, backend="eager", **compiled._isolate_recompiles())
+    assert torch.equal(doubled(torch.ones(3)), torch.full((3,), 2.0))
