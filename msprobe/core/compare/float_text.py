@@ -25,8 +25,8 @@ __all__ = ["float_reprs", "joined_reprs"]
 _NATIVE = _NATIVE_ROWS = None
 if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
     try:
-        from msprobe.core._pair_kernels import json_floats_as_repr as _NATIVE
-        from msprobe.core._pair_kernels import json_rows_as_repr as _NATIVE_ROWS
+        from msprobe.core._pair_kernels import json_floats_as_repr as _NATIVE  # type: ignore[no-redef]
+        from msprobe.core._pair_kernels import json_rows_as_repr as _NATIVE_ROWS  # type: ignore[no-redef]
     except ImportError:  # built without a C compiler
         _NATIVE = _NATIVE_ROWS = None
 

@@ -33,7 +33,7 @@ _VALUE_NUMBER = {b'": ': re.compile(rb'": (-?[0-9][0-9.eE+-]*)'), b'":': re.comp
 _NATIVE_SPLIT = None  # the C form of the split (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0: the regex
 if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
     try:
-        from msprobe.core._pair_kernels import split_value_numbers as _NATIVE_SPLIT
+        from msprobe.core._pair_kernels import split_value_numbers as _NATIVE_SPLIT  # type: ignore[no-redef]
     except ImportError:  # built without a C compiler
         _NATIVE_SPLIT = None
 _STAT_KEYS = (b'"Max', b'"Min', b'"Mean', b'"Norm')

@@ -141,7 +141,7 @@ class DumpCollector:
         # the steady state of stack capture, looked up here (one Python call less per recorded call): the C key
         # of the caller's frames and the capture's cache; a miss (or no C key) takes capture()
         self._stack_key = getattr(self.stack_capture, "native_key", None)
-        self._stack_cache = getattr(self.stack_capture, "stacks", None)
+        self._stack_cache: Any = getattr(self.stack_capture, "stacks", None)  # set whenever _stack_key is
         # the argument walk in C (native.describe_seq / describe_map) where descriptors get no file stems: the same
         # descriptors as the records' describe_args / describe_kwargs, without a Python frame per argument
         self._tensor_class = getattr(adapter, "tensor_class", None)
