@@ -324,19 +324,31 @@ static Py_ssize_t small_as_scientific(const char *in, Py_ssize_t n, char *out)
     return j;
 }
 
+/* Both rewrites of orjson's text `text` (n bytes): returns the buffer to PyMem_Free (NULL with MemoryError set);
+   the rewritten text is at *out, *k bytes. Padding adds at most one byte a number; the scientific form is never
+   longer than the fixed one. */
+static char *repr_rewrite(const char *text, Py_ssize_t n, char **out, Py_ssize_t *k)
+{
+    char *padded = PyMem_Malloc((size_t)(4 * n + 32));
+    if (padded == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    Py_ssize_t m = pad_exponents(text, n, padded);
+    *out = padded + 2 * n + 16;
+    *k = small_as_scientific(padded, m, *out);
+    return padded;
+}
+
 static PyObject *json_floats_as_repr(PyObject *Py_UNUSED(self), PyObject *arg)
 {
-    char *text;
-    Py_ssize_t n;
+    char *text, *out;
+    Py_ssize_t n, k;
     if (PyBytes_AsStringAndSize(arg, &text, &n) < 0)
         return NULL;
-    /* padding adds at most one byte a number; the scientific form is never longer than the fixed one */
-    char *padded = PyMem_Malloc((size_t)(4 * n + 32));
+    char *padded = repr_rewrite(text, n, &out, &k);
     if (padded == NULL)
-        return PyErr_NoMemory();
-    Py_ssize_t m = pad_exponents(text, n, padded);
-    char *out = padded + 2 * n + 16;
-    Py_ssize_t k = small_as_scientific(padded, m, out);
+        return NULL;
     PyObject *result = PyUnicode_DecodeASCII(out, k, "strict");
     PyMem_Free(padded);
     return result;
@@ -433,12 +445,11 @@ static PyObject *json_rows_as_repr(PyObject *Py_UNUSED(self), PyObject *const *a
         PyErr_SetString(PyExc_ValueError, "sep, head and tail must be ASCII");
         return NULL;
     }
-    char *padded = PyMem_Malloc((size_t)(4 * n + 32));
+    char *fixed;
+    Py_ssize_t k;
+    char *padded = repr_rewrite(text, n, &fixed, &k);
     if (padded == NULL)
-        return PyErr_NoMemory();
-    Py_ssize_t m = pad_exponents(text, n, padded);
-    char *fixed = padded + 2 * n + 16;
-    Py_ssize_t k = small_as_scientific(padded, m, fixed);
+        return NULL;
     PyObject *rows = PyList_New(0);
     char *row = NULL;
     Py_ssize_t row_cap = 0;
