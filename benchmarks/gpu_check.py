@@ -21,6 +21,7 @@ one JSON line per check and writes them to OUT_DIR/gpu_check.json:
 5. overhead: one training step of the benchmark GPT on the device, plain, with DebugMode + log_tensor_hashes,
    and with msprobe's statistics L1, xor L1 and xor L2 dumps (ratios, alternated, median of steps).
 """
+import contextlib
 import json
 import math
 import os
@@ -63,13 +64,10 @@ def reference_fingerprint(tensor):
 
 
 def on_device(adapter, tensors):
-    """Fingerprints through the dump's own path: deferred handles, resolved in one bulk copy."""
-    handles = [adapter.fingerprint(t) for t in tensors]
-    deferred = [i for i, h in enumerate(handles) if not isinstance(h, str)]
-    resolved = adapter.resolve_fingerprints([handles[i] for i in deferred]) if deferred else []
-    for i, value in zip(deferred, resolved):
-        handles[i] = value
-    return handles, len(deferred)
+    """Fingerprints through the dump's own path (deferred handles resolved in one copy), and how many were
+    deferred (computed on the device)."""
+    deferred = sum(1 for t in tensors if not t.is_cpu and t.numel())
+    return adapter.fingerprints_now(tensors), deferred
 
 
 def check_fingerprints():
@@ -247,15 +245,11 @@ def timed_steps(model, ids, vocab, steps, around=None):
         if ON_GPU:
             torch.cuda.synchronize()
         start = time.perf_counter()
-        context = around() if around else None
-        if context is not None:
-            context.__enter__()
-        model.zero_grad(set_to_none=True)
-        nn.functional.cross_entropy(model(ids).reshape(-1, vocab), ids.reshape(-1)).backward()
-        if ON_GPU:
-            torch.cuda.synchronize()
-        if context is not None:
-            context.__exit__(None, None, None)
+        with around() if around else contextlib.nullcontext():
+            model.zero_grad(set_to_none=True)
+            nn.functional.cross_entropy(model(ids).reshape(-1, vocab), ids.reshape(-1)).backward()
+            if ON_GPU:
+                torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
     return statistics.median(times[1:])
 

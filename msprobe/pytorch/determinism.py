@@ -45,24 +45,15 @@ class TorchCallRunner:
             inputs = build_call_args(record, call, tensor_dir, self.device, with_grad=with_grad)
             outputs = flatten_tensors(call_api(function, inputs, is_inplace(EntryName.parse(call).api)))
         if not with_grad:
-            return self.fingerprints([t for t in outputs if isinstance(t, torch.Tensor)])
+            return self.adapter.fingerprints_now([t for t in outputs if isinstance(t, torch.Tensor)])
         grads = build_grads(backward_record, call, outputs, tensor_dir)
         pairs = [(o, g) for o, g in zip(outputs, grads)
                  if g is not None and isinstance(o, torch.Tensor) and o.requires_grad]
         if not pairs:
             raise CompareError(f"{call[:120]}: no saved output gradient reaches a differentiable output.")
         run_backward([o for o, _ in pairs], [g for _, g in pairs])
-        return self.fingerprints([leaf.grad for leaf in inputs.leaves if leaf.grad is not None])
+        return self.adapter.fingerprints_now([leaf.grad for leaf in inputs.leaves if leaf.grad is not None])
 
-    def fingerprints(self, tensors):
-        """Each tensor's fingerprint as text: on an accelerator the adapter hands back a deferred handle (the
-        two words on the device), resolved here in one copy."""
-        values = [self.adapter.fingerprint(t) for t in tensors]
-        deferred = [i for i, value in enumerate(values) if value is not None and not isinstance(value, str)]
-        if deferred:
-            for i, text in zip(deferred, self.adapter.resolve_fingerprints([values[i] for i in deferred])):
-                values[i] = text
-        return values
 
 
 def rerun_origin(tensor_dump_json, call, bench_dump_json, k=5, device="cpu"):

@@ -139,6 +139,16 @@ class DumpAdapter(abc.ABC):
         """Deferred fingerprints -> strings (same order)."""
         return [str(handle) for handle in handles]
 
+    def fingerprints_now(self, tensors: List[Any]) -> List[Any]:
+        """Each tensor's fingerprint as its string (None where `fingerprint` gives none), the deferred ones
+        (still on an accelerator) resolved together: for callers that need the values at once."""
+        values = [self.fingerprint(tensor) for tensor in tensors]
+        deferred = [i for i, value in enumerate(values) if value is not None and type(value) is not str]
+        if deferred:
+            for i, text in zip(deferred, self.resolve_fingerprints([values[i] for i in deferred])):
+                values[i] = text
+        return values
+
     @abc.abstractmethod
     def copy_for_save(self, tensor: Any) -> Any:
         """A snapshot of the tensor that later in-place ops cannot change (saved off-thread)."""

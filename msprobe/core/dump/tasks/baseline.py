@@ -70,10 +70,7 @@ class Baseline(Task):
             return True
         adapter = context.adapter
         for tensor, file_name, desc in record.tensors:
-            now = adapter.fingerprint(tensor)
-            if now is not None and type(now) is not str:  # still on a device
-                now = adapter.resolve_fingerprints([now])[0]
-            if now == desc.get(FINGERPRINT_KEY):
+            if adapter.fingerprints_now([tensor])[0] == desc.get(FINGERPRINT_KEY):
                 desc["data_name"] = file_name
                 context.save(tensor, file_name)
         if isinstance(record.entry, dict):
