@@ -21,8 +21,10 @@ EXTRAS = {
     "trend": ["duckdb>=0.9", "matplotlib>=3.5"],
     # whole-job compare on an existing Ray cluster (--engine ray)
     "ray": ["ray>=2.9"],
+    # ISA-L's deflate for the xlsx reports (4x zlib's speed at level 1); optional: without it zlib deflates
+    "fast": ["isal>=1.0"],
 }
-EXTRAS["all"] = sorted(set(EXTRAS["pytorch"] + EXTRAS["mindspore"]))
+EXTRAS["all"] = sorted(set(EXTRAS["pytorch"] + EXTRAS["mindspore"] + EXTRAS["fast"]))
 # one-pass tensor statistics for the dump; optional: without a C compiler msprobe uses framework kernels
 # (-pthread: long buffers are reduced on a small pool of threads)
 FAST_STATS = Extension("msprobe.core.dump._fast_stats", ["msprobe/core/dump/_fast_stats.c"], optional=True,

@@ -8,12 +8,12 @@ one call. The output opens in Excel/LibreOffice and reads back with openpyxl (te
 """
 import os
 import re
-import zipfile
 from itertools import chain, repeat
 
 import numpy as np
 
 from msprobe.core.compare.float_text import float_reprs, joined_reprs
+from msprobe.core.compare.zipwrite import ZipWriter
 from msprobe.core.paths import FILE_MODE
 
 __all__ = ["write_xlsx", "Sheet", "RED_RGB", "YELLOW_RGB"]
@@ -511,7 +511,7 @@ def write_xlsx(path, sheets):
     tmp = f"{path}.tmp{os.getpid()}"
     workbook, rels = _workbook(sheets)
     try:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        with ZipWriter(tmp) as archive:  # deflate level 1, by ISA-L where installed (zipwrite.py)
             types = "".join(_SHEET_TYPE.format(n=n) for n in range(1, len(sheets) + 1))
             archive.writestr("[Content_Types].xml", _CONTENT_TYPES.format(sheets=types))
             archive.writestr("_rels/.rels", _ROOT_RELS)
@@ -520,7 +520,7 @@ def write_xlsx(path, sheets):
             archive.writestr("xl/styles.xml", _STYLES)
             strings = _SharedStrings()  # one table for the workbook, written after the sheets that fill it
             for n, sheet in enumerate(sheets, 1):
-                with archive.open(f"xl/worksheets/sheet{n}.xml", "w", force_zip64=True) as stream:
+                with archive.open(f"xl/worksheets/sheet{n}.xml") as stream:
                     _write_sheet(stream, sheet, strings)
             archive.writestr("xl/sharedStrings.xml", strings.xml())
         os.chmod(tmp, FILE_MODE)
