@@ -423,6 +423,74 @@ static PyObject *split_value_numbers(PyObject *Py_UNUSED(self), PyObject *const 
 }
 
 /*
+ * fill_numbers(data, segments) -> bytes or None: where `data` is segments[0] + n0 + segments[1] + n1 + ... +
+ * segments[-1] with every n a number token (-?[0-9][0-9.eE+-]*, as long as it runs), the JSON array text
+ * "[n0,n1,...]" of those tokens; None where it is not. A dump template's segments are its file's text between
+ * the statistics (msprobe/core/compare/templates.py; its split-and-compare in Python is the reference).
+ */
+static PyObject *fill_numbers(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    char *data;
+    Py_ssize_t n;
+    if (nargs != 2 || PyBytes_AsStringAndSize(args[0], &data, &n) < 0 || !PyTuple_Check(args[1]) ||
+        PyTuple_GET_SIZE(args[1]) < 1) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "fill_numbers(data: bytes, segments: non-empty tuple of bytes)");
+        return NULL;
+    }
+    PyObject *segments = args[1];
+    Py_ssize_t count = PyTuple_GET_SIZE(segments), literal = 0;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(segments, j))) {
+            PyErr_SetString(PyExc_TypeError, "segments must be bytes");
+            return NULL;
+        }
+        literal += PyBytes_GET_SIZE(PyTuple_GET_ITEM(segments, j));
+    }
+    if (literal > n)
+        Py_RETURN_NONE;
+    /* the tokens fill what the segments leave, plus a comma each and the brackets */
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n - literal + count + 1);
+    if (out == NULL)
+        return NULL;
+    char *w = PyBytes_AS_STRING(out), *limit = w + PyBytes_GET_SIZE(out);
+    *w++ = '[';
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        PyObject *segment = PyTuple_GET_ITEM(segments, j);
+        Py_ssize_t size = PyBytes_GET_SIZE(segment);
+        if (size > n - pos || memcmp(data + pos, PyBytes_AS_STRING(segment), (size_t)size) != 0)
+            goto mismatch;
+        pos += size;
+        if (j == count - 1)
+            break;
+        Py_ssize_t start = pos;
+        if (pos < n && data[pos] == '-')
+            pos++;
+        if (pos >= n || !is_digit(data[pos]))
+            goto mismatch;
+        while (++pos < n && is_number_byte(data[pos]))
+            ;
+        if (pos - start + 2 > limit - w)  /* more token bytes than the segments leave: cannot match */
+            goto mismatch;
+        memcpy(w, data + start, (size_t)(pos - start));
+        w += pos - start;
+        *w++ = ',';
+    }
+    if (pos != n)
+        goto mismatch;
+    if (count > 1)
+        w--;  /* the last comma */
+    *w++ = ']';
+    if (_PyBytes_Resize(&out, w - PyBytes_AS_STRING(out)) < 0)
+        return NULL;
+    return out;
+mismatch:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+}
+
+/*
  * json_rows_as_repr(text, sep, head, tail) -> list of str: for orjson's text of a 2-d float64 array ("[[a,b],[c,d]]"),
  * per row head + the repr of each number joined by sep + tail, as float_text._orjson_joined makes it from
  * json_floats_as_repr's text (the reference this is tested against). sep, head and tail hold no ',' and no ']'.
@@ -527,6 +595,8 @@ static PyMethodDef methods[] = {
      "judge_pair(dut_address, dut_kind, bench_address, bench_kind, count) -> error metrics, or None for NaN/Inf"},
     {"split_value_numbers", (PyCFunction)(void (*)(void))split_value_numbers, METH_FASTCALL,
      "split_value_numbers(data, separator) -> re.split(separator + number, data): text and numbers alternating"},
+    {"fill_numbers", (PyCFunction)(void (*)(void))fill_numbers, METH_FASTCALL,
+     "fill_numbers(data, segments) -> '[n0,n1,...]' of the number tokens between the segments, or None"},
     {"json_rows_as_repr", (PyCFunction)(void (*)(void))json_rows_as_repr, METH_FASTCALL,
      "json_rows_as_repr(orjson_bytes_2d, sep, head, tail) -> per row head + the reprs joined by sep + tail"},
     {"json_floats_as_repr", (PyCFunction)json_floats_as_repr, METH_O,

@@ -196,6 +196,49 @@ def test_the_c_split_equals_the_regex_split(tmp_path):
             assert split_value_numbers(text, separator) == templates._VALUE_NUMBER[separator].split(text)
 
 
+def _mutations(text, rng, count):
+    """`text` with one small edit each: a byte of the skeleton or of a number changed, dropped or doubled."""
+    alphabet = b'": -+.eE0123456789ax,{}[]'
+    for _ in range(count):
+        at = rng.randrange(len(text))
+        edit = rng.choice(("change", "drop", "double"))
+        if edit == "change":
+            yield text[:at] + bytes([rng.choice(alphabet)]) + text[at + 1:]
+        elif edit == "drop":
+            yield text[:at] + text[at + 1:]
+        else:
+            yield text[:at] + text[at:at + 1] * 2 + text[at + 1:]
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_the_c_template_match_equals_the_split_and_compare(tmp_path, compact):
+    """_pair_kernels.fill_numbers (a file's statistics where its text is the template's but for them) against
+    templates' split-and-compare (the reference): other ranks' files, and edits anywhere in them."""
+    from msprobe.core._pair_kernels import fill_numbers
+
+    from msprobe.core.compare import templates
+
+    def text_of(seed):
+        with open(_write(str(tmp_path / f"{compact}{seed}" / "dump.json"), _jittered(_sample(), seed), compact),
+                  "rb") as handle:
+            return handle.read()
+
+    made = DumpTemplates()
+    first = text_of(1)
+    load_dump(str(tmp_path / f"{compact}1" / "dump.json"), made)
+    [template] = made.templates
+    rng = random.Random(5)
+    texts = [first, text_of(2), text_of(3)] + list(_mutations(text_of(4), rng, 3000))
+    matched = 0
+    for text in texts:
+        parts = templates._VALUE_NUMBER[template.separator].split(text)
+        reference = templates._stat_text(template, template.separator, parts[0::2], parts[1::2])
+        assert fill_numbers(text, template.segments) == reference
+        matched += reference is not None
+    assert matched > 3  # the other ranks and the edits of a statistic's digits match; most edits do not
+    assert matched < len(texts) - 1000
+
+
 def test_templates_read_the_same_tables_with_msprobe_native_stats_0(tmp_path):
     import subprocess
     import sys
@@ -203,7 +246,8 @@ def test_templates_read_the_same_tables_with_msprobe_native_stats_0(tmp_path):
     paths = [_write(str(tmp_path / f"rank{r}" / "dump.json"), _jittered(_sample(), r)) for r in range(3)]
     code = ("import sys, json; from msprobe.core.compare import templates; from msprobe.core.compare.load import "
             "load_dump; t = templates.DumpTemplates(); tables = [load_dump(p, t) for p in sys.argv[1:]]; "
-            "print(json.dumps([templates._NATIVE_SPLIT is None, sum(x.hits for x in t.templates), "
+            "print(json.dumps([templates._NATIVE_SPLIT is None and templates._NATIVE_FILL is None, "
+            "sum(x.hits for x in t.templates), "
             "[[repr(v) for v in table.columns['norm']] for table in tables]]))")
     runs = [json.loads(subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, check=True,
                                       env={**os.environ, "MSPROBE_NATIVE_STATS": flag}).stdout) for flag in "01"]
