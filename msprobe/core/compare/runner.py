@@ -398,8 +398,10 @@ def _compare_pairs(pairs, output_dir, options):
     _PENDING_JOBS[:] = [(t, n, b, output_dir, worker_options) for t, n, b in pairs]
     try:
         with multiprocessing.get_context("fork").Pool(processes) as pool:
-            return list(tqdm(pool.imap(_run_one, range(len(pairs))), total=len(pairs), desc="compare ranks",
-                             unit="rank", disable=not options.progress))
+            # pairs sent a few at a time on big jobs: fewer messages for this process to handle between them
+            chunk = max(1, min(4, len(pairs) // (processes * 32)))
+            return list(tqdm(pool.imap(_run_one, range(len(pairs)), chunksize=chunk), total=len(pairs),
+                             desc="compare ranks", unit="rank", disable=not options.progress))
     finally:
         _PENDING_JOBS.clear()
 
