@@ -314,6 +314,33 @@ def test_strided_kernels_equal_the_dense_kernels_on_the_c_order_copy():
     assert native.fingerprint_strided(empty.ctypes.data, 8, empty.shape, tuple(s // 8 for s in empty.strides)) == (0, 0)
 
 
+def test_transposed_views_copied_in_tiles_equal_their_c_order_copy():
+    # a view whose second-last dimension is the denser one is gathered in tiles (256 bytes by 8 elements); the
+    # shapes cross tile edges both ways, the itemsizes take each tile height, steps and broadcasts ride along
+    rng = np.random.default_rng(3)
+    for dtype in (np.uint8, np.float16, np.float32, np.float64, np.complex128):
+        for rows, cols in ((8, 8), (9, 130), (300, 17), (64, 8), (513, 31)):
+            base = (rng.standard_normal((3, cols, rows)) * 50).astype(dtype)
+            for view in (base.transpose(0, 2, 1), base[1].T, base.transpose(0, 2, 1)[:, ::2, 1:],
+                         base[:, ::3].transpose(2, 0, 1), np.broadcast_to(base[:1], (2, cols, rows)).transpose(0, 2, 1)):
+                dense = np.ascontiguousarray(view)
+                strides = tuple(s // view.itemsize for s in view.strides)
+                assert (native.fingerprint_strided(view.ctypes.data, view.itemsize, view.shape, strides)
+                        == native.fingerprint(dense.ctypes.data, dense.nbytes)), (dtype, rows, cols, view.strides)
+                kind = {np.float16: native.FLOAT16, np.float32: 4, np.float64: 8}.get(dtype)
+                if kind is not None:
+                    assert (native.float_stats_strided(view.ctypes.data, kind, view.shape, strides)
+                            == native.float_stats(dense.ctypes.data, dense.size, kind, None))
+    # fingerprints are summed a 64 KB part at a time: rows longer than a part, parts ending mid-word
+    long_rows = rng.standard_normal((3, 50001)).astype(np.float32)
+    for view in (long_rows[:, ::2], long_rows[1, ::3], long_rows.astype(np.float16)[:, 1::2],
+                 long_rows.reshape(3, 3, 16667).astype(np.float16).transpose(0, 2, 1)):
+        dense = np.ascontiguousarray(view)
+        strides = tuple(s // view.itemsize for s in view.strides)
+        assert (native.fingerprint_strided(view.ctypes.data, view.itemsize, view.shape, strides)
+                == native.fingerprint(dense.ctypes.data, dense.nbytes))
+
+
 def test_strided_kernels_refuse_bad_arguments():
     array = np.zeros(4, np.float32)
     with pytest.raises(ValueError):
