@@ -1041,69 +1041,64 @@ static void stream_sum(fp_stream_t *stream)
     stream->fill -= 8 * words;
 }
 
-/* the part of `view` (ndim >= 1) gathered as one unit: the last dimension, or the last two where they are tiled, in
- * bands of at least one tile's rows (*band_rows); its bytes */
-static Py_ssize_t stream_unit(const view_t *view, int tiled, Py_ssize_t *band_rows)
-{
-    Py_ssize_t ndim = view->ndim, itemsize = view->itemsize, cols = view->sizes[ndim - 1];
-    if (!tiled) {
-        *band_rows = 1;
-        return cols * itemsize;
-    }
-    Py_ssize_t rows = view->sizes[ndim - 2], row_bytes = cols * itemsize, tile_rows = 256 / itemsize > 8 ? 256 / itemsize : 8;
-    Py_ssize_t band = STREAM_BYTES / (row_bytes > 0 ? row_bytes : 1);
-    band = band < tile_rows ? tile_rows : band - band % tile_rows;
-    *band_rows = band < rows ? band : rows;
-    return *band_rows * row_bytes;
-}
-
-/* fingerprint of the view's bytes in C order (count >= 1); 0, or -1 with MemoryError set */
+/* fingerprint of the view's bytes in C order (count >= 1); 0, or -1 with MemoryError set. The view is gathered in
+ * units of its trailing dimensions: as many as fit in STREAM_BYTES (a small view is one unit, one gather), at least
+ * the last one; a transposed last pair that does not fit goes in bands of whole tile rows. */
 static int fingerprint_view(const view_t *view, uint64_t *x_out, uint64_t *s_out)
 {
-    Py_ssize_t ndim = view->ndim, itemsize = view->itemsize;
+    Py_ssize_t ndim = view->ndim, itemsize = view->itemsize, outer = ndim, unit = itemsize, band_rows = 0;
+    while (outer > 0 && unit * view->sizes[outer - 1] <= STREAM_BYTES)
+        unit *= view->sizes[--outer];
     int tiled = ndim >= 2 && view->strides[ndim - 1] > view->strides[ndim - 2] && view->sizes[ndim - 1] >= 8 &&
                 view->sizes[ndim - 2] >= 8;
-    Py_ssize_t band_rows = 1, unit = ndim == 0 ? itemsize : stream_unit(view, tiled, &band_rows);
-    fp_stream_t stream = {PyMem_Malloc((size_t)((unit > STREAM_BYTES ? unit : STREAM_BYTES) + 8)), 0, 0, 0, 0};
+    if (ndim > 0 && outer == ndim) {  /* not even the last dimension fits: it is the unit, or bands of the last two */
+        outer = ndim - 1;
+        unit = view->sizes[ndim - 1] * itemsize;
+    }
+    if (tiled && outer == ndim - 1) {  /* the last pair does not fit: bands of whole tile rows */
+        Py_ssize_t tile_rows = 256 / itemsize > 8 ? 256 / itemsize : 8, band = STREAM_BYTES / unit;
+        band_rows = band < tile_rows ? tile_rows : band - band % tile_rows;
+        outer = ndim - 2;
+        unit *= band_rows < view->sizes[ndim - 2] ? band_rows : view->sizes[ndim - 2];
+    }
+    Py_ssize_t capacity = unit > STREAM_BYTES ? unit : STREAM_BYTES, total = view->count * itemsize;
+    fp_stream_t stream = {PyMem_Malloc((size_t)((capacity < total ? capacity : total) + 8)), 0, 0, 0, 0};
     if (stream.buffer == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    PyThreadState *saved = view->count * itemsize >= (1 << 19) ? PyEval_SaveThread() : NULL;
-    if (ndim == 0) {
-        gather(view, stream.buffer);
-        stream.fill = itemsize;
-    } else {
-        /* the sub-view of one unit: the last dimension (rows of one element), or a band of the last two */
-        view_t part = *view;
-        Py_ssize_t outer = ndim - (tiled ? 2 : 1), rows = tiled ? view->sizes[ndim - 2] : 1;
-        Py_ssize_t index[MAX_DIMS] = {0};
-        const uint8_t *src = view->base;
-        part.ndim = ndim - outer;
-        memmove(part.sizes, view->sizes + outer, (size_t)part.ndim * sizeof(Py_ssize_t));
-        memmove(part.strides, view->strides + outer, (size_t)part.ndim * sizeof(Py_ssize_t));
-        for (;;) {
-            for (Py_ssize_t r0 = 0; r0 < rows; r0 += band_rows) {
-                if (tiled)
-                    part.sizes[0] = r0 + band_rows < rows ? band_rows : rows - r0;
-                part.base = src + (tiled ? r0 * view->strides[ndim - 2] : 0);
-                Py_ssize_t bytes = tiled ? part.sizes[0] * part.sizes[1] * itemsize : unit;
-                if (stream.fill + bytes > STREAM_BYTES)
-                    stream_sum(&stream);
-                gather(&part, stream.buffer + stream.fill);
-                stream.fill += bytes;
+    PyThreadState *saved = total >= (1 << 19) ? PyEval_SaveThread() : NULL;
+    view_t part = *view;  /* one unit: the trailing dimensions from `outer` on (a band of rows when banded) */
+    part.ndim = ndim - outer;
+    memmove(part.sizes, view->sizes + outer, (size_t)part.ndim * sizeof(Py_ssize_t));
+    memmove(part.strides, view->strides + outer, (size_t)part.ndim * sizeof(Py_ssize_t));
+    Py_ssize_t rows = band_rows ? view->sizes[ndim - 2] : 1, step = band_rows ? band_rows : 1;
+    Py_ssize_t index[MAX_DIMS] = {0};
+    const uint8_t *src = view->base;
+    for (;;) {
+        for (Py_ssize_t r0 = 0; r0 < rows; r0 += step) {
+            Py_ssize_t bytes = unit;
+            part.base = src;
+            if (band_rows) {
+                part.sizes[0] = r0 + band_rows < rows ? band_rows : rows - r0;
+                part.base = src + r0 * view->strides[ndim - 2];
+                bytes = part.sizes[0] * part.sizes[1] * itemsize;
             }
-            Py_ssize_t d = outer - 1;
-            for (; d >= 0; d--) {
-                src += view->strides[d];
-                if (++index[d] < view->sizes[d])
-                    break;
-                src -= view->strides[d] * view->sizes[d];
-                index[d] = 0;
-            }
-            if (d < 0)
-                break;
+            if (stream.fill + bytes > STREAM_BYTES && stream.fill >= 8)
+                stream_sum(&stream);
+            gather(&part, stream.buffer + stream.fill);
+            stream.fill += bytes;
         }
+        Py_ssize_t d = outer - 1;
+        for (; d >= 0; d--) {
+            src += view->strides[d];
+            if (++index[d] < view->sizes[d])
+                break;
+            src -= view->strides[d] * view->sizes[d];
+            index[d] = 0;
+        }
+        if (d < 0)
+            break;
     }
     stream_sum(&stream);
     if (stream.fill) {  /* the tail, zero-padded to one more word */
