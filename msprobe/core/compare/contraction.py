@@ -71,7 +71,7 @@ class _Operands:
 
     def __init__(self, records, judgement, bench_stats, numel, unseen):
         self.records, self.judgement, self.stats, self.numel = records, judgement, bench_stats, numel
-        self.by_name, self.unseen, self.columns = _rows_by_name(records), unseen, {}
+        self.unseen, self.columns = unseen, {}
         self._per_row = None
 
     def _rows(self):
@@ -87,9 +87,6 @@ class _Operands:
             largest = np.where(unknown.all(axis=1) | ~np.isfinite(largest), np.inf, largest)
             self._per_row = (stats[:, 3].tolist(), carried.tolist(), missing[:, 4].tolist(), largest.tolist())
         return self._per_row
-
-    def row(self, name):
-        return self.by_name.get(name)
 
     def bench_column(self, key):
         """A bench column per row, read once (records.column builds the whole list)."""
@@ -117,10 +114,11 @@ class _Operands:
 
 
 def _bound_rows(records):
-    """[(row, rule, entry, forward entry, tail, broadcast kind)] of the output rows _bounds has a rule for:
-    the rows' structure alone decides (made once per structure in a job compare)."""
+    """[(row, rule, operand rows...)] of the output rows _bounds has a rule for, their operands' rows found
+    by name: the rows' structure alone decides (made once per structure in a job compare)."""
     entries, names = records.entries, records.names
     api_of = _bounded_apis(records)
+    row_of = _rows_by_name(records).get
     found = []
     for row in [row for row, entry in enumerate(entries) if entry in api_of]:
         entry, name = entries[row], names[row]
@@ -128,13 +126,21 @@ def _bound_rows(records):
             continue
         api, tail = api_of[entry], name[len(entry) + 1:]
         if api in PRODUCT_APIS and entry.endswith("forward"):
-            found.append((row, "product", entry, None, tail, None))
+            if tail == "output.0":
+                found.append((row, "product", [row_of(f"{entry}.input.{i}") for i in range(3)],
+                              row_of(f"{entry}.input.value")))
         elif records.phases[row] != _BACKWARD or not entry.endswith("backward"):
             continue
-        elif api in CONTRACTION_APIS:
-            found.append((row, "linear", entry, entry[: -len("backward")] + "forward", tail, None))
+        elif api in CONTRACTION_APIS and tail in ("output.0", "output.1", "output.2"):
+            forward = entry[: -len("backward")] + "forward"
+            other = None if tail == "output.2" else row_of(f"{forward}.input.{1 if tail == 'output.0' else 0}")
+            found.append((row, "linear", tail == "output.2", row_of(f"{entry}.input.0"), other))
         elif api in BROADCAST_APIS:
-            found.append((row, "broadcast", entry, entry[: -len("backward")] + "forward", tail, BROADCAST_APIS[api]))
+            forward = entry[: -len("backward")] + "forward"
+            index = int(tail[len("output."):]) if tail[len("output."):].isdigit() else -1
+            if index in (0, 1):
+                found.append((row, "broadcast", BROADCAST_APIS[api], row_of(f"{entry}.input.0"), row_of(name),
+                              row_of(f"{forward}.input.{index}"), row_of(f"{forward}.input.{1 - index}")))
     return found
 
 
@@ -142,14 +148,13 @@ def _bounds(records, judgement, bench_stats, numel, unseen=None):
     """{output row: Frobenius bound of its difference, in units of eps} of contraction backward outputs
     and element-wise products (addcmul), each with the output's own rounding (1/2 eps ||out||)."""
     ops, bounds = _Operands(records, judgement, bench_stats, numel, unseen), {}
-    for row, rule, entry, forward, tail, kind in memoized(records.extra.get("memo"), "bound rows",
-                                                          lambda: _bound_rows(records)):
+    for row, rule, *operands in memoized(records.extra.get("memo"), "bound rows", lambda: _bound_rows(records)):
         if rule == "product":
-            bound = _product_bound(ops, entry, tail)
+            bound = _product_bound(ops, *operands)
         elif rule == "linear":
-            bound = _linear_bound(ops, entry, forward, tail)
+            bound = _linear_bound(ops, *operands)
         else:
-            bound = _broadcast_bound(ops, entry, forward, tail, kind)
+            bound = _broadcast_bound(ops, *operands)
         if bound is not None and np.isfinite(bench_stats[row, 3]):
             bounds[row] = bound + 0.5 * abs(bench_stats[row, 3])  # and the output's own rounding
     return bounds
@@ -166,22 +171,21 @@ def _bounded_apis(records):
             if api in _BOUNDED_APIS}
 
 
-def _linear_bound(ops, entry, forward, tail):
-    if tail not in ("output.0", "output.1", "output.2"):
-        return None
-    grad_row = ops.row(f"{entry}.input.0")
+def _linear_bound(ops, bias, grad_row, other_row):
+    """A contraction's gradient (output.0 / output.1: against the forward's other operand; the bias's,
+    output.2: a sum over the tokens)."""
     grad = ops.get(grad_row)
     if grad is None:
         return None
-    if tail == "output.2":
+    if bias:
         shape = ops.bench_column("shape_key")[grad_row]
         tokens = ops.numel[grad_row] / (shape[-1] if shape else 1)
         return grad[0] * np.sqrt(max(tokens, 1.0)) * grad[1]
-    other = ops.get(ops.row(f"{forward}.input.{1 if tail == 'output.0' else 0}"))
+    other = ops.get(other_row)
     return None if other is None else (grad[0] + other[0]) * grad[1] * other[1]
 
 
-def _broadcast_bound(ops, entry, forward, tail, kind):
+def _broadcast_bound(ops, kind, grad_row, out_row, operand_row, other_row):
     """The bound of an element-wise call's gradient for an operand that was broadcast (fewer elements
     than the incoming gradient G): backward sums G (add, sub) or G times the other operand X (mul) over
     the k = numel(G) / numel(operand) positions the operand was broadcast to, a contraction whose terms
@@ -189,11 +193,8 @@ def _broadcast_bound(ops, entry, forward, tail, kind):
     max|X| sqrt(k) ||dG_S|| over its k terms S, so ||d out|| <= ||dG|| min(||X|| sqrt(n_G / n_X),
     sqrt(k) max|X|) + the same with G and X swapped; sum: sqrt(k) ||dG||. Operands not broadcast
     (k = 1) are not contractions and get no bound."""
-    index = int(tail[len("output."):]) if tail[len("output."):].isdigit() else -1
-    grad_row, out_row = ops.row(f"{entry}.input.0"), ops.row(f"{entry}.{tail}")
-    operand_row = ops.row(f"{forward}.input.{index}")
     grad = ops.get(grad_row)
-    if grad is None or index not in (0, 1) or out_row is None or operand_row is None:
+    if grad is None or out_row is None or operand_row is None:
         return None
     numel = ops.numel
     k = numel[grad_row] / max(numel[out_row], 1.0)
@@ -201,7 +202,6 @@ def _broadcast_bound(ops, entry, forward, tail, kind):
         return None  # not broadcast, or not the gradient of the operand it is named after
     if kind == "sum":
         return grad[0] * np.sqrt(k) * grad[1]
-    other_row = ops.row(f"{forward}.input.{1 - index}")
     other = ops.get(other_row)
     if other is None:
         return None
@@ -211,17 +211,13 @@ def _broadcast_bound(ops, entry, forward, tail, kind):
     return grad[0] * grad[1] * reach_x + other[0] * other[1] * expand * reach_g
 
 
-def _product_bound(ops, entry, tail):
+def _product_bound(ops, rows, value_row):
     """addcmul: out = a + v t1 t2 element-wise (Adam's second moment, v (1 - beta2) g g). Hoelder:
     ||d out|| <= ||da|| + |v| (max|t2| ||dt1|| + max|t1| ||dt2||): squaring a gradient whose largest
     elements carry s epsilons moves the square's Norm, which those elements dominate, by up to 2 s."""
-    if tail != "output.0":
-        return None
-    rows = [ops.row(f"{entry}.input.{i}") for i in range(3)]
     operands = [ops.get(r) for r in rows]
     if any(o is None for o in operands):
         return None
-    value_row = ops.row(f"{entry}.input.value")
     value = ops.bench_column("value")[value_row] if value_row is not None else 1.0
     value = abs(float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1.0
     (sa, na), (s1, n1), (s2, n2) = operands
@@ -293,29 +289,41 @@ def _parameter_gradients(records, judgement, stats, unseen, bounds):
     the bound of its contraction). The users are the forward inputs holding the parameter's tensor (the
     same statistics as the module's `parameters.<name>` row); their gradient is that call's backward
     output of the same index."""
-    by_name, names, out = _rows_by_name(records), records.names, {}
-    keys, row_key = {}, row_keys(*stats)
-    for row in np.flatnonzero(records.phases == 0).tolist():
-        tail = names[row][len(records.entries[row]) + 1:] if isinstance(records.entries[row], str) else ""
-        if tail.startswith("input.") and tail[len("input."):].isdigit():
-            keys.setdefault(row_key[row], []).append((records.entries[row], tail))
-    for row in np.flatnonzero(records.phases == 2).tolist():
-        entry, name = records.entries[row], names[row]
-        if not isinstance(entry, str) or not entry.endswith(".parameters_grad"):
-            continue
-        param = by_name.get(f"{entry[: -len('.parameters_grad')]}.forward.0.parameters.{name[len(entry) + 1:]}")
-        if param is None:
-            continue
+    inputs, parameters = memoized(records.extra.get("memo"), "parameter gradient rows",
+                                  lambda: _parameter_gradient_rows(records))
+    out, keys, row_key = {}, {}, row_keys(*stats)
+    for row, grad in inputs:
+        keys.setdefault(row_key[row], []).append(grad)
+    for row, param in parameters:
         total = 0.0
-        for user, tail in keys.get(row_key[param], []):
-            grad = by_name.get(f"{user[: -len('forward')]}backward.output.{tail[len('input.'):]}")
+        for grad in keys.get(row_key[param], []):
             operand = _operand(judgement, stats[1], grad, unseen)
-            if operand is None or not user.endswith("forward"):
+            if operand is None:
                 continue
             total += max(operand[0], bounds.get(grad, 0.0) / operand[1]) * operand[1]
         if total > 0:
             out[row] = max(total, bounds.get(row, 0.0))
     return out
+
+
+def _parameter_gradient_rows(records):
+    """([(forward input row, its gradient's row or None)], [(parameter gradient row, parameter row)]):
+    what _parameter_gradients reads, found by name once per structure."""
+    by_name, names, entries = _rows_by_name(records), records.names, records.entries
+    inputs, parameters = [], []
+    for row in np.flatnonzero(records.phases == 0).tolist():
+        entry = entries[row]
+        tail = names[row][len(entry) + 1:] if isinstance(entry, str) else ""
+        if tail.startswith("input.") and tail[len("input."):].isdigit() and entry.endswith("forward"):
+            inputs.append((row, by_name.get(f"{entry[: -len('forward')]}backward.output.{tail[len('input.'):]}")))
+    for row in np.flatnonzero(records.phases == 2).tolist():
+        entry, name = entries[row], names[row]
+        if not isinstance(entry, str) or not entry.endswith(".parameters_grad"):
+            continue
+        param = by_name.get(f"{entry[: -len('.parameters_grad')]}.forward.0.parameters.{name[len(entry) + 1:]}")
+        if param is not None:
+            parameters.append((row, param))
+    return inputs, parameters
 
 
 def _module_gradients(records):
