@@ -23,6 +23,9 @@ class NumberColumn(Sequence):
         # overrides that are finite floats: the xlsx writer formats them with the other numbers
         self._float_overrides = np.array([type(c) is float and c - c == 0.0 for c in cells], dtype=bool)
         self._override_floats = np.array([c if f else 0.0 for c, f in zip(cells, self._float_overrides)], np.float64)
+        # the other overrides (texts, None, non-finite floats ...): the odd cells a job's ranks share
+        self._other_rows = self._override_rows[~self._float_overrides]
+        self._other_cells = [c for c, f in zip(cells, self._float_overrides.tolist()) if not f]
         self.formatter = formatter
 
     def __len__(self):
@@ -76,6 +79,31 @@ class NumberColumn(Sequence):
         others = rows[~floats]
         odd.update(zip(others.tolist(), map(self.overrides.__getitem__, (others + start).tolist())))
         return values, odd
+
+    def odd_block(self, start, stop):
+        """(values, rows, cells) of rows start..stop for the xlsx writer: the float64 values with the overrides
+        that are finite floats put in and NaN in every row whose cell is not a finite float, those rows (offsets
+        from start, ascending) and their cells (the text of a NaN or an infinity, any other override as it is).
+        Only the few rows holding a non-finite value are looked at one by one."""
+        values = self.values[start:stop].copy()
+        rows = self._override_rows
+        lo, hi = np.searchsorted(rows, [start, stop])
+        if hi > lo:
+            floats = self._float_overrides[lo:hi]
+            values[rows[lo:hi][floats] - start] = self._override_floats[lo:hi][floats]
+        others = self._other_rows
+        first, last = np.searchsorted(others, [start, stop])
+        odd, cells = others[first:last] - start, self._other_cells[first:last]
+        nonfinite = ~np.isfinite(values)
+        if hi > lo:
+            nonfinite[rows[lo:hi] - start] = False
+        if nonfinite.any():  # a NaN or an infinity that is no override: its text, in row order with the others
+            bad = np.flatnonzero(nonfinite)
+            merged = list(zip(odd.tolist(), cells)) + list(zip(bad.tolist(), map(str, values[bad].tolist())))
+            merged.sort(key=lambda item: item[0])
+            odd, cells = np.array([row for row, _ in merged], dtype=np.int64), [cell for _, cell in merged]
+        values[odd] = np.nan
+        return values, odd, cells
 
     def __iter__(self):
         for start in range(0, len(self.values), 4096):

@@ -242,30 +242,48 @@ def _column_cells(column, strings):
     return cells
 
 
+_HEAD, _SEP, _TAIL = "<c><v>", "</v></c><c><v>", "</v></c>"  # the cells of a row of numbers
+_MARKER: list = []  # the cell joined_reprs makes of a NaN: where a number block's odd cells go
+
+
+def _marker():
+    if not _MARKER:
+        _MARKER.append(joined_reprs(np.full((1, 1), np.nan), _SEP, _HEAD, _TAIL)[0])
+    return _MARKER[0]
+
+
+def _odd_cells(values, strings):
+    """_cell of each value; the texts' shared strings made in bulk (in order: the same numbering)."""
+    texts = [value for value in values if type(value) is str]
+    if len(texts) == len(values):
+        return strings.column_cells(values)
+    made = iter(strings.column_cells(texts))
+    return [next(made) if type(value) is str else _cell(value, strings) for value in values]
+
+
 def _number_block(columns, start, stop, strings):
     """XML of the cells of adjacent number columns (NumberColumn) for each row of a chunk, one text a row:
-    the numbers of all rows formatted in one call (float_text.joined_reprs), then the rows holding an odd
-    cell (a NaN, a text) made cell by cell."""
-    blocks = [column.block(start, stop) for column in columns]
-    values = np.stack([block[0] for block in blocks], axis=1)
-    odd = [block[1] for block in blocks]
-    rows = joined_reprs(values, "</v></c><c><v>", "<c><v>", "</v></c>")
-    odd_rows = sorted(set().union(*odd))
-    if not odd_rows:
+    the numbers of all rows formatted in one call (float_text.joined_reprs), a NaN in each cell that is not
+    a finite float; then those cells (a text, the text of a NaN) put in its place, row by row, their shared
+    strings numbered in row order."""
+    blocks = [column.odd_block(start, stop) for column in columns]
+    rows = joined_reprs(np.stack([values for values, _, _ in blocks], axis=1), _SEP, _HEAD, _TAIL)
+    if not any(len(odd) for _, odd, _ in blocks):
         return rows
-    # the odd rows' cells column by column: the numbers in bulk, then each odd cell put in (row by row, so
-    # that new shared strings are numbered as before)
-    texts = float_reprs(values[odd_rows].ravel())
-    width = len(odd)
-    columns = [("<c><v>" + "</v></c>\x01<c><v>".join(texts[k::width]) + "</v></c>").split("\x01")
-               for k in range(width)]
-    for n, i in enumerate(odd_rows):
-        for cells, column in zip(odd, columns):
-            if i in cells:
-                value = cells[i]
-                column[n] = strings.cell(value) if type(value) is str else _cell(value, strings)
-    for i, parts in zip(odd_rows, zip(*columns)):
-        rows[i] = "".join(parts)
+    width = len(blocks)
+    places = np.concatenate([odd * width + k for k, (_, odd, _) in enumerate(blocks)])
+    order = np.argsort(places, kind="stable").tolist()  # row by row, then column by column
+    values = list(chain.from_iterable(cells for _, _, cells in blocks))
+    cells = _odd_cells(list(map(values.__getitem__, order)), strings)
+    odd_rows = places[order] // width
+    firsts = np.flatnonzero(np.diff(odd_rows, prepend=-1))  # where each row's odd cells start
+    bounds = firsts.tolist() + [len(cells)]
+    marker = _marker()
+    for row, first, end in zip(odd_rows[firsts].tolist(), bounds, bounds[1:]):
+        if end - first == width:  # no number in the row (a row of texts, as a non-tensor row's)
+            rows[row] = "".join(cells[first:end])
+        else:  # the NaN cells replaced in column order (numbers hold no brace)
+            rows[row] = rows[row].replace(marker, "{}").format(*cells[first:end])
     return rows
 
 
