@@ -20,12 +20,13 @@ class NumberColumn(Sequence):
         self.overrides = overrides or {}
         self._override_rows = np.array(sorted(self.overrides), dtype=np.int64)
         cells = list(map(self.overrides.__getitem__, self._override_rows.tolist()))
-        # overrides that are finite floats: the xlsx writer formats them with the other numbers
-        self._float_overrides = np.array([type(c) is float and c - c == 0.0 for c in cells], dtype=bool)
-        self._override_floats = np.array([c if f else 0.0 for c, f in zip(cells, self._float_overrides)], np.float64)
-        # the other overrides (texts, None, non-finite floats ...): the odd cells a job's ranks share
-        self._other_rows = self._override_rows[~self._float_overrides]
-        self._other_cells = [c for c, f in zip(cells, self._float_overrides.tolist()) if not f]
+        # overrides that are finite floats (the xlsx writer formats them with the other numbers), and the
+        # others (texts, None, non-finite floats ...: the odd cells a job's ranks share)
+        finite = [type(c) is float and c - c == 0.0 for c in cells]
+        self._float_rows = self._override_rows[np.array(finite, dtype=bool)]
+        self._float_cells = np.array([c for c, f in zip(cells, finite) if f], dtype=np.float64)
+        self._other_rows = self._override_rows[~np.array(finite, dtype=bool)]
+        self._other_cells = [c for c, f in zip(cells, finite) if not f]
         self.formatter = formatter
 
     def __len__(self):
@@ -46,15 +47,20 @@ class NumberColumn(Sequence):
             cells[i] = str(cells[i])
         return cells
 
+    def overrides_between(self, start, stop):
+        """[(offset from start, cell)] of the overrides of rows start..stop, in row order."""
+        rows = self._override_rows
+        found = rows[np.searchsorted(rows, start):np.searchsorted(rows, stop)].tolist()
+        return list(zip([row - start for row in found], map(self.overrides.__getitem__, found)))
+
     def __getitem__(self, index):
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self.values))
             if step != 1:
                 return [self[i] for i in range(start, stop, step)]
             cells = self._cells(self.values[start:stop])
-            rows = self._override_rows
-            for row in rows[np.searchsorted(rows, start):np.searchsorted(rows, stop)].tolist():
-                cells[row - start] = self.overrides[row]
+            for offset, cell in self.overrides_between(start, stop):
+                cells[offset] = cell
             return cells
         if index < 0:
             index += len(self.values)
@@ -62,47 +68,29 @@ class NumberColumn(Sequence):
             return self.overrides[index]
         return self._cells(self.values[index:index + 1])[0]
 
-    def block(self, start, stop):
-        """(values, odd) of rows start..stop for the xlsx writer: the float64 values with the overrides that
-        are finite floats put in, and {offset: cell} of the cells that are not a finite float (the text of
-        a NaN or an infinity, every other override), found with numpy so the writer need not look at every
-        cell. None with a formatter (any cell may be text)."""
-        if self.formatter is not None:
-            return None
-        values = self.values[start:stop].copy()
-        lo, hi = np.searchsorted(self._override_rows, [start, stop])
-        rows, floats = self._override_rows[lo:hi] - start, self._float_overrides[lo:hi]
-        values[rows[floats]] = self._override_floats[lo:hi][floats]
-        nonfinite = ~np.isfinite(values)
-        nonfinite[rows] = False
-        odd = {i: str(v) for i, v in zip(np.flatnonzero(nonfinite).tolist(), values[nonfinite].tolist())}
-        others = rows[~floats]
-        odd.update(zip(others.tolist(), map(self.overrides.__getitem__, (others + start).tolist())))
-        return values, odd
-
     def odd_block(self, start, stop):
         """(values, rows, cells) of rows start..stop for the xlsx writer: the float64 values with the overrides
         that are finite floats put in and NaN in every row whose cell is not a finite float, those rows (offsets
         from start, ascending) and their cells (the text of a NaN or an infinity, any other override as it is).
         Only the few rows holding a non-finite value are looked at one by one."""
         values = self.values[start:stop].copy()
-        rows = self._override_rows
-        lo, hi = np.searchsorted(rows, [start, stop])
-        if hi > lo:
-            floats = self._float_overrides[lo:hi]
-            values[rows[lo:hi][floats] - start] = self._override_floats[lo:hi][floats]
-        others = self._other_rows
-        first, last = np.searchsorted(others, [start, stop])
-        odd, cells = others[first:last] - start, self._other_cells[first:last]
+        floats, odd, cells = self._float_rows, self._other_rows, self._other_cells
+        if start or stop < len(self.values):
+            first, last = np.searchsorted(floats, (start, stop)).tolist()
+            values[floats[first:last] - start] = self._float_cells[first:last]
+            first, last = np.searchsorted(odd, (start, stop)).tolist()
+            odd, cells = odd[first:last] - start, cells[first:last]
+        elif len(floats):
+            values[floats] = self._float_cells
+        values[odd] = np.nan
         nonfinite = ~np.isfinite(values)
-        if hi > lo:
-            nonfinite[rows[lo:hi] - start] = False
-        if nonfinite.any():  # a NaN or an infinity that is no override: its text, in row order with the others
+        if np.count_nonzero(nonfinite) > len(odd):  # a NaN or an infinity that is no override: its text too
+            nonfinite[odd] = False
             bad = np.flatnonzero(nonfinite)
             merged = list(zip(odd.tolist(), cells)) + list(zip(bad.tolist(), map(str, values[bad].tolist())))
             merged.sort(key=lambda item: item[0])
             odd, cells = np.array([row for row, _ in merged], dtype=np.int64), [cell for _, cell in merged]
-        values[odd] = np.nan
+            values[bad] = np.nan
         return values, odd, cells
 
     def __iter__(self):

@@ -198,8 +198,13 @@ def _percent(values):
     """Relative errors as the reference shows them: '12.345678%' (6 decimals, trailing zeros dropped)."""
     rounded = np.round(values * 100, 6)
     cells = joined_reprs(rounded.reshape(-1, 1), "", "", "%") if len(rounded) else []
-    for i in np.flatnonzero(~np.isfinite(rounded)).tolist():
-        cells[i] = NA if np.isnan(values[i]) else f"{float(rounded[i])}%"
+    odd = ~np.isfinite(rounded)
+    if odd.any():  # a NaN shows N/A, an infinity (or a value whose percentage overflows) 'inf%'
+        nan = np.isnan(values)
+        for i in np.flatnonzero(odd & nan).tolist():
+            cells[i] = NA
+        for i in np.flatnonzero(odd & ~nan).tolist():
+            cells[i] = f"{float(rounded[i])}%"
     return cells
 
 

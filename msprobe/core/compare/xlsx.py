@@ -12,7 +12,7 @@ from itertools import chain, islice, repeat
 
 import numpy as np
 
-from msprobe.core.compare.float_text import float_reprs, joined_reprs
+from msprobe.core.compare.float_text import float_reprs, joined_ints, joined_reprs
 from msprobe.core.compare.zipwrite import ZipWriter
 from msprobe.core.paths import FILE_MODE
 
@@ -187,6 +187,17 @@ class _SharedStrings(_InlineStrings):
             self.texts.extend(_escape_all(fresh))
         return list(map(self.__getitem__, values))
 
+    def indexes(self, values):
+        """The index of each of the texts `values`, new ones numbered in the order they first appear (as
+        cell() on each in turn would number them), in bulk."""
+        distinct = list(dict.fromkeys(values))
+        known = self.keys() & distinct
+        fresh = [value for value in distinct if value not in known] if known else distinct
+        if fresh:
+            self.update(zip(fresh, range(len(self.texts), len(self.texts) + len(fresh))))
+            self.texts.extend(_escape_all(fresh))
+        return list(map(self.__getitem__, values))
+
     def trim(self):
         if len(self.cells) > 200000:
             self.cells.clear()  # the indexes must stay valid until the table is written: kept
@@ -288,7 +299,30 @@ def _number_block(columns, start, stop, strings):
 
 
 def _is_number_column(column):
-    return getattr(column, "formatter", True) is None and hasattr(column, "block")
+    return getattr(column, "formatter", True) is None and hasattr(column, "odd_block")
+
+
+def _is_formatted_column(column):
+    return getattr(column, "formatter", None) is not None and hasattr(column, "odd_block")
+
+
+def _formatted_block(columns, start, stop, strings):
+    """XML per row of a chunk of adjacent NumberColumns with one formatter (the relative errors as percent
+    texts): the formatter called once on all their values (it formats each value alone). When every cell
+    is a text, as usual, their shared strings are numbered in bulk in the order _column_cells would number
+    them (column by column) and each row's indexes written in one go; else each column as _column_cells
+    makes it."""
+    n, width = stop - start, len(columns)
+    cells = columns[0].formatter(np.concatenate([column.values[start:stop] for column in columns]))
+    for k, column in enumerate(columns):
+        for offset, cell in column.overrides_between(start, stop):
+            cells[k * n + offset] = cell
+    if type(strings) is _SharedStrings and set(map(type, cells)) == {str}:
+        indexes = strings.indexes(cells)
+        head, tail = strings.slot.split("{}")
+        return joined_ints(list(zip(*(indexes[k * n:(k + 1) * n] for k in range(width)))), tail + head, head, tail)
+    made = [_column_cells(cells[k * n:(k + 1) * n], strings) for k in range(width)]
+    return list(map("".join, zip(*made)))
 
 
 _LEAD: list = []  # [(the leading text columns, their cells, the shared strings after them)] of the last sheet
@@ -322,7 +356,8 @@ def _lead_parts(columns, strings):
 
 def _chunk_parts(sheet, start, stop, strings):
     """[(first column, last column + 1, XML per row of those columns' cells)] covering every column:
-    runs of adjacent number columns as one part (_number_block), every other column alone."""
+    runs of adjacent number columns as one part (_number_block), likewise runs of number columns with one
+    formatter (_formatted_block), every other column alone."""
     parts, columns, k = [], sheet.columns, 0
     lead = _leading_text_columns(sheet, start, stop, strings)
     if lead:
@@ -333,6 +368,11 @@ def _chunk_parts(sheet, start, stop, strings):
             while end < len(columns) and _is_number_column(columns[end]):
                 end += 1
             parts.append((k, end, _number_block(columns[k:end], start, stop, strings)))
+        elif _is_formatted_column(columns[k]):
+            formatter = columns[k].formatter
+            while end < len(columns) and _is_formatted_column(columns[end]) and columns[end].formatter is formatter:
+                end += 1
+            parts.append((k, end, _formatted_block(columns[k:end], start, stop, strings)))
         else:
             parts.append((k, end, _column_cells(columns[k][start:stop], strings)))
         k = end
@@ -423,12 +463,29 @@ def _width(title, sample):
     return min(_MAX_WIDTH, max(len(str(title)) + 3, _text_width(sample) + 2, 8))
 
 
+def _number_text_width(column):
+    """_text_width of the first rows of a NumberColumn without a formatter, from its numbers' reprs made in
+    one call and the text of its few other cells."""
+    values, _, cells = column.odd_block(0, min(len(column), _SAMPLE_ROWS))
+    numbers = values[np.isfinite(values)]  # the odd cells hold NaN here
+    number = min(12, max(map(len, float_reprs(numbers)))) if len(numbers) else 0
+    texts = [str(cell) for cell in cells if cell is not None]
+    if "\n" in "".join(texts):
+        texts = [text.split("\n", 1)[0] for text in texts]
+    return max(number, max(map(len, texts), default=0))
+
+
 def _column_widths(sheet):
     """Width per column from the title and the first rows' text (a sample: sizing must stay cheap)."""
     widths = []
     for title, column in zip(sheet.header, sheet.columns):
+        if _is_number_column(column):
+            widths.append(min(_MAX_WIDTH, max(len(str(title)) + 3, _number_text_width(column) + 2, 8)))
+            continue
         sample = column[:_SAMPLE_ROWS]
-        if type(sample) is list and set(map(type, sample)) == {str} and type(title) is str:
+        if type(sample) is list and sample.count(None) == len(sample):  # empty cells (a column of messages)
+            widths.append(_width(title, []))
+        elif type(sample) is list and set(map(type, sample)) == {str} and type(title) is str:
             key = (title, tuple(sample))
             width = _TEXT_WIDTHS.get(key)
             if width is None:
