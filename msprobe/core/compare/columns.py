@@ -19,7 +19,7 @@ class NumberColumn(Sequence):
         self.values = np.asarray(values, dtype=np.float64)
         self.overrides = overrides or {}
         self._override_rows = np.array(sorted(self.overrides), dtype=np.int64)
-        cells = list(map(self.overrides.__getitem__, self._override_rows.tolist()))
+        cells = self._override_cells = list(map(self.overrides.__getitem__, self._override_rows.tolist()))
         # overrides that are finite floats (the xlsx writer formats them with the other numbers), and the
         # others (texts, None, non-finite floats ...: the odd cells a job's ranks share)
         finite = [type(c) is float and c - c == 0.0 for c in cells]
@@ -48,10 +48,12 @@ class NumberColumn(Sequence):
         return cells
 
     def overrides_between(self, start, stop):
-        """[(offset from start, cell)] of the overrides of rows start..stop, in row order."""
+        """(offsets from start, cells) of the overrides of rows start..stop, in row order."""
         rows = self._override_rows
-        found = rows[np.searchsorted(rows, start):np.searchsorted(rows, stop)].tolist()
-        return list(zip([row - start for row in found], map(self.overrides.__getitem__, found)))
+        if not start and stop >= len(self.values):
+            return rows, self._override_cells
+        first, last = np.searchsorted(rows, (start, stop)).tolist()
+        return rows[first:last] - start, self._override_cells[first:last]
 
     def __getitem__(self, index):
         if isinstance(index, slice):
@@ -59,7 +61,8 @@ class NumberColumn(Sequence):
             if step != 1:
                 return [self[i] for i in range(start, stop, step)]
             cells = self._cells(self.values[start:stop])
-            for offset, cell in self.overrides_between(start, stop):
+            offsets, overrides = self.overrides_between(start, stop)
+            for offset, cell in zip(offsets.tolist(), overrides):
                 cells[offset] = cell
             return cells
         if index < 0:

@@ -140,7 +140,7 @@ def joined_reprs(array, sep, head="", tail=""):
 
 
 def _python_ints(rows, sep, head, tail):
-    return [head + sep.join(map(str, row)) + tail for row in rows]
+    return [head + sep.join(map(str, row)) + tail for row in (rows.tolist() if hasattr(rows, "tolist") else rows)]
 
 
 def _native_ints(rows, sep, head, tail):
@@ -154,7 +154,8 @@ def _native_ints_agree():
         return False
     rows = [(0, 1, 9, 10), (99, 100, 12345, 10 ** 9), (2 ** 31, 2 ** 40, 7, 70000), (1, 0, 0, 10 ** 18)]
     try:
-        return _native_ints(rows, "|", "<", ">") == _python_ints(rows, "|", "<", ">")
+        return all(_native_ints(made, "|", "<", ">") == _python_ints(rows, "|", "<", ">")
+                   for made in (rows, np.array(rows, dtype=np.int64)))
     except Exception:  # noqa: BLE001 - any surprise from another orjson release: join in Python
         return False
 
@@ -163,7 +164,7 @@ _NATIVE_INTS: list = []  # whether _native_ints agrees, checked on first use
 
 
 def joined_ints(rows, sep, head="", tail=""):
-    """Per row of `rows` (equal-length sequences of non-negative ints, e.g. tuples): head + each value in
+    """Per row of `rows` (equal-length sequences of non-negative ints: tuples, a 2-d int64 array): head + each value in
     decimal joined by sep + tail (sep, head and tail ASCII); with orjson and the C row joining, all rows in
     two calls."""
     if not len(rows) or not len(rows[0]):

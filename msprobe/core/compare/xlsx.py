@@ -308,24 +308,52 @@ def _is_formatted_column(column):
 
 def _formatted_block(columns, start, stop, strings):
     """XML per row of a chunk of adjacent NumberColumns with one formatter (the relative errors as percent
-    texts): the formatter called once on all their values (it formats each value alone). When every cell
-    is a text, as usual, their shared strings are numbered in bulk in the order _column_cells would number
-    them (column by column) and each row's indexes written in one go; else each column as _column_cells
-    makes it."""
+    texts; the formatter makes the text of each value alone). Into a shared-string table, as usual: the
+    formatter called once per distinct text (_shared_text_block), the texts numbered in the order
+    _column_cells would number them (column by column, row by row) and each row's indexes written in one
+    go. Else, or where a cell would not be a text, each column as _column_cells makes it."""
     n, width = stop - start, len(columns)
-    cells = columns[0].formatter(np.concatenate([column.values[start:stop] for column in columns]))
-    for k, column in enumerate(columns):
-        for offset, cell in column.overrides_between(start, stop):
-            cells[k * n + offset] = cell
-    if type(strings) is _SharedStrings and set(map(type, cells)) == {str}:
-        indexes = strings.indexes(cells)
-        head, tail = strings.slot.split("{}")
-        return joined_ints(list(zip(*(indexes[k * n:(k + 1) * n] for k in range(width)))), tail + head, head, tail)
+    values = np.concatenate([column.values[start:stop] for column in columns])
+    found = [column.overrides_between(start, stop) for column in columns]
+    places = np.concatenate([offsets + k * n for k, (offsets, _) in enumerate(found)])
+    overrides = list(chain.from_iterable(cells for _, cells in found))
+    if type(strings) is _SharedStrings:
+        made = _shared_text_block(columns[0].formatter, values, places, overrides, strings)
+        if made is not None:
+            head, tail = strings.slot.split("{}")
+            return joined_ints(np.ascontiguousarray(made.reshape(width, n).T), tail + head, head, tail)
+    cells = columns[0].formatter(values)
+    for place, cell in zip(places.tolist(), overrides):
+        cells[place] = cell
     made = [_column_cells(cells[k * n:(k + 1) * n], strings) for k in range(width)]
     return list(map("".join, zip(*made)))
 
 
-_LEAD: list = []  # [(the leading text columns, their cells, the shared strings after them)] of the last sheet
+def _shared_text_block(formatter, values, places, overrides, strings):
+    """The shared-string index of each cell (the formatter's text of each value, the override at `places`),
+    or None when a cell would not be a text. Values whose text is the same by the formatter's `key` (the
+    rounded percentage: a job's relative errors are mostly 0.0%), else by their bits, are formatted once;
+    the texts go to the table in the order of their first cell."""
+    keys = formatter.key(values) if hasattr(formatter, "key") else values.copy()
+    keys[np.isnan(keys)] = np.nan  # one NaN
+    plain = np.ones(len(values), dtype=bool)
+    plain[places] = False
+    plain_places = np.flatnonzero(plain)
+    _, firsts, inverse = np.unique(keys.view(np.int64)[plain_places], return_index=True, return_inverse=True)
+    firsts = plain_places[firsts]
+    texts = formatter(values[firsts]) + overrides
+    if set(map(type, texts)) != {str}:
+        return None
+    order = np.argsort(np.concatenate([firsts, places]), kind="stable").tolist()
+    numbers = np.empty(len(texts), dtype=np.int64)
+    numbers[order] = strings.indexes([texts[i] for i in order])
+    made = np.empty(len(values), dtype=np.int64)
+    made[plain_places] = numbers[:len(firsts)][inverse]
+    made[places] = numbers[len(firsts):]
+    return made
+
+
+_LEAD: list = []  # [(the leading text columns, their rows' cells, the shared strings after them)] of the last sheet
 
 
 def _leading_text_columns(sheet, start, stop, strings):
@@ -347,11 +375,11 @@ def _lead_parts(columns, strings):
     seen = _LEAD[0] if _LEAD else None
     if seen is not None and len(seen[0]) == len(columns) and all(a == b for a, b in zip(seen[0], columns)):
         strings.restore(seen[2])
-        cells = seen[1]
-    else:
-        cells = [_column_cells(column, strings) for column in columns]
-        _LEAD[:] = [([list(column) for column in columns], cells, strings.snapshot())]
-    return [(k, k + 1, list(column_cells)) for k, column_cells in enumerate(cells)]  # copies: rows get styled
+        rows = seen[1]
+    else:  # each row's cells of these columns joined: one part
+        rows = list(map("".join, zip(*[_column_cells(column, strings) for column in columns])))
+        _LEAD[:] = [([list(column) for column in columns], rows, strings.snapshot())]
+    return [(0, len(columns), list(rows))]  # a copy: rows get styled
 
 
 def _chunk_parts(sheet, start, stop, strings):
