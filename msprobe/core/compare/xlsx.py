@@ -241,6 +241,8 @@ def _column_cells(column, strings):
         texts = float_reprs([v if type(v) is float else 0.0 for v in column] if odd else column)
         cells = ("<c><v>" + "</v></c>,<c><v>".join(texts) + "</v></c>").split(",")  # no repr holds a comma
     elif _mostly_none(column):
+        if set(map(type, column)) == {type(None)}:  # a column of messages without one in these rows
+            return ["<c/>"] * len(column)
         odd = [i for i, v in enumerate(column) if v is not None]
         cells = ["<c/>"] * len(column)
     elif set(map(type, column)) <= {str}:
@@ -511,7 +513,7 @@ def _column_widths(sheet):
             widths.append(min(_MAX_WIDTH, max(len(str(title)) + 3, _number_text_width(column) + 2, 8)))
             continue
         sample = column[:_SAMPLE_ROWS]
-        if type(sample) is list and sample.count(None) == len(sample):  # empty cells (a column of messages)
+        if type(sample) is list and set(map(type, sample)) <= {type(None)}:  # empty (a column of messages)
             widths.append(_width(title, []))
         elif type(sample) is list and set(map(type, sample)) == {str} and type(title) is str:
             key = (title, tuple(sample))
