@@ -167,7 +167,7 @@ def joined_ints(rows, sep, head="", tail=""):
     """Per row of `rows` (equal-length sequences of non-negative ints: tuples, a 2-d int64 array): head + each value in
     decimal joined by sep + tail (sep, head and tail ASCII); with orjson and the C row joining, all rows in
     two calls."""
-    if not len(rows) or not len(rows[0]):
+    if not len(rows) or not len(rows[0]) or orjson is None or _NATIVE_ROWS is None:
         return _python_ints(rows, sep, head, tail)
     if not _NATIVE_INTS:
         _NATIVE_INTS.append(_native_ints_agree())

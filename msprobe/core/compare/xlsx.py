@@ -256,13 +256,12 @@ def _column_cells(column, strings):
 
 
 _HEAD, _SEP, _TAIL = "<c><v>", "</v></c><c><v>", "</v></c>"  # the cells of a row of numbers
-_MARKER: list = []  # the cell joined_reprs makes of a NaN: where a number block's odd cells go
+_NAN = np.full((1, 1), np.nan)
 
 
 def _marker():
-    if not _MARKER:
-        _MARKER.append(joined_reprs(np.full((1, 1), np.nan), _SEP, _HEAD, _TAIL)[0])
-    return _MARKER[0]
+    """The cell joined_reprs makes of a NaN (orjson's null, repr's nan): where a number block's odd cells go."""
+    return joined_reprs(_NAN, _SEP, _HEAD, _TAIL)[0]
 
 
 def _odd_cells(values, strings):
