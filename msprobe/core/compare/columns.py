@@ -13,7 +13,9 @@ __all__ = ["NumberColumn"]
 class NumberColumn(Sequence):
     """Cells of `values` (float64 array): a float per finite value, its text otherwise, `overrides`
     {row: cell} for rows that hold something else. `formatter(array) -> list of cells` replaces the
-    default rendering of a slice (e.g. percentages)."""
+    default rendering of a slice (e.g. percentages); each cell must depend on its value alone (the xlsx
+    writer formats adjacent columns with one formatter in one call, and may format each distinct value,
+    or each distinct `formatter.key(values)` where the formatter has one, once)."""
 
     def __init__(self, values, overrides=None, formatter=None):
         self.values = np.asarray(values, dtype=np.float64)

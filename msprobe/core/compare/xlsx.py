@@ -342,7 +342,7 @@ def _shared_text_block(formatter, values, places, overrides, strings):
     plain_places = np.flatnonzero(plain)
     _, firsts, inverse = np.unique(keys.view(np.int64)[plain_places], return_index=True, return_inverse=True)
     firsts = plain_places[firsts]
-    texts = formatter(values[firsts]) + overrides
+    texts = list(formatter(values[firsts])) + overrides
     if set(map(type, texts)) != {str}:
         return None
     order = np.argsort(np.concatenate([firsts, places]), kind="stable").tolist()
