@@ -13,16 +13,22 @@ __all__ = ["NumberColumn"]
 class NumberColumn(Sequence):
     """Cells of `values` (float64 array): a float per finite value, its text otherwise, `overrides`
     {row: cell} for rows that hold something else. `formatter(array) -> list of cells` replaces the
-    default rendering of a slice (e.g. percentages)."""
+    default rendering of a slice (e.g. percentages); each cell must depend on its value alone (the xlsx
+    writer formats adjacent columns with one formatter in one call, and may format each distinct value,
+    or each distinct `formatter.key(values)` where the formatter has one, once)."""
 
     def __init__(self, values, overrides=None, formatter=None):
         self.values = np.asarray(values, dtype=np.float64)
         self.overrides = overrides or {}
         self._override_rows = np.array(sorted(self.overrides), dtype=np.int64)
-        cells = list(map(self.overrides.__getitem__, self._override_rows.tolist()))
-        # overrides that are finite floats: the xlsx writer formats them with the other numbers
-        self._float_overrides = np.array([type(c) is float and c - c == 0.0 for c in cells], dtype=bool)
-        self._override_floats = np.array([c if f else 0.0 for c, f in zip(cells, self._float_overrides)], np.float64)
+        cells = self._override_cells = list(map(self.overrides.__getitem__, self._override_rows.tolist()))
+        # overrides that are finite floats (the xlsx writer formats them with the other numbers), and the
+        # others (texts, None, non-finite floats ...: the odd cells a job's ranks share)
+        finite = [type(c) is float and c - c == 0.0 for c in cells]
+        self._float_rows = self._override_rows[np.array(finite, dtype=bool)]
+        self._float_cells = np.array([c for c, f in zip(cells, finite) if f], dtype=np.float64)
+        self._other_rows = self._override_rows[~np.array(finite, dtype=bool)]
+        self._other_cells = [c for c, f in zip(cells, finite) if not f]
         self.formatter = formatter
 
     def __len__(self):
@@ -43,15 +49,23 @@ class NumberColumn(Sequence):
             cells[i] = str(cells[i])
         return cells
 
+    def overrides_between(self, start, stop):
+        """(offsets from start, cells) of the overrides of rows start..stop, in row order."""
+        rows = self._override_rows
+        if not start and stop >= len(self.values):
+            return rows, self._override_cells
+        first, last = np.searchsorted(rows, (start, stop)).tolist()
+        return rows[first:last] - start, self._override_cells[first:last]
+
     def __getitem__(self, index):
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self.values))
             if step != 1:
                 return [self[i] for i in range(start, stop, step)]
             cells = self._cells(self.values[start:stop])
-            rows = self._override_rows
-            for row in rows[np.searchsorted(rows, start):np.searchsorted(rows, stop)].tolist():
-                cells[row - start] = self.overrides[row]
+            offsets, overrides = self.overrides_between(start, stop)
+            for offset, cell in zip(offsets.tolist(), overrides):
+                cells[offset] = cell
             return cells
         if index < 0:
             index += len(self.values)
@@ -59,23 +73,30 @@ class NumberColumn(Sequence):
             return self.overrides[index]
         return self._cells(self.values[index:index + 1])[0]
 
-    def block(self, start, stop):
-        """(values, odd) of rows start..stop for the xlsx writer: the float64 values with the overrides that
-        are finite floats put in, and {offset: cell} of the cells that are not a finite float (the text of
-        a NaN or an infinity, every other override), found with numpy so the writer need not look at every
-        cell. None with a formatter (any cell may be text)."""
-        if self.formatter is not None:
-            return None
+    def odd_block(self, start, stop):
+        """(values, rows, cells) of rows start..stop for the xlsx writer: the float64 values with the overrides
+        that are finite floats put in and NaN in every row whose cell is not a finite float, those rows (offsets
+        from start, ascending) and their cells (the text of a NaN or an infinity, any other override as it is).
+        Only the few rows holding a non-finite value are looked at one by one."""
         values = self.values[start:stop].copy()
-        lo, hi = np.searchsorted(self._override_rows, [start, stop])
-        rows, floats = self._override_rows[lo:hi] - start, self._float_overrides[lo:hi]
-        values[rows[floats]] = self._override_floats[lo:hi][floats]
+        floats, odd, cells = self._float_rows, self._other_rows, self._other_cells
+        if start or stop < len(self.values):
+            first, last = np.searchsorted(floats, (start, stop)).tolist()
+            values[floats[first:last] - start] = self._float_cells[first:last]
+            first, last = np.searchsorted(odd, (start, stop)).tolist()
+            odd, cells = odd[first:last] - start, cells[first:last]
+        elif len(floats):
+            values[floats] = self._float_cells
+        values[odd] = np.nan
         nonfinite = ~np.isfinite(values)
-        nonfinite[rows] = False
-        odd = {i: str(v) for i, v in zip(np.flatnonzero(nonfinite).tolist(), values[nonfinite].tolist())}
-        others = rows[~floats]
-        odd.update(zip(others.tolist(), map(self.overrides.__getitem__, (others + start).tolist())))
-        return values, odd
+        if np.count_nonzero(nonfinite) > len(odd):  # a NaN or an infinity that is no override: its text too
+            nonfinite[odd] = False
+            bad = np.flatnonzero(nonfinite)
+            merged = list(zip(odd.tolist(), cells)) + list(zip(bad.tolist(), map(str, values[bad].tolist())))
+            merged.sort(key=lambda item: item[0])
+            odd, cells = np.array([row for row, _ in merged], dtype=np.int64), [cell for _, cell in merged]
+            values[bad] = np.nan
+        return values, odd, cells
 
     def __iter__(self):
         for start in range(0, len(self.values), 4096):

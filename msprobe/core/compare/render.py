@@ -194,13 +194,29 @@ def _summary_columns(records, side, stats):
     return [_float_cells(stats[:, k], kinds, lambda i: values[i], absent[:, k]) for k in range(4)]
 
 
-def _percent(values):
-    """Relative errors as the reference shows them: '12.345678%' (6 decimals, trailing zeros dropped)."""
-    rounded = np.round(values * 100, 6)
-    cells = joined_reprs(rounded.reshape(-1, 1), "", "", "%") if len(rounded) else []
-    for i in np.flatnonzero(~np.isfinite(rounded)).tolist():
-        cells[i] = NA if np.isnan(values[i]) else f"{float(rounded[i])}%"
-    return cells
+class _Percent:
+    """Relative errors as the reference shows them: '12.345678%' (6 decimals, trailing zeros dropped), N/A
+    for NaN. A NumberColumn formatter; `key` gives what the text is made of (the rounded percentage), so
+    the xlsx writer formats each distinct one once."""
+
+    @staticmethod
+    def key(values):
+        return np.round(values * 100, 6)
+
+    def __call__(self, values):
+        rounded = self.key(values)
+        cells = joined_reprs(rounded.reshape(-1, 1), "", "", "%") if len(rounded) else []
+        odd = ~np.isfinite(rounded)
+        if odd.any():  # NaN shows N/A, an infinity (or a value whose percentage overflows) 'inf%'
+            nan = np.isnan(rounded)
+            for i in np.flatnonzero(nan).tolist():
+                cells[i] = NA
+            for i in np.flatnonzero(odd & ~nan).tolist():
+                cells[i] = f"{float(rounded[i])}%"
+        return cells
+
+
+_percent = _Percent()
 
 
 def _statistics_cells(records):

@@ -8,11 +8,11 @@ one call. The output opens in Excel/LibreOffice and reads back with openpyxl (te
 """
 import os
 import re
-from itertools import chain, repeat
+from itertools import chain, islice, repeat
 
 import numpy as np
 
-from msprobe.core.compare.float_text import float_reprs, joined_reprs
+from msprobe.core.compare.float_text import float_reprs, joined_ints, joined_reprs
 from msprobe.core.compare.zipwrite import ZipWriter
 from msprobe.core.paths import FILE_MODE
 
@@ -187,6 +187,17 @@ class _SharedStrings(_InlineStrings):
             self.texts.extend(_escape_all(fresh))
         return list(map(self.__getitem__, values))
 
+    def indexes(self, values):
+        """The index of each of the texts `values`, new ones numbered in the order they first appear (as
+        cell() on each in turn would number them), in bulk."""
+        distinct = list(dict.fromkeys(values))
+        known = self.keys() & distinct
+        fresh = [value for value in distinct if value not in known] if known else distinct
+        if fresh:
+            self.update(zip(fresh, range(len(self.texts), len(self.texts) + len(fresh))))
+            self.texts.extend(_escape_all(fresh))
+        return list(map(self.__getitem__, values))
+
     def trim(self):
         if len(self.cells) > 200000:
             self.cells.clear()  # the indexes must stay valid until the table is written: kept
@@ -230,6 +241,8 @@ def _column_cells(column, strings):
         texts = float_reprs([v if type(v) is float else 0.0 for v in column] if odd else column)
         cells = ("<c><v>" + "</v></c>,<c><v>".join(texts) + "</v></c>").split(",")  # no repr holds a comma
     elif _mostly_none(column):
+        if set(map(type, column)) == {type(None)}:  # a column of messages without one in these rows
+            return ["<c/>"] * len(column)
         odd = [i for i, v in enumerate(column) if v is not None]
         cells = ["<c/>"] * len(column)
     elif set(map(type, column)) <= {str}:
@@ -242,38 +255,106 @@ def _column_cells(column, strings):
     return cells
 
 
+_HEAD, _SEP, _TAIL = "<c><v>", "</v></c><c><v>", "</v></c>"  # the cells of a row of numbers
+_NAN = np.full((1, 1), np.nan)
+
+
+def _marker():
+    """The cell joined_reprs makes of a NaN (orjson's null, repr's nan): where a number block's odd cells go."""
+    return joined_reprs(_NAN, _SEP, _HEAD, _TAIL)[0]
+
+
+def _odd_cells(values, strings):
+    """_cell of each value; the texts' shared strings made in bulk (in order: the same numbering)."""
+    texts = [value for value in values if type(value) is str]
+    if len(texts) == len(values):
+        return strings.column_cells(values)
+    made = iter(strings.column_cells(texts))
+    return [next(made) if type(value) is str else _cell(value, strings) for value in values]
+
+
 def _number_block(columns, start, stop, strings):
     """XML of the cells of adjacent number columns (NumberColumn) for each row of a chunk, one text a row:
-    the numbers of all rows formatted in one call (float_text.joined_reprs), then the rows holding an odd
-    cell (a NaN, a text) made cell by cell."""
-    blocks = [column.block(start, stop) for column in columns]
-    values = np.stack([block[0] for block in blocks], axis=1)
-    odd = [block[1] for block in blocks]
-    rows = joined_reprs(values, "</v></c><c><v>", "<c><v>", "</v></c>")
-    odd_rows = sorted(set().union(*odd))
-    if not odd_rows:
+    the numbers of all rows formatted in one call (float_text.joined_reprs), a NaN in each cell that is not
+    a finite float; then those cells (a text, the text of a NaN) put in its place, row by row, their shared
+    strings numbered in row order."""
+    blocks = [column.odd_block(start, stop) for column in columns]
+    rows = joined_reprs(np.stack([values for values, _, _ in blocks], axis=1), _SEP, _HEAD, _TAIL)
+    if not any(len(odd) for _, odd, _ in blocks):
         return rows
-    # the odd rows' cells column by column: the numbers in bulk, then each odd cell put in (row by row, so
-    # that new shared strings are numbered as before)
-    texts = float_reprs(values[odd_rows].ravel())
-    width = len(odd)
-    columns = [("<c><v>" + "</v></c>\x01<c><v>".join(texts[k::width]) + "</v></c>").split("\x01")
-               for k in range(width)]
-    for n, i in enumerate(odd_rows):
-        for cells, column in zip(odd, columns):
-            if i in cells:
-                value = cells[i]
-                column[n] = strings.cell(value) if type(value) is str else _cell(value, strings)
-    for i, parts in zip(odd_rows, zip(*columns)):
-        rows[i] = "".join(parts)
+    width = len(blocks)
+    places = np.concatenate([odd * width + k for k, (_, odd, _) in enumerate(blocks)])
+    order = np.argsort(places, kind="stable").tolist()  # row by row, then column by column
+    values = list(chain.from_iterable(cells for _, _, cells in blocks))
+    cells = _odd_cells(list(map(values.__getitem__, order)), strings)
+    odd_rows = places[order] // width
+    firsts = np.flatnonzero(np.diff(odd_rows, prepend=-1))  # where each row's odd cells start
+    bounds = firsts.tolist() + [len(cells)]
+    marker = _marker()
+    for row, first, end in zip(odd_rows[firsts].tolist(), bounds, bounds[1:]):
+        if end - first == width:  # no number in the row (a row of texts, as a non-tensor row's)
+            rows[row] = "".join(cells[first:end])
+        else:  # the NaN cells replaced in column order (numbers hold no brace)
+            rows[row] = rows[row].replace(marker, "{}").format(*cells[first:end])
     return rows
 
 
 def _is_number_column(column):
-    return getattr(column, "formatter", True) is None and hasattr(column, "block")
+    return getattr(column, "formatter", True) is None and hasattr(column, "odd_block")
 
 
-_LEAD: list = []  # [(the leading text columns, their cells, the shared strings after them)] of the last sheet
+def _is_formatted_column(column):
+    return getattr(column, "formatter", None) is not None and hasattr(column, "odd_block")
+
+
+def _formatted_block(columns, start, stop, strings):
+    """XML per row of a chunk of adjacent NumberColumns with one formatter (the relative errors as percent
+    texts; the formatter makes the text of each value alone). Into a shared-string table, as usual: the
+    formatter called once per distinct text (_shared_text_block), the texts numbered in the order
+    _column_cells would number them (column by column, row by row) and each row's indexes written in one
+    go. Else, or where a cell would not be a text, each column as _column_cells makes it."""
+    n, width = stop - start, len(columns)
+    values = np.concatenate([column.values[start:stop] for column in columns])
+    found = [column.overrides_between(start, stop) for column in columns]
+    places = np.concatenate([offsets + k * n for k, (offsets, _) in enumerate(found)])
+    overrides = list(chain.from_iterable(cells for _, cells in found))
+    if type(strings) is _SharedStrings:
+        made = _shared_text_block(columns[0].formatter, values, places, overrides, strings)
+        if made is not None:
+            head, tail = strings.slot.split("{}")
+            return joined_ints(np.ascontiguousarray(made.reshape(width, n).T), tail + head, head, tail)
+    cells = columns[0].formatter(values)
+    for place, cell in zip(places.tolist(), overrides):
+        cells[place] = cell
+    made = [_column_cells(cells[k * n:(k + 1) * n], strings) for k in range(width)]
+    return list(map("".join, zip(*made)))
+
+
+def _shared_text_block(formatter, values, places, overrides, strings):
+    """The shared-string index of each cell (the formatter's text of each value, the override at `places`),
+    or None when a cell would not be a text. Values whose text is the same by the formatter's `key` (the
+    rounded percentage: a job's relative errors are mostly 0.0%), else by their bits, are formatted once;
+    the texts go to the table in the order of their first cell."""
+    keys = formatter.key(values) if hasattr(formatter, "key") else values.copy()
+    keys[np.isnan(keys)] = np.nan  # one NaN
+    plain = np.ones(len(values), dtype=bool)
+    plain[places] = False
+    plain_places = np.flatnonzero(plain)
+    _, firsts, inverse = np.unique(keys.view(np.int64)[plain_places], return_index=True, return_inverse=True)
+    firsts = plain_places[firsts]
+    texts = list(formatter(values[firsts])) + overrides
+    if set(map(type, texts)) != {str}:
+        return None
+    order = np.argsort(np.concatenate([firsts, places]), kind="stable").tolist()
+    numbers = np.empty(len(texts), dtype=np.int64)
+    numbers[order] = strings.indexes([texts[i] for i in order])
+    made = np.empty(len(values), dtype=np.int64)
+    made[plain_places] = numbers[:len(firsts)][inverse]
+    made[places] = numbers[len(firsts):]
+    return made
+
+
+_LEAD: list = []  # [(the leading text columns, their rows' cells, the shared strings after them)] of the last sheet
 
 
 def _leading_text_columns(sheet, start, stop, strings):
@@ -295,16 +376,17 @@ def _lead_parts(columns, strings):
     seen = _LEAD[0] if _LEAD else None
     if seen is not None and len(seen[0]) == len(columns) and all(a == b for a, b in zip(seen[0], columns)):
         strings.restore(seen[2])
-        cells = seen[1]
-    else:
-        cells = [_column_cells(column, strings) for column in columns]
-        _LEAD[:] = [([list(column) for column in columns], cells, strings.snapshot())]
-    return [(k, k + 1, list(column_cells)) for k, column_cells in enumerate(cells)]  # copies: rows get styled
+        rows = seen[1]
+    else:  # each row's cells of these columns joined: one part
+        rows = list(map("".join, zip(*[_column_cells(column, strings) for column in columns])))
+        _LEAD[:] = [([list(column) for column in columns], rows, strings.snapshot())]
+    return [(0, len(columns), list(rows))]  # a copy: rows get styled
 
 
 def _chunk_parts(sheet, start, stop, strings):
     """[(first column, last column + 1, XML per row of those columns' cells)] covering every column:
-    runs of adjacent number columns as one part (_number_block), every other column alone."""
+    runs of adjacent number columns as one part (_number_block), likewise runs of number columns with one
+    formatter (_formatted_block), every other column alone."""
     parts, columns, k = [], sheet.columns, 0
     lead = _leading_text_columns(sheet, start, stop, strings)
     if lead:
@@ -315,13 +397,24 @@ def _chunk_parts(sheet, start, stop, strings):
             while end < len(columns) and _is_number_column(columns[end]):
                 end += 1
             parts.append((k, end, _number_block(columns[k:end], start, stop, strings)))
+        elif _is_formatted_column(columns[k]):
+            formatter = columns[k].formatter
+            while end < len(columns) and _is_formatted_column(columns[end]) and columns[end].formatter is formatter:
+                end += 1
+            parts.append((k, end, _formatted_block(columns[k:end], start, stop, strings)))
         else:
             parts.append((k, end, _column_cells(columns[k][start:stop], strings)))
         k = end
     return parts
 
 
+_PIECE_ROWS = 128  # rows joined and encoded at a time: ~100 kB texts, made in memory the allocator reuses
+
+
 def _chunk_xml(sheet, start, strings):
+    """XML bytes of the rows of a chunk, in pieces of _PIECE_ROWS rows: one text of a whole chunk (MBs) is
+    memory fresh from the system for every chunk (its pages faulted in: ~0.6 ms a MB here, as much as the
+    joining), the pieces are made in the same few blocks again and again and are deflated while in cache."""
     stop = min(len(sheet.columns[0]), start + _CHUNK_ROWS)
     parts = _chunk_parts(sheet, start, stop, strings)
     styles = sheet.row_styles
@@ -333,7 +426,8 @@ def _chunk_xml(sheet, start, strings):
                 cells[row] = "".join(styled[first:end])
     strings.trim()
     rows = zip(repeat("<row>"), *(cells for _, _, cells in parts), repeat("</row>"))
-    return "".join(chain.from_iterable(rows)).encode("utf-8")
+    return ["".join(chain.from_iterable(islice(rows, _PIECE_ROWS))).encode("utf-8")
+            for _ in range(0, stop - start, _PIECE_ROWS)]
 
 
 _FORKED_SHEET: list = []  # the sheet being written, visible to forked render workers without pickling
@@ -344,7 +438,7 @@ def _render_chunk_in_worker(start):
 
 
 def _chunks(sheet, strings):
-    """XML bytes of each chunk of rows, in order; big sheets are rendered by two forked workers (with
+    """XML of each chunk of rows (a list of bytes), in order; big sheets are rendered by two forked workers (with
     inline strings: a worker cannot add to the parent's shared-string table)."""
     rows = len(sheet.columns[0]) if sheet.columns else 0
     starts = range(0, rows, _CHUNK_ROWS)
@@ -398,12 +492,29 @@ def _width(title, sample):
     return min(_MAX_WIDTH, max(len(str(title)) + 3, _text_width(sample) + 2, 8))
 
 
+def _number_text_width(column):
+    """_text_width of the first rows of a NumberColumn without a formatter, from its numbers' reprs made in
+    one call and the text of its few other cells."""
+    values, _, cells = column.odd_block(0, min(len(column), _SAMPLE_ROWS))
+    numbers = values[np.isfinite(values)]  # the odd cells hold NaN here
+    number = min(12, max(map(len, float_reprs(numbers)))) if len(numbers) else 0
+    texts = [str(cell) for cell in cells if cell is not None]
+    if "\n" in "".join(texts):
+        texts = [text.split("\n", 1)[0] for text in texts]
+    return max(number, max(map(len, texts), default=0))
+
+
 def _column_widths(sheet):
     """Width per column from the title and the first rows' text (a sample: sizing must stay cheap)."""
     widths = []
     for title, column in zip(sheet.header, sheet.columns):
+        if _is_number_column(column):
+            widths.append(min(_MAX_WIDTH, max(len(str(title)) + 3, _number_text_width(column) + 2, 8)))
+            continue
         sample = column[:_SAMPLE_ROWS]
-        if type(sample) is list and set(map(type, sample)) == {str} and type(title) is str:
+        if type(sample) is list and set(map(type, sample)) <= {type(None)}:  # empty (a column of messages)
+            widths.append(_width(title, []))
+        elif type(sample) is list and set(map(type, sample)) == {str} and type(title) is str:
             key = (title, tuple(sample))
             width = _TEXT_WIDTHS.get(key)
             if width is None:
@@ -443,8 +554,9 @@ def _write_sheet(stream, sheet, strings):
 
     rows = len(sheet.columns[0]) if sheet.columns else 0
     with tqdm(total=rows, desc="write xlsx", unit="row", disable=rows < 50000) as progress:
-        for data in _chunks(sheet, strings):
-            stream.write(data)
+        for pieces in _chunks(sheet, strings):
+            for data in pieces:
+                stream.write(data)
             progress.update(min(_CHUNK_ROWS, rows - progress.n))
     stream.write(_sheet_tail(sheet).encode("utf-8"))
 
