@@ -492,12 +492,21 @@ def _width(title, sample):
     return min(_MAX_WIDTH, max(len(str(title)) + 3, _text_width(sample) + 2, 8))
 
 
+_FIRST_REPRS = 8
+
+
 def _number_text_width(column):
     """_text_width of the first rows of a NumberColumn without a formatter, from its numbers' reprs made in
     one call and the text of its few other cells."""
     values, _, cells = column.odd_block(0, min(len(column), _SAMPLE_ROWS))
-    numbers = values[np.isfinite(values)]  # the odd cells hold NaN here
-    number = min(12, max(map(len, float_reprs(numbers)))) if len(numbers) else 0
+    numbers = values[np.isfinite(values)].tolist()  # the odd cells hold NaN here
+    number = 0
+    for text in map(repr, numbers[:_FIRST_REPRS]):  # most columns meet a long repr (the cap, 12) at once
+        number = max(number, min(len(text), 12))
+        if number == 12:
+            break
+    if number < 12 and len(numbers) > _FIRST_REPRS:
+        number = min(12, max(number, max(map(len, float_reprs(numbers[_FIRST_REPRS:])))))
     texts = [str(cell) for cell in cells if cell is not None]
     if "\n" in "".join(texts):
         texts = [text.split("\n", 1)[0] for text in texts]
