@@ -120,18 +120,18 @@ class DumpTemplates:
         load_dump does), parse_strict(text) reads a text with orjson alone (raising what it raises)."""
         if orjson is None or b"\\" in data:
             return parse_table(data)
-        head = data[:65536]  # the writer's way, from the first keys
-        separator = b'": ' if head.count(b'": ') * 2 > head.count(b'":') else b'":'
-        parts = None
+        separator = parts = None
         for template in self.templates:
-            if _NATIVE_FILL is not None:
+            if _NATIVE_FILL is not None:  # the separator is in the segments
                 stat_text = _NATIVE_FILL(data, template.segments)
             else:
+                separator = separator or _separator(data)
                 parts = parts or split_numbers(data, separator)
                 stat_text = _stat_text(template, separator, parts[0::2], parts[1::2])
             table = None if stat_text is None else self._fill(template, path, stat_text)
             if table is not None:
                 return table
+        separator = separator or _separator(data)
         parts = parts or split_numbers(data, separator)
         skeleton, numbers = parts[0::2], parts[1::2]
         table = parse_table(data)
@@ -195,6 +195,12 @@ class DumpTemplates:
             return None
         table.structure = next(_STRUCTURES)
         return _Template(separator, skeleton, numbers, stat_slots, cells, table, real.copy())
+
+
+def _separator(data):
+    """The writer's way of separating a key from its value, judged from the first keys."""
+    head = data[:65536]
+    return b'": ' if head.count(b'": ') * 2 > head.count(b'":') else b'":'
 
 
 def _stat_text(template, separator, skeleton, numbers):
