@@ -872,6 +872,20 @@ GATHER_ROW(gather_row2, 2)
 GATHER_ROW(gather_row4, 4)
 GATHER_ROW(gather_row8, 8)
 
+/* the next position of an odometer over dimensions 0..last of `view` (index per dimension, *src its address): 1, or 0
+ * once every position has been visited (index and *src back at the start) */
+static int odometer_next(const view_t *view, Py_ssize_t last, Py_ssize_t *index, const uint8_t **src)
+{
+    for (Py_ssize_t d = last; d >= 0; d--) {
+        *src += view->strides[d];
+        if (++index[d] < view->sizes[d])
+            return 1;
+        *src -= view->strides[d] * view->sizes[d];
+        index[d] = 0;
+    }
+    return 0;
+}
+
 /* A transposed view's rows walk its memory a column at a time: one cache line (and soon one page) per element,
  * 0.4 GB/s here for a 1024 x 1024 float32 weight's transpose. Where the second-last dimension is the denser one,
  * the last two are copied in tiles instead: 256 bytes along the dense dimension (four cache lines) by 8 elements
@@ -918,15 +932,7 @@ static void gather_planes(const view_t *view, uint8_t *dst)
     for (;;) {
         tiled(dst, src, rows, cols, row_step, col_step, itemsize);
         dst += plane;
-        Py_ssize_t d = ndim - 3;
-        for (; d >= 0; d--) {
-            src += view->strides[d];
-            if (++index[d] < view->sizes[d])
-                break;
-            src -= view->strides[d] * view->sizes[d];
-            index[d] = 0;
-        }
-        if (d < 0)
+        if (!odometer_next(view, ndim - 3, index, &src))
             return;
     }
 }
@@ -961,15 +967,7 @@ static void gather(const view_t *view, uint8_t *dst)
                 memcpy(dst + i * itemsize, src + i * step, (size_t)itemsize);
         }
         dst += row;
-        Py_ssize_t d = ndim - 2;  /* the odometer over the outer dimensions */
-        for (; d >= 0; d--) {
-            src += view->strides[d];
-            if (++index[d] < view->sizes[d])
-                break;
-            src -= view->strides[d] * view->sizes[d];
-            index[d] = 0;
-        }
-        if (d < 0)
+        if (!odometer_next(view, ndim - 2, index, &src))  /* the outer dimensions */
             return;
     }
 }
@@ -1089,15 +1087,7 @@ static int fingerprint_view(const view_t *view, uint64_t *x_out, uint64_t *s_out
             gather(&part, stream.buffer + stream.fill);
             stream.fill += bytes;
         }
-        Py_ssize_t d = outer - 1;
-        for (; d >= 0; d--) {
-            src += view->strides[d];
-            if (++index[d] < view->sizes[d])
-                break;
-            src -= view->strides[d] * view->sizes[d];
-            index[d] = 0;
-        }
-        if (d < 0)
+        if (!odometer_next(view, outer - 1, index, &src))
             break;
     }
     stream_sum(&stream);
