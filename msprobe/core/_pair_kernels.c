@@ -362,6 +362,18 @@ static PyObject *json_floats_as_repr(PyObject *Py_UNUSED(self), PyObject *arg)
 static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
 static inline int is_number_byte(char c) { return is_digit(c) || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'; }
 
+/* the end of the number token (-?[0-9][0-9.eE+-]*, as long as it runs) starting at data[at], or -1 where none does */
+static Py_ssize_t number_end(const char *data, Py_ssize_t at, Py_ssize_t n)
+{
+    if (at < n && data[at] == '-')
+        at++;
+    if (at >= n || !is_digit(data[at]))
+        return -1;
+    while (++at < n && is_number_byte(data[at]))
+        ;
+    return at;
+}
+
 static int append_bytes(PyObject *list, const char *start, Py_ssize_t size)
 {
     PyObject *piece = PyBytes_FromStringAndSize(start, size);
@@ -399,16 +411,11 @@ static PyObject *split_value_numbers(PyObject *Py_UNUSED(self), PyObject *const 
             i++;
             continue;
         }
-        Py_ssize_t start = i + k, at = start;
-        if (at < n && data[at] == '-')
-            at++;
-        if (at >= n || !is_digit(data[at])) {
+        Py_ssize_t start = i + k, end = number_end(data, start, n);
+        if (end < 0) {
             i++;
             continue;
         }
-        Py_ssize_t end = at + 1;
-        while (end < n && is_number_byte(data[end]))
-            end++;
         if (append_bytes(parts, data + piece, i - piece) < 0 || append_bytes(parts, data + start, end - start) < 0) {
             Py_DECREF(parts);
             return NULL;
@@ -465,12 +472,8 @@ static PyObject *fill_numbers(PyObject *Py_UNUSED(self), PyObject *const *args, 
         if (j == count - 1)
             break;
         Py_ssize_t start = pos;
-        if (pos < n && data[pos] == '-')
-            pos++;
-        if (pos >= n || !is_digit(data[pos]))
+        if ((pos = number_end(data, start, n)) < 0)
             goto mismatch;
-        while (++pos < n && is_number_byte(data[pos]))
-            ;
         if (pos - start + 2 > limit - w)  /* more token bytes than the segments leave: cannot match */
             goto mismatch;
         memcpy(w, data + start, (size_t)(pos - start));
