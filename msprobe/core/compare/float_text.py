@@ -138,7 +138,6 @@ def joined_reprs(array, sep, head="", tail=""):
     return _orjson_joined(array, sep, head, tail) if _fast() else _repr_joined(array, sep, head, tail)
 
 
-
 def _python_ints(rows, sep, head, tail):
     return [head + sep.join(map(str, row)) + tail for row in (rows.tolist() if hasattr(rows, "tolist") else rows)]
 

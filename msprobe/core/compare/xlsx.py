@@ -190,12 +190,7 @@ class _SharedStrings(_InlineStrings):
     def indexes(self, values):
         """The index of each of the texts `values`, new ones numbered in the order they first appear (as
         cell() on each in turn would number them), in bulk."""
-        distinct = list(dict.fromkeys(values))
-        known = self.keys() & distinct
-        fresh = [value for value in distinct if value not in known] if known else distinct
-        if fresh:
-            self.update(zip(fresh, range(len(self.texts), len(self.texts) + len(fresh))))
-            self.texts.extend(_escape_all(fresh))
+        self.fields(list(dict.fromkeys(values)))
         return list(map(self.__getitem__, values))
 
     def trim(self):
@@ -468,6 +463,9 @@ _SAMPLE_ROWS = 200
 _MAX_WIDTH = 60
 
 
+_FIRST_REPRS = 8
+
+
 def _text_width(sample):
     """Width of the longest first line of a sample of cells (floats count their repr, at most 12)."""
     if set(map(type, sample)) <= {str}:
@@ -476,10 +474,12 @@ def _text_width(sample):
         floats = [v for v in sample if type(v) is float and v - v == 0.0]
         texts = [str(v) for v in sample if v is not None and _is_odd_number(v)]  # the str of nan is its repr
     number = 0
-    for text in map(repr, floats):  # a number counts at most 12: the first long repr ends the scan
+    for text in map(repr, floats[:_FIRST_REPRS]):  # a number counts at most 12: most columns meet it at once
         number = max(number, min(len(text), 12))
         if number == 12:
             break
+    if number < 12 and len(floats) > _FIRST_REPRS:  # the rest in one call
+        number = min(12, max(number, max(map(len, float_reprs(floats[_FIRST_REPRS:])))))
     if "\n" in "".join(texts):
         texts = [t.split("\n", 1)[0] for t in texts]
     return max(number, max(map(len, texts), default=0))
@@ -492,25 +492,11 @@ def _width(title, sample):
     return min(_MAX_WIDTH, max(len(str(title)) + 3, _text_width(sample) + 2, 8))
 
 
-_FIRST_REPRS = 8
-
-
 def _number_text_width(column):
-    """_text_width of the first rows of a NumberColumn without a formatter, from its numbers' reprs made in
-    one call and the text of its few other cells."""
+    """_text_width of the first rows of a NumberColumn without a formatter: its finite numbers and its few
+    other cells."""
     values, _, cells = column.odd_block(0, min(len(column), _SAMPLE_ROWS))
-    numbers = values[np.isfinite(values)].tolist()  # the odd cells hold NaN here
-    number = 0
-    for text in map(repr, numbers[:_FIRST_REPRS]):  # most columns meet a long repr (the cap, 12) at once
-        number = max(number, min(len(text), 12))
-        if number == 12:
-            break
-    if number < 12 and len(numbers) > _FIRST_REPRS:
-        number = min(12, max(number, max(map(len, float_reprs(numbers[_FIRST_REPRS:])))))
-    texts = [str(cell) for cell in cells if cell is not None]
-    if "\n" in "".join(texts):
-        texts = [text.split("\n", 1)[0] for text in texts]
-    return max(number, max(map(len, texts), default=0))
+    return _text_width(values[np.isfinite(values)].tolist() + list(cells))  # the odd cells hold NaN in values
 
 
 def _column_widths(sheet):
