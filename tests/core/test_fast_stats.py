@@ -238,6 +238,72 @@ def test_long_buffers_give_the_same_bits_on_any_thread_count():
         _fast_stats.threads(before[0], before[1])
 
 
+def _reference_fingerprint(array):
+    """stats.fingerprint_pair (the numpy definition) of the buffer's bytes, the tail zero-padded."""
+    from msprobe.core.dump.stats import fingerprint_pair, format_fingerprint
+
+    raw = np.frombuffer(np.ascontiguousarray(array).tobytes(), dtype=np.uint8)
+    raw = np.concatenate([raw, np.zeros(-raw.size % 8, dtype=np.uint8)])
+    return format_fingerprint(*fingerprint_pair(raw.view("<u8")))
+
+
+def _digest_buffers():
+    """float32 / float16 / bfloat16 / float64 buffers of lengths around the one-pass part (16 blocks of 256) and the
+    round of 16, long enough for the pool, with a NaN, an infinity, signed zeros."""
+    rng = np.random.default_rng(11)
+    for count in (1, 17, 4095, 4096, 4097, 4111, 8192 + 9, 65_536 + 3, 131_072, 300_007):
+        base = (rng.standard_normal(count) * 5).astype(np.float32)
+        special = base.copy()
+        special[count // 2] = np.nan if count > 1 else special[0]
+        special[count // 3] = np.inf
+        zeros = np.zeros(count, np.float32)
+        zeros[::3] = -0.0
+        for array in (base, special, zeros):
+            yield 4, array
+            yield native.FLOAT16, array.astype(np.float16)
+            yield native.BFLOAT16, (array.view(np.uint32) >> 16).astype(np.uint16)
+            yield 8, array.astype(np.float64)
+
+
+def test_one_pass_digest_equals_the_statistics_kernel_and_the_fingerprint_definition():
+    # stats_fingerprint reads a long buffer once (each 16 KB part fingerprinted after its statistics); its values
+    # must be float_stats' bit for bit and the numpy definition's fingerprint, on one thread and on the pool
+    from msprobe.core.dump import _fast_stats
+
+    before = _fast_stats.threads(1, 65536)
+    try:
+        for threads in (1, 2):
+            _fast_stats.threads(threads)
+            for kind, array in _digest_buffers():
+                stats, text = native.stats_fingerprint(array.ctypes.data, array.size, kind)
+                expected = native.float_stats(array.ctypes.data, array.size, kind, None)
+                assert struct.pack("<4d", *stats) == struct.pack("<4d", *expected), (kind, array.size, threads)
+                assert text == _reference_fingerprint(array), (kind, array.size, threads)
+    finally:
+        _fast_stats.threads(before[0], before[1])
+    with pytest.raises(ValueError):
+        native.stats_fingerprint(0, 4, 4)
+    with pytest.raises(ValueError):
+        native.stats_fingerprint(np.zeros(4, np.float32).ctypes.data, 4, 3)
+
+
+def test_one_pass_digest_of_the_portable_loops_equals_the_simd_one(portable_and_simd_rows):
+    # without AVX2 the two kernels run one after the other: the same fingerprint, statistics within rounding
+    script = (
+        "import json, numpy as np\n"
+        "from msprobe.core.dump import _fast_stats as f\n"
+        "rows = []\n"
+        "for count in (5, 4097, 70_001):\n"
+        "    a = (np.random.default_rng(count).standard_normal(count) * 3).astype(np.float32)\n"
+        "    stats, text = f.stats_fingerprint(a.ctypes.data, count, 4)\n"
+        "    rows.append([text] + [repr(v) for v in stats])\n"
+        "print(json.dumps({'simd': f.simd(), 'rows': rows}))\n")
+    for portable, simd in portable_and_simd_rows(script):
+        assert portable[0] == simd[0]
+        assert [float(v) for v in portable[1:3]] == [float(v) for v in simd[1:3]]
+        assert [float(v) for v in portable[3:]] == pytest.approx([float(v) for v in simd[3:]], rel=1e-6)
+
+
 def test_a_forked_child_reduces_long_buffers_without_the_parent_workers():
     # the child has none of the parent's pool threads: it starts its own instead of waiting for them
     script = (

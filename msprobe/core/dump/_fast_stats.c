@@ -257,6 +257,8 @@ static void f64_avx2(const void *data, Py_ssize_t n, stats_t *out)
 
 typedef void (*blocks_t)(const void *, Py_ssize_t, Py_ssize_t, Py_ssize_t, part_t *, __m256d *, __m256d *);
 
+static void fingerprint_words(const uint8_t *p, Py_ssize_t words, uint64_t *x, uint64_t *s, uint64_t *plain);
+
 typedef struct {
     blocks_t blocks;
     const void *data;
@@ -265,6 +267,9 @@ typedef struct {
     int next;                          /* the next chunk to take (atomic) */
     part_t *parts;
     __m256d *sq, *sm;
+    Py_ssize_t chunk_blocks;           /* blocks a chunk */
+    Py_ssize_t itemsize;               /* bytes an element (for the fingerprint) */
+    uint64_t *fx, *fs, *fp;            /* each chunk's fingerprint sums, or NULL: statistics only */
 } job_t;
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -281,9 +286,15 @@ static void run_chunks(job_t *job)
 {
     int c;
     while ((c = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED)) < job->nchunks) {
-        Py_ssize_t first = (Py_ssize_t)c * CHUNK_BLOCKS, last = first + CHUNK_BLOCKS;
-        job->blocks(job->data, job->n16, first, last < job->nblocks ? last : job->nblocks, &job->parts[c],
-                    job->sq, job->sm);
+        Py_ssize_t first = (Py_ssize_t)c * job->chunk_blocks, last = first + job->chunk_blocks;
+        if (last > job->nblocks)
+            last = job->nblocks;
+        job->blocks(job->data, job->n16, first, last, &job->parts[c], job->sq, job->sm);
+        if (job->fx != NULL) {  /* the chunk's bytes again while they are in the cache: whole words (see digest) */
+            Py_ssize_t start = first * BLOCK, stop = last * BLOCK < job->n16 ? last * BLOCK : job->n16;
+            fingerprint_words((const uint8_t *)job->data + start * job->itemsize,
+                              (stop - start) * job->itemsize / 8, &job->fx[c], &job->fs[c], &job->fp[c]);
+        }
     }
 }
 
@@ -360,6 +371,27 @@ static int pool_start(void)
     return started;
 }
 
+/* a job's chunks taken by the caller, and by the pool's workers too when `on_pool` */
+static void run_job(job_t *job, int on_pool)
+{
+    if (!on_pool) {
+        run_chunks(job);
+        return;
+    }
+    pthread_mutex_lock(&pool_lock);
+    pool_job = job;
+    pool_round++;
+    pthread_cond_broadcast(&pool_wake);
+    pthread_mutex_unlock(&pool_lock);
+    run_chunks(job);
+    pthread_mutex_lock(&pool_lock);
+    pool_job = NULL;                   /* a worker that wakes from now on finds nothing */
+    while (pool_busy > 0)
+        pthread_cond_wait(&pool_left, &pool_lock);
+    pthread_mutex_unlock(&pool_lock);
+    __atomic_fetch_add(&pooled_runs, 1, __ATOMIC_RELAXED);
+}
+
 /* blocks on the pool, then the one-thread combine; 0, or -1 when the buffer is not for the pool (or no memory) */
 static int pooled(blocks_t blocks, void (*combine)(const void *, Py_ssize_t, const part_t *, int, const __m256d *,
                                                    const __m256d *, Py_ssize_t, stats_t *),
@@ -378,20 +410,10 @@ static int pooled(blocks_t blocks, void (*combine)(const void *, Py_ssize_t, con
         free(parts);
         return -1;
     }
-    job_t job = {blocks, data, n16, nblocks, (int)nchunks, 0, parts, sums, sums + nblocks};
-    pthread_mutex_lock(&pool_lock);
-    pool_job = &job;
-    pool_round++;
-    pthread_cond_broadcast(&pool_wake);
-    pthread_mutex_unlock(&pool_lock);
-    run_chunks(&job);
-    pthread_mutex_lock(&pool_lock);
-    pool_job = NULL;                   /* a worker that wakes from now on finds nothing */
-    while (pool_busy > 0)
-        pthread_cond_wait(&pool_left, &pool_lock);
-    pthread_mutex_unlock(&pool_lock);
+    job_t job = {blocks, data, n16, nblocks, (int)nchunks, 0, parts, sums, sums + nblocks, CHUNK_BLOCKS, 0, NULL,
+                 NULL, NULL};
+    run_job(&job, 1);
     combine(data, n, parts, (int)nchunks, job.sq, job.sm, nblocks, out);
-    __atomic_fetch_add(&pooled_runs, 1, __ATOMIC_RELAXED);
     free(sums);
     free(parts);
     return 0;
@@ -401,6 +423,49 @@ static const blocks_t pooled_blocks[] = {f32_avx2_blocks, NULL, f16_avx2_blocks,
 static void (*const pooled_combine[])(const void *, Py_ssize_t, const part_t *, int, const __m256d *,
                                       const __m256d *, Py_ssize_t, stats_t *) = {
     f32_avx2_combine, NULL, f16_avx2_combine, bf16_avx2_combine};
+
+/* statistics and fingerprint in one pass over the memory (summary_mode xor): chunks of FUSED_BLOCKS blocks (16 KB
+ * of float32, in the L1 cache), each reduced by the blocks kernel and then fingerprinted before the next is read,
+ * instead of the whole buffer read twice (a tensor of a few MB comes from L3 or DRAM each time). The statistics
+ * are combined as the pool's (bit for bit the one-thread kernel's), the fingerprint parts by their word offset
+ * (fingerprint_view's rule). On the pool for long buffers. 0 with *out for all n elements and (x, s) of the words of
+ * the first n16 elements; -1 when the buffer is not for this path (float64, no AVX2, short, no memory). */
+#define FUSED_BLOCKS 16
+static int fused_pass(int kind, const void *data, Py_ssize_t n, Py_ssize_t itemsize, stats_t *out, uint64_t *x_out,
+                      uint64_t *s_out)
+{
+    blocks_t blocks = pooled_blocks[kind];
+    if (blocks == NULL || !simd_enabled())
+        return -1;
+    Py_ssize_t n16 = n - n % 16, nblocks = (n16 + BLOCK - 1) / BLOCK;
+    Py_ssize_t nchunks = (nblocks + FUSED_BLOCKS - 1) / FUSED_BLOCKS;
+    if (nchunks < 2 || nchunks > INT_MAX / 2)
+        return -1;
+    __m256d *sums = aligned_alloc(32, sizeof(__m256d) * 2 * (size_t)nblocks);
+    part_t *parts = aligned_alloc(32, sizeof(part_t) * (size_t)nchunks);
+    uint64_t *words = malloc(sizeof(uint64_t) * 3 * (size_t)nchunks);
+    if (sums == NULL || parts == NULL || words == NULL) {
+        free(sums);
+        free(parts);
+        free(words);
+        return -1;
+    }
+    job_t job = {blocks, data, n16, nblocks, (int)nchunks, 0, parts, sums, sums + nblocks, FUSED_BLOCKS, itemsize,
+                 words, words + nchunks, words + 2 * nchunks};
+    run_job(&job, pool_threads >= 2 && n >= thread_min && pool_start() >= 1);
+    pooled_combine[kind](data, n, parts, (int)nchunks, job.sq, job.sm, nblocks, out);
+    uint64_t x = 0, s = 0, per_chunk = (uint64_t)(FUSED_BLOCKS * BLOCK * itemsize / 8);
+    for (Py_ssize_t c = 0; c < nchunks; c++) {
+        x ^= job.fx[c];
+        s += job.fs[c] + 2 * (uint64_t)c * per_chunk * job.fp[c];
+    }
+    *x_out = x;
+    *s_out = s;
+    free(sums);
+    free(parts);
+    free(words);
+    return 0;
+}
 #endif
 #endif
 
@@ -814,6 +879,64 @@ static PyObject *fingerprint(PyObject *Py_UNUSED(self), PyObject *const *args, P
     uint64_t x, s;
     fingerprint_buffer((const uint8_t *)address, nbytes, &x, &s);
     return Py_BuildValue("(KK)", (unsigned long long)x, (unsigned long long)s);
+}
+
+static const Py_ssize_t kind_bytes[] = {4, 8, 2, 2};
+
+/* stats_fingerprint(address, count, itemsize) -> (float_stats(address, count, itemsize, None), fingerprint text): both
+   digests of a dense float buffer (summary_mode xor), in one pass over long buffers (fused_pass), the text as
+   stats.format_fingerprint writes it */
+static PyObject *stats_fingerprint(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "stats_fingerprint(address, count, itemsize) takes 3 arguments");
+        return NULL;
+    }
+    void *address;
+    Py_ssize_t count;
+    long itemsize;
+    if (arg_address(args[0], &address) < 0 || arg_size(args[1], &count) < 0 || arg_long(args[2], &itemsize) < 0)
+        return NULL;
+    int kind = kind_index(itemsize);
+    if (address == NULL || count < 1 || kind < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "need a non-null address, count >= 1, itemsize 4, 8, FLOAT16 (2) or BFLOAT16 (258)");
+        return NULL;
+    }
+    Py_ssize_t each = kind_bytes[kind];
+    const uint8_t *p = (const uint8_t *)address;
+    stats_t out;
+    uint64_t x = 0, s = 0;
+    int done = -1;
+#ifdef MSPROBE_THREADS
+    PyThreadState *saved = count >= (1 << 16) ? PyEval_SaveThread() : NULL;
+    done = fused_pass(kind, address, count, each, &out, &x, &s);
+    if (done == 0) {  /* the elements after the last whole round of 16: their words, then the zero-padded tail */
+        Py_ssize_t n16 = count - count % 16, first = n16 * each / 8, rest = (count - n16) * each;
+        uint64_t rx, rs, rp;
+        fingerprint_words(p + 8 * first, rest / 8, &rx, &rs, &rp);
+        x ^= rx;
+        s += rs + 2 * (uint64_t)first * rp;
+        fingerprint_tail(p + 8 * (first + rest / 8), rest % 8, (uint64_t)(first + rest / 8), &x, &s);
+        if (out.has_nan) {
+            out.max = NAN;
+            out.min = NAN;
+            out.sumsq = NAN;
+        }
+    }
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
+#endif
+    if (done != 0) {  /* two passes (each hands the GIL over for long buffers itself) */
+        compute_buffer(address, count, kind, &out);
+        fingerprint_buffer(p, count * each, &x, &s);
+    }
+    PyObject *stats = stats_result(&out, count, itemsize, Py_None, 0.0);
+    if (stats == NULL)
+        return NULL;
+    char text[40];
+    snprintf(text, sizeof text, "%016llx%016llx", (unsigned long long)x, (unsigned long long)s);
+    return Py_BuildValue("(Ns)", stats, text);
 }
 
 /* ---- strided views: the elements of a view in C (row-major) order, copied into a dense buffer -------------
@@ -1370,6 +1493,8 @@ static PyMethodDef methods[] = {
      "bucket_stats(address, count, itemsize, bounds, direction_address) -> (max, min, sumsq, zeros, at_or_below)"},
     {"fingerprint", (PyCFunction)(void (*)(void))fingerprint, METH_FASTCALL,
      "fingerprint(address, nbytes) -> (xor, weighted sum) of the buffer's 64-bit words (summary_mode xor)"},
+    {"stats_fingerprint", (PyCFunction)(void (*)(void))stats_fingerprint, METH_FASTCALL,
+     "stats_fingerprint(address, count, itemsize) -> (float_stats of the buffer, its fingerprint text), in one pass"},
     {"float_stats_strided", (PyCFunction)(void (*)(void))float_stats_strided, METH_FASTCALL,
      "float_stats_strided(address, itemsize, sizes, strides) -> float_stats of a strided view's elements in C order"},
     {"fingerprint_strided", (PyCFunction)(void (*)(void))fingerprint_strided, METH_FASTCALL,

@@ -11,6 +11,10 @@ is grad_probe's pass: besides max/min/sum of squares, the zeros, the elements <=
 as given, in double: round them to the buffer's dtype first to match a framework comparison) and, given the
 address of `count` bytes, the direction (element > 0) written as 0/1 bytes.
 `fingerprint(address, nbytes) -> (xor, weighted sum)` is summary_mode "xor" (see stats.fingerprint).
+`stats_fingerprint(address, count, itemsize) -> (float_stats(...), fingerprint text)` gives both in one call, and for
+float32 / float16 / bfloat16 buffers of 4 K elements or more in one pass over the memory (each 16 KB part
+fingerprinted right after its statistics, while it is in the cache: a tensor of a few MB is read from memory once,
+not twice); the same values as the two kernels.
 `float_stats_strided(address, itemsize, sizes, strides)` and `fingerprint_strided(address, itemsize, sizes, strides)`
 are float_stats and fingerprint of a strided view (a slice, a broadcast, a transpose; strides in elements) taken
 in C order: the results of its dense copy, without a framework copy.
@@ -29,13 +33,14 @@ kernels, which give the same Max/Min/Mean and a Norm equal to within float32 rou
 """
 import os
 
-__all__ = ["minmax_sumsq", "float_stats", "bucket_stats", "fingerprint", "float_stats_strided", "fingerprint_strided",
-           "stack_key", "describe_seq", "describe_map", "FLOAT16", "BFLOAT16"]
+__all__ = ["minmax_sumsq", "float_stats", "bucket_stats", "fingerprint", "stats_fingerprint", "float_stats_strided",
+           "fingerprint_strided", "stack_key", "describe_seq", "describe_map", "FLOAT16", "BFLOAT16"]
 
 # the `itemsize` that names a 16-bit float buffer (widened to float32 exactly); the built module's own
 # values replace these below
 FLOAT16, BFLOAT16 = 2, 258
 minmax_sumsq = float_stats = bucket_stats = fingerprint = stack_key = float_stats_strided = fingerprint_strided = None
+stats_fingerprint = None
 describe_seq = describe_map = None
 if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
     try:
@@ -48,6 +53,10 @@ if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
             from msprobe.core.dump._fast_stats import fingerprint  # type: ignore[no-redef]
         except ImportError:
             fingerprint = None
+        try:  # a build older than the one-pass digest: the two kernels one after the other
+            from msprobe.core.dump._fast_stats import stats_fingerprint  # type: ignore[no-redef]
+        except ImportError:
+            stats_fingerprint = None
         try:  # a build older than the strided kernels: views are copied by the framework first
             from msprobe.core.dump._fast_stats import (  # type: ignore[no-redef]
                 fingerprint_strided, float_stats_strided)

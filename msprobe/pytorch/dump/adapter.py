@@ -527,9 +527,14 @@ class TorchAdapter(DumpAdapter):
     @staticmethod
     def _digest_in_place(tensor, address, count, kind, want_fingerprint, want_owner):
         """tensor_digest of `count` elements of kernel kind `kind` read in place at `address`."""
-        fingerprint = (format_fingerprint(*native.fingerprint(address, count * _KIND_BYTES[kind]))
-                       if want_fingerprint else None)
-        return float_stats(address, count, kind, None), fingerprint, tensor.untyped_storage() if want_owner else None
+        owner = tensor.untyped_storage() if want_owner else None
+        if not want_fingerprint:
+            return float_stats(address, count, kind, None), None, owner
+        if native.stats_fingerprint is not None:  # one pass over the memory
+            stats, fingerprint = native.stats_fingerprint(address, count, kind)
+            return stats, fingerprint, owner
+        fingerprint = format_fingerprint(*native.fingerprint(address, count * _KIND_BYTES[kind]))
+        return float_stats(address, count, kind, None), fingerprint, owner
 
     def resolve_stats(self, handles):
         groups = {}
