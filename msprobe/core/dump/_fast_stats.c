@@ -883,6 +883,50 @@ static PyObject *fingerprint(PyObject *Py_UNUSED(self), PyObject *const *args, P
 
 static const Py_ssize_t kind_bytes[] = {4, 8, 2, 2};
 
+/* statistics and fingerprint sums of `count` >= 1 dense elements of kind `kind` (kind_index); called with the GIL,
+   handed over for long buffers */
+static void digest_dense(const void *address, Py_ssize_t count, int kind, stats_t *out, uint64_t *x_out,
+                         uint64_t *s_out)
+{
+    Py_ssize_t each = kind_bytes[kind];
+    const uint8_t *p = (const uint8_t *)address;
+    uint64_t x = 0, s = 0;
+    int done = -1;
+#ifdef MSPROBE_THREADS
+    PyThreadState *saved = count >= (1 << 16) ? PyEval_SaveThread() : NULL;
+    done = fused_pass(kind, address, count, each, out, &x, &s);
+    if (done == 0) {  /* the elements after the last whole round of 16: their words, then the zero-padded tail */
+        Py_ssize_t n16 = count - count % 16, first = n16 * each / 8, rest = (count - n16) * each;
+        uint64_t rx, rs, rp;
+        fingerprint_words(p + 8 * first, rest / 8, &rx, &rs, &rp);
+        x ^= rx;
+        s += rs + 2 * (uint64_t)first * rp;
+        fingerprint_tail(p + 8 * (first + rest / 8), rest % 8, (uint64_t)(first + rest / 8), &x, &s);
+        if (out->has_nan) {
+            out->max = NAN;
+            out->min = NAN;
+            out->sumsq = NAN;
+        }
+    }
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
+#endif
+    if (done != 0) {  /* two passes (each hands the GIL over for long buffers itself) */
+        compute_buffer(address, count, kind, out);
+        fingerprint_buffer(p, count * each, &x, &s);
+    }
+    *x_out = x;
+    *s_out = s;
+}
+
+/* the fingerprint as stats.format_fingerprint writes it: 32 hex digits */
+static PyObject *fingerprint_text(uint64_t x, uint64_t s)
+{
+    char text[40];
+    snprintf(text, sizeof text, "%016llx%016llx", (unsigned long long)x, (unsigned long long)s);
+    return PyUnicode_FromStringAndSize(text, 32);
+}
+
 /* stats_fingerprint(address, count, itemsize) -> (float_stats(address, count, itemsize, None), fingerprint text): both
    digests of a dense float buffer (summary_mode xor), in one pass over long buffers (fused_pass), the text as
    stats.format_fingerprint writes it */
@@ -903,40 +947,13 @@ static PyObject *stats_fingerprint(PyObject *Py_UNUSED(self), PyObject *const *a
                         "need a non-null address, count >= 1, itemsize 4, 8, FLOAT16 (2) or BFLOAT16 (258)");
         return NULL;
     }
-    Py_ssize_t each = kind_bytes[kind];
-    const uint8_t *p = (const uint8_t *)address;
     stats_t out;
-    uint64_t x = 0, s = 0;
-    int done = -1;
-#ifdef MSPROBE_THREADS
-    PyThreadState *saved = count >= (1 << 16) ? PyEval_SaveThread() : NULL;
-    done = fused_pass(kind, address, count, each, &out, &x, &s);
-    if (done == 0) {  /* the elements after the last whole round of 16: their words, then the zero-padded tail */
-        Py_ssize_t n16 = count - count % 16, first = n16 * each / 8, rest = (count - n16) * each;
-        uint64_t rx, rs, rp;
-        fingerprint_words(p + 8 * first, rest / 8, &rx, &rs, &rp);
-        x ^= rx;
-        s += rs + 2 * (uint64_t)first * rp;
-        fingerprint_tail(p + 8 * (first + rest / 8), rest % 8, (uint64_t)(first + rest / 8), &x, &s);
-        if (out.has_nan) {
-            out.max = NAN;
-            out.min = NAN;
-            out.sumsq = NAN;
-        }
-    }
-    if (saved != NULL)
-        PyEval_RestoreThread(saved);
-#endif
-    if (done != 0) {  /* two passes (each hands the GIL over for long buffers itself) */
-        compute_buffer(address, count, kind, &out);
-        fingerprint_buffer(p, count * each, &x, &s);
-    }
+    uint64_t x, s;
+    digest_dense(address, count, kind, &out, &x, &s);
     PyObject *stats = stats_result(&out, count, itemsize, Py_None, 0.0);
     if (stats == NULL)
         return NULL;
-    char text[40];
-    snprintf(text, sizeof text, "%016llx%016llx", (unsigned long long)x, (unsigned long long)s);
-    return Py_BuildValue("(Ns)", stats, text);
+    return Py_BuildValue("(NN)", stats, fingerprint_text(x, s));
 }
 
 /* ---- strided views: the elements of a view in C (row-major) order, copied into a dense buffer -------------
@@ -1481,6 +1498,324 @@ fail:
     return NULL;
 }
 
+/* -- a dense host tensor's descriptor in C (record.py's RecordBuilder.describe_tensor, its common case) -------------
+   tensor_describer(slow, spec, stats_cache, crc_cache, want_xor) -> describe(tensor, data_name=None), a callable that
+   gives the descriptor slow(tensor, data_name) would give (statistics tasks: no file stems, no md5). spec comes from
+   the framework's adapter (describe_spec): (types, shapes, dtype_names, kinds, device, type_name, attributes, keys):
+     types        the tensor classes whose memory is read in place (exact types)
+     shapes       {size: (shape tuple, element count)}, dtype_names {dtype: name}, kinds {dtype: kernel kind}: the
+                  adapter's own caches (a miss goes to `slow`, which fills them)
+     device       a content key's device for host tensors; type_name the descriptor's "type"
+     attributes   the names of dtype, shape, is_neg(), is_contiguous(), data_ptr(), the version counter, is_cpu,
+                  requires_grad, untyped_storage()
+     keys         the descriptor's keys: type, dtype, shape, the four statistics, requires_grad, the fingerprint
+   A host tensor of one of `types` with a float kind, contiguous, without a negative bit and with elements is done here:
+   its content key (data_ptr, dtype, count, version, device) looked up in stats_cache as record.py does it, or its
+   statistics (and fingerprint) computed in place and the cache entry (weakref to the storage, statistics,
+   fingerprint, None) made, the CRC cached for that key dropped. Everything else, a cache entry without the
+   fingerprint asked for, and any exception from the framework's bindings: slow(tensor, data_name). */
+#ifndef Py_TPFLAGS_HAVE_VECTORCALL
+#define Py_TPFLAGS_HAVE_VECTORCALL _Py_TPFLAGS_HAVE_VECTORCALL
+#endif
+enum { A_DTYPE, A_SHAPE, A_IS_NEG, A_IS_CONTIGUOUS, A_DATA_PTR, A_VERSION, A_IS_CPU, A_REQUIRES_GRAD, A_STORAGE, A_COUNT };
+enum { K_TYPE, K_DTYPE, K_SHAPE, K_MAX, K_MIN, K_MEAN, K_NORM, K_REQUIRES_GRAD, K_FINGERPRINT, K_COUNT };
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *slow, *types, *shapes, *dtype_names, *kinds, *device, *type_name, *stats_cache, *crc_cache;
+    PyObject *attr[A_COUNT], *key[K_COUNT];
+    int want_xor;
+    Py_ssize_t fast, slow_calls;       /* tensors described here / handed to slow (describer.counts()) */
+} describer_t;
+
+#define DESCRIBER_FIELDS(X)                                                                                   \
+    X(slow) X(types) X(shapes) X(dtype_names) X(kinds) X(device) X(type_name) X(stats_cache) X(crc_cache)
+
+static int weakref_alive(PyObject *ref)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *target;
+    if (PyWeakref_GetRef(ref, &target) < 0)
+        return -1;
+    int alive = target != NULL;
+    Py_XDECREF(target);
+    return alive;
+#else
+    PyObject *target = PyWeakref_GetObject(ref);
+    return target == NULL ? -1 : target != Py_None;
+#endif
+}
+
+/* the descriptor dict of the usual host tensor (record.py's one dict display) */
+static PyObject *describer_desc(describer_t *d, PyObject *name, PyObject *shape, PyObject *stats, PyObject *grad,
+                                PyObject *fingerprint)
+{
+    PyObject *desc = PyDict_New();
+    if (desc == NULL)
+        return NULL;
+    PyObject *values[K_COUNT] = {d->type_name, name, shape, PyTuple_GET_ITEM(stats, 0), PyTuple_GET_ITEM(stats, 1),
+                                 PyTuple_GET_ITEM(stats, 2), PyTuple_GET_ITEM(stats, 3), grad, fingerprint};
+    int count = fingerprint != NULL ? K_COUNT : K_COUNT - 1;
+    for (int k = 0; k < count; k++) {
+        if (PyDict_SetItem(desc, d->key[k], values[k]) < 0) {
+            Py_DECREF(desc);
+            return NULL;
+        }
+    }
+    return desc;
+}
+
+/* the descriptor (a new reference); NULL without an exception: not for this path; NULL with one: it failed */
+static PyObject *describer_fast(describer_t *d, PyObject *tensor)
+{
+    PyObject *type = (PyObject *)Py_TYPE(tensor), *result = NULL;
+    int known = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d->types); i++)
+        known |= PyTuple_GET_ITEM(d->types, i) == type;
+    if (!known)
+        return NULL;
+    PyObject *dtype = NULL, *size = NULL, *facts = NULL, *flag = NULL, *ptr = NULL, *version = NULL, *grad = NULL;
+    PyObject *key = NULL, *hit = NULL, *stats = NULL, *fingerprint = NULL, *owner = NULL, *ref = NULL, *entry = NULL;
+    PyObject *name, *kind_obj;
+    if ((dtype = PyObject_GetAttr(tensor, d->attr[A_DTYPE])) == NULL)
+        goto done;
+    if ((name = PyDict_GetItemWithError(d->dtype_names, dtype)) == NULL ||
+        (kind_obj = PyDict_GetItemWithError(d->kinds, dtype)) == NULL)
+        goto done;
+    Py_INCREF(name);  /* held: the adapter's caches may be cleared while the framework's bindings run */
+    Py_INCREF(kind_obj);
+    long kind_value = PyLong_AsLong(kind_obj);
+    int kind = kind_index(kind_value);
+    if ((size = PyObject_GetAttr(tensor, d->attr[A_SHAPE])) == NULL)
+        goto held;
+    if ((facts = PyDict_GetItemWithError(d->shapes, size)) == NULL)
+        goto held;
+    Py_INCREF(facts);
+    if (kind < 0 || !PyTuple_CheckExact(facts) || PyTuple_GET_SIZE(facts) != 2)
+        goto held;
+    Py_ssize_t count = PyLong_AsSsize_t(PyTuple_GET_ITEM(facts, 1));
+    if (count < 1)  /* 0-d (-1) and empty tensors, and a failed conversion */
+        goto held;
+    if ((flag = PyObject_CallMethodNoArgs(tensor, d->attr[A_IS_NEG])) == NULL || flag != Py_False)
+        goto held;
+    Py_DECREF(flag);
+    if ((flag = PyObject_CallMethodNoArgs(tensor, d->attr[A_IS_CONTIGUOUS])) == NULL || flag != Py_True)
+        goto held;
+    Py_DECREF(flag);
+    if ((flag = PyObject_GetAttr(tensor, d->attr[A_IS_CPU])) == NULL || flag != Py_True)
+        goto held;
+    if ((ptr = PyObject_CallMethodNoArgs(tensor, d->attr[A_DATA_PTR])) == NULL ||
+        (version = PyObject_GetAttr(tensor, d->attr[A_VERSION])) == NULL ||
+        (grad = PyObject_GetAttr(tensor, d->attr[A_REQUIRES_GRAD])) == NULL)
+        goto held;
+    if ((key = PyTuple_Pack(5, ptr, dtype, PyTuple_GET_ITEM(facts, 1), version, d->device)) == NULL)
+        goto held;
+    hit = PyDict_GetItemWithError(d->stats_cache, key);
+    Py_XINCREF(hit);
+    if (hit == NULL && PyErr_Occurred())
+        goto held;
+    int alive = 0;
+    if (hit != NULL && PyTuple_CheckExact(hit) && PyTuple_GET_SIZE(hit) == 4 && PyTuple_GET_ITEM(hit, 0) != Py_None &&
+        (alive = weakref_alive(PyTuple_GET_ITEM(hit, 0))) < 0)
+        goto held;
+    if (alive) {  /* the same memory at the same version: its statistics (and fingerprint) */
+        stats = PyTuple_GET_ITEM(hit, 1);
+        fingerprint = d->want_xor ? PyTuple_GET_ITEM(hit, 2) : NULL;
+        if (!PyTuple_CheckExact(stats) || PyTuple_GET_SIZE(stats) != 4 ||
+            (fingerprint != NULL && !PyUnicode_CheckExact(fingerprint))) {
+            stats = fingerprint = NULL;  /* e.g. first met as a transposed view: the fingerprint is made by slow */
+            goto held;
+        }
+        Py_INCREF(stats);
+        Py_XINCREF(fingerprint);
+    } else {
+        void *address = PyLong_AsVoidPtr(ptr);
+        if (address == NULL)
+            goto held;
+        stats_t out;
+        if (d->want_xor) {
+            uint64_t x, s;
+            digest_dense(address, count, kind, &out, &x, &s);
+            if ((fingerprint = fingerprint_text(x, s)) == NULL)
+                goto held;
+        } else {
+            compute_buffer(address, count, kind, &out);
+        }
+        if ((stats = stats_result(&out, count, kind_value, Py_None, 0.0)) == NULL)
+            goto held;
+        if ((owner = PyObject_CallMethodNoArgs(tensor, d->attr[A_STORAGE])) == NULL)
+            goto held;
+        if ((ref = PyWeakref_NewRef(owner, NULL)) == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError))
+                goto held;
+            PyErr_Clear();
+            ref = Py_None;
+            Py_INCREF(ref);
+        }
+        int cached = PyDict_Contains(d->crc_cache, key);
+        if (cached < 0 || (cached && PyDict_DelItem(d->crc_cache, key) < 0))
+            goto held;
+        if ((entry = PyTuple_Pack(4, ref, stats, fingerprint != NULL ? fingerprint : Py_None, Py_None)) == NULL ||
+            PyDict_SetItem(d->stats_cache, key, entry) < 0)
+            goto held;
+    }
+    result = describer_desc(d, name, PyTuple_GET_ITEM(facts, 0), stats, grad, fingerprint);
+held:
+    Py_DECREF(name);
+    Py_DECREF(kind_obj);
+done:
+    Py_XDECREF(dtype); Py_XDECREF(size); Py_XDECREF(facts); Py_XDECREF(flag); Py_XDECREF(ptr); Py_XDECREF(version);
+    Py_XDECREF(grad); Py_XDECREF(key); Py_XDECREF(hit); Py_XDECREF(stats); Py_XDECREF(fingerprint); Py_XDECREF(owner);
+    Py_XDECREF(ref); Py_XDECREF(entry);
+    return result;
+}
+
+static PyObject *describer_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    describer_t *d = (describer_t *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if ((nargs == 1 || nargs == 2) && kwnames == NULL) {
+        PyObject *desc = describer_fast(d, args[0]);
+        if (desc != NULL) {
+            d->fast++;
+            return desc;
+        }
+        if (PyErr_Occurred()) {  /* a binding refused (an inference tensor's version...): the Python path decides */
+            if (!PyErr_ExceptionMatches(PyExc_Exception))
+                return NULL;
+            PyErr_Clear();
+        }
+    }
+    d->slow_calls++;
+    return PyObject_Vectorcall(d->slow, args, nargsf, kwnames);
+}
+
+static int describer_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    describer_t *d = (describer_t *)self;
+#define VISIT_FIELD(f) Py_VISIT(d->f);
+    DESCRIBER_FIELDS(VISIT_FIELD)
+#undef VISIT_FIELD
+    for (int k = 0; k < A_COUNT; k++)
+        Py_VISIT(d->attr[k]);
+    for (int k = 0; k < K_COUNT; k++)
+        Py_VISIT(d->key[k]);
+    return 0;
+}
+
+static int describer_clear(PyObject *self)
+{
+    describer_t *d = (describer_t *)self;
+#define CLEAR_FIELD(f) Py_CLEAR(d->f);
+    DESCRIBER_FIELDS(CLEAR_FIELD)
+#undef CLEAR_FIELD
+    for (int k = 0; k < A_COUNT; k++)
+        Py_CLEAR(d->attr[k]);
+    for (int k = 0; k < K_COUNT; k++)
+        Py_CLEAR(d->key[k]);
+    return 0;
+}
+
+static void describer_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    describer_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *describer_counts(PyObject *self, PyObject *Py_UNUSED(args))
+{
+    describer_t *d = (describer_t *)self;
+    return Py_BuildValue("(nn)", d->fast, d->slow_calls);
+}
+
+static PyMethodDef describer_methods[] = {
+    {"counts", describer_counts, METH_NOARGS, "counts() -> (tensors described in C, tensors handed to slow)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject describer_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "msprobe.core.dump._fast_stats.TensorDescriber",
+    .tp_basicsize = sizeof(describer_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "describe(tensor, data_name=None) -> descriptor (see tensor_describer)",
+    .tp_vectorcall_offset = offsetof(describer_t, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_traverse = describer_traverse,
+    .tp_clear = describer_clear,
+    .tp_dealloc = describer_dealloc,
+    .tp_methods = describer_methods,
+};
+
+static int string_tuple(PyObject *value, Py_ssize_t count, PyObject **out, const char *what)
+{
+    if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != count) {
+        PyErr_Format(PyExc_TypeError, "tensor_describer: %s must be a tuple of %zd str", what, count);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *item = PyTuple_GET_ITEM(value, k);
+        if (!PyUnicode_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "tensor_describer: %s must be a tuple of %zd str", what, count);
+            return -1;
+        }
+        Py_INCREF(item);
+        PyUnicode_InternInPlace(&item);
+        out[k] = item;
+    }
+    return 0;
+}
+
+static PyObject *tensor_describer(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "tensor_describer(slow, spec, stats_cache, crc_cache, want_xor) takes 5 arguments");
+        return NULL;
+    }
+    PyObject *spec = args[1];
+    if (!PyCallable_Check(args[0]) || !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 8 || !PyDict_Check(args[2]) ||
+        !PyDict_Check(args[3]) || !PyTuple_Check(PyTuple_GET_ITEM(spec, 0)) ||
+        !PyDict_Check(PyTuple_GET_ITEM(spec, 1)) || !PyDict_Check(PyTuple_GET_ITEM(spec, 2)) ||
+        !PyDict_Check(PyTuple_GET_ITEM(spec, 3))) {
+        PyErr_SetString(PyExc_TypeError, "tensor_describer: slow must be callable, spec (types, shapes, dtype_names, "
+                                         "kinds, device, type_name, attributes, keys), the caches dicts");
+        return NULL;
+    }
+    int want_xor = PyObject_IsTrue(args[4]);
+    if (want_xor < 0)
+        return NULL;
+    describer_t *d = PyObject_GC_New(describer_t, &describer_type);
+    if (d == NULL)
+        return NULL;
+    d->vectorcall = describer_call;
+    d->slow = args[0];
+    d->types = PyTuple_GET_ITEM(spec, 0);
+    d->shapes = PyTuple_GET_ITEM(spec, 1);
+    d->dtype_names = PyTuple_GET_ITEM(spec, 2);
+    d->kinds = PyTuple_GET_ITEM(spec, 3);
+    d->device = PyTuple_GET_ITEM(spec, 4);
+    d->type_name = PyTuple_GET_ITEM(spec, 5);
+    d->stats_cache = args[2];
+    d->crc_cache = args[3];
+#define HOLD_FIELD(f) Py_INCREF(d->f);
+    DESCRIBER_FIELDS(HOLD_FIELD)
+#undef HOLD_FIELD
+    memset(d->attr, 0, sizeof d->attr);
+    memset(d->key, 0, sizeof d->key);
+    d->want_xor = want_xor;
+    d->fast = d->slow_calls = 0;
+    PyObject_GC_Track((PyObject *)d);
+    if (string_tuple(PyTuple_GET_ITEM(spec, 6), A_COUNT, d->attr, "attributes") < 0 ||
+        string_tuple(PyTuple_GET_ITEM(spec, 7), K_COUNT, d->key, "keys") < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return (PyObject *)d;
+}
+
 static PyMethodDef methods[] = {
     {"simd", (PyCFunction)simd, METH_NOARGS, "simd() -> whether the AVX2 kernels are in use"},
     {"threads", (PyCFunction)threads, METH_VARARGS,
@@ -1505,6 +1840,8 @@ static PyMethodDef methods[] = {
 #endif
     {"describe_seq", (PyCFunction)(void (*)(void))describe_seq, METH_FASTCALL,
      "describe_seq(items, tensor_type, describe_tensor, describe) -> tuple of descriptors (the argument walk)"},
+    {"tensor_describer", (PyCFunction)(void (*)(void))tensor_describer, METH_FASTCALL,
+     "tensor_describer(slow, spec, stats_cache, crc_cache, want_xor) -> describe(tensor, data_name=None)"},
     {"describe_map", (PyCFunction)(void (*)(void))describe_map, METH_FASTCALL,
      "describe_map(mapping, tensor_type, describe_tensor, describe) -> {str(key): descriptor}"},
     {NULL, NULL, 0, NULL},
@@ -1516,6 +1853,8 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__fast_stats(void)
 {
+    if (PyType_Ready(&describer_type) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;

@@ -21,6 +21,9 @@ in C order: the results of its dense copy, without a framework copy.
 `describe_seq(items, tensor_type, describe_tensor, describe) -> tuple` and `describe_map(mapping, ...) -> dict` are the
 argument walk of a recorded call without file stems (record.py's describe_args / describe_kwargs): exact int / float /
 bool / str and None described in C, tensors handed to `describe_tensor`, anything else to `describe`.
+`tensor_describer(slow, spec, stats_cache, crc_cache, want_xor) -> describe(tensor, data_name=None)` is record.py's
+describe_tensor for the common tensor of a statistics dump (a dense float host tensor of a class read in place) in
+C, from the facts the framework's adapter names (`describe_spec`); any other tensor goes to `slow`.
 `stack_key(frame) -> bytes` names the code object and bytecode offset of a frame and of every caller above it
 (Python 3.11+): stack.py's cache key, walked in C.
 Long float32 / float16 / bfloat16 buffers (128 K elements or more) are reduced by the calling thread and a small
@@ -34,14 +37,14 @@ kernels, which give the same Max/Min/Mean and a Norm equal to within float32 rou
 import os
 
 __all__ = ["minmax_sumsq", "float_stats", "bucket_stats", "fingerprint", "stats_fingerprint", "float_stats_strided",
-           "fingerprint_strided", "stack_key", "describe_seq", "describe_map", "FLOAT16", "BFLOAT16"]
+           "fingerprint_strided", "stack_key", "describe_seq", "describe_map", "tensor_describer", "FLOAT16", "BFLOAT16"]
 
 # the `itemsize` that names a 16-bit float buffer (widened to float32 exactly); the built module's own
 # values replace these below
 FLOAT16, BFLOAT16 = 2, 258
 minmax_sumsq = float_stats = bucket_stats = fingerprint = stack_key = float_stats_strided = fingerprint_strided = None
 stats_fingerprint = None
-describe_seq = describe_map = None
+describe_seq = describe_map = tensor_describer = None
 if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
     try:
         from msprobe.core.dump._fast_stats import (  # type: ignore[no-redef]
@@ -70,3 +73,7 @@ if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
             from msprobe.core.dump._fast_stats import describe_map, describe_seq  # type: ignore[no-redef]
         except ImportError:
             describe_seq = describe_map = None
+        try:  # a build older than the C descriptor: record.py's describe_tensor serves
+            from msprobe.core.dump._fast_stats import tensor_describer  # type: ignore[no-redef]
+        except ImportError:
+            tensor_describer = None

@@ -1,5 +1,6 @@
 """The per-call fast paths give what the general paths give: the C argument walk (native.describe_seq /
-describe_map) the descriptors of RecordBuilder's Python walk, the collector's inlined stack lookup the stacks of
+describe_map) the descriptors of RecordBuilder's Python walk, the C descriptor (native.tensor_describer) those of
+RecordBuilder.describe_tensor and its cache entries, the collector's inlined stack lookup the stacks of
 StackCapture.capture, and a dump taken with them the bytes of a dump taken without them."""
 import enum
 import filecmp
@@ -35,8 +36,11 @@ def _values():
     ]
 
 
-def _builder():
-    return RecordBuilder(TorchAdapter(), "statistics")
+def _builder(mode="statistics", describer=True):
+    builder = RecordBuilder(TorchAdapter(), mode)
+    if not describer and "describe_tensor" in vars(builder):  # the Python describe_tensor, as without the kernels
+        del builder.describe_tensor
+    return builder
 
 
 def _same(left, right):
@@ -54,7 +58,7 @@ def _same(left, right):
 
 def test_c_argument_walk_gives_the_python_walks_descriptors():
     values = _values()
-    python = _builder()
+    python = _builder(describer=False)
     want = python.describe_args(values, None)
     fast = _builder()
     got = native.describe_seq(values, torch.Tensor, fast.describe_tensor, fast.describe)
@@ -70,7 +74,7 @@ def test_c_keyword_walk_gives_the_python_walks_descriptors():
     values = _values()
     kwargs = {f"k{i}": value for i, value in enumerate(values)}
     kwargs[7] = "a key that is not a string"
-    want = _builder().describe_kwargs(kwargs, None)
+    want = _builder(describer=False).describe_kwargs(kwargs, None)
     fast = _builder()
     got = native.describe_map(kwargs, torch.Tensor, fast.describe_tensor, fast.describe)
     assert list(got) == list(want) and "7" in got
@@ -89,27 +93,99 @@ def test_c_walk_passes_on_a_describe_failure():
         native.describe_map([1], torch.Tensor, failing, failing)
 
 
-def _dump_llama(root, level, monkeypatch, fast):
-    if not fast:  # the general paths: the records' Python walk, capture() for every stack
+def _tensor_zoo():
+    """Tensors the C descriptor describes itself and tensors it hands to the Python path, in an order that meets the
+    statistics cache's cases: a first sight, the same memory again (a new tensor object of the same storage), a
+    change in place (a new version), memory freed and allocated again."""
+    torch.manual_seed(1)
+    base = torch.randn(64, 70)
+    special = torch.randn(5000)
+    special[7], special[99], special[4000] = float("nan"), float("inf"), -0.0
+    zoo = [base, base.view(70, 64), base.reshape(-1), special, torch.randn(4097, dtype=torch.float64),
+           torch.randn(33, 3).half(), torch.randn(300, 17).bfloat16(), torch.randn(3, requires_grad=True),
+           torch.nn.Parameter(torch.randn(2, 2)), torch.ones(70000), torch.tensor(2.5), torch.zeros(0),
+           torch.arange(6), torch.tensor([True, False]), base.t(), base[:, 1:3], torch.randn(4, 4, dtype=torch.complex64),
+           torch.randn(4, 4, dtype=torch.complex64).conj(), torch._neg_view(torch.randn(5)), torch.randn(3).expand(4, 3)]
+    with torch.inference_mode():
+        zoo.append(torch.randn(6))
+    return zoo
+
+
+def _cache_view(builder):
+    """The statistics cache with each weakref replaced by whether it is alive and its target's id."""
+    return {key: (None if entry[0] is None else id(entry[0]()),) + tuple(entry[1:])
+            for key, entry in builder._stats_cache.items()}
+
+
+@pytest.mark.parametrize("mode", ["statistics", "xor"])
+def test_c_descriptor_gives_describe_tensors_descriptors_and_cache_entries(mode):
+    python, fast = _builder(mode, describer=False), _builder(mode)
+    assert type(fast.describe_tensor).__name__ == "TensorDescriber"
+    zoo = _tensor_zoo()
+    for round_ in range(2):  # the second round meets every tensor in the cache
+        for tensor in zoo:
+            assert _same(fast.describe_tensor(tensor), python.describe_tensor(tensor)), (round_, tensor.dtype)
+    base = zoo[0]
+    base.add_(1.0)  # a new version: described again, a new entry
+    assert _same(fast.describe_tensor(base), python.describe_tensor(base))
+    for _ in range(3):  # memory freed and allocated again (often at the same address): the dead entry is replaced
+        fresh = torch.randn(64, 70)
+        assert _same(fast.describe_tensor(fresh), python.describe_tensor(fresh))
+        del fresh
+    assert _cache_view(fast).keys() == _cache_view(python).keys()
+    for key, entry in _cache_view(fast).items():
+        assert _same(entry[1:], _cache_view(python)[key][1:]), key
+    described_in_c, handed_on = fast.describe_tensor.counts()
+    assert described_in_c >= 14 and handed_on >= 14  # each side of the split taken
+    # a descriptor built in C holds the statistics recomputed by torch
+    ones, noisy = zoo[9], torch.randn(3000)
+    desc = fast.describe_tensor(ones)
+    assert (desc["Max"], desc["Min"], desc["Mean"]) == (1.0, 1.0, 1.0)
+    assert desc["Norm"] == pytest.approx(float(torch.linalg.vector_norm(ones)), rel=1e-6)
+    desc = fast.describe_tensor(noisy)
+    assert (desc["Max"], desc["Min"]) == (noisy.max().item(), noisy.min().item())
+    assert desc["Mean"] == pytest.approx(noisy.double().mean().item(), rel=1e-5, abs=1e-7)
+    assert fast.describe_tensor(zoo[3])["Max"] != fast.describe_tensor(zoo[3])["Max"]  # a NaN element: NaN
+    if mode == "xor":
+        from msprobe.core.dump.stats import fingerprint
+
+        assert desc["xor"] == fingerprint(noisy.numpy())
+    else:
+        assert "xor" not in desc
+
+
+def test_c_descriptor_is_not_used_with_file_stems_or_md5():
+    assert "describe_tensor" not in vars(RecordBuilder(TorchAdapter(), "md5"))
+    assert "describe_tensor" not in vars(RecordBuilder(TorchAdapter(), "statistics", on_tensor=lambda *a: None))
+    with pytest.raises(TypeError):
+        native.tensor_describer(len, (), {}, {}, False)
+
+
+def _dump_llama(root, level, monkeypatch, fast, mode="statistics"):
+    if not fast:  # the general paths: the records' Python walk and describe_tensor, capture() for every stack
         monkeypatch.setattr(native, "describe_seq", None)
         monkeypatch.setattr(native, "describe_map", None)
+        monkeypatch.setattr(native, "tensor_describer", None)
         monkeypatch.setattr(stack, "_native_stack_key", None)
     root.mkdir()
     torch.manual_seed(0)
     model = tiny_llama()
-    debugger = PrecisionDebugger(config_path=write_config(root, "statistics", level), model=model)
+    debugger = PrecisionDebugger(config_path=write_config(root, "statistics", level, {"summary_mode": mode}),
+                                 model=model)
     collector = debugger.collector
     assert (collector._walk_seq is not None) is fast and (collector._stack_key is not None) is fast
+    assert ("describe_tensor" in vars(collector.records)) is fast
     losses, _ = train_lm(model, debugger)
     debugger.close()
     monkeypatch.undo()
     return losses
 
 
-@pytest.mark.parametrize("level", ["L1", "mix"])
-def test_dump_with_the_fast_paths_is_the_dump_without_them(tmp_path, monkeypatch, level):
+@pytest.mark.parametrize("level,mode", [("L1", "statistics"), ("mix", "statistics"), ("L1", "xor"), ("L2", "xor")])
+def test_dump_with_the_fast_paths_is_the_dump_without_them(tmp_path, monkeypatch, level, mode):
     # one call line for both (stack.json names it)
-    fast_losses, slow_losses = [_dump_llama(tmp_path / side, level, monkeypatch, side == "fast") for side in ("fast", "slow")]
+    fast_losses, slow_losses = [_dump_llama(tmp_path / side, level, monkeypatch, side == "fast", mode)
+                                for side in ("fast", "slow")]
     assert [loss.item() for loss in fast_losses] == [loss.item() for loss in slow_losses]
     steps = sorted(p.name for p in (tmp_path / "fast" / "dump").iterdir())
     assert steps and steps == sorted(p.name for p in (tmp_path / "slow" / "dump").iterdir())
