@@ -494,96 +494,484 @@ mismatch:
 }
 
 /*
+ * The rewrites one number at a time: the row writers below read orjson's text number by number, so each number is
+ * rewritten where it is copied (no rewritten copy of the whole text first). For a number token (the bytes between
+ * ',', '[' and ']' of orjson's text) this writes what pad_exponents then small_as_scientific write for it inside the
+ * whole text: both only look at bytes of one number, and a number's first byte follows a '[' or ',', not a digit.
+ */
+#define TOKEN_STACK 64
+
+/* tok (len bytes) rewritten into out (room for len + 1 bytes) by the whole-text rewrites themselves: the length
+   written, -1 with MemoryError set */
+static Py_ssize_t rewrite_token(const char *tok, Py_ssize_t len, char *out)
+{
+    char stack[TOKEN_STACK];
+    char *padded = len + 1 <= TOKEN_STACK ? stack : PyMem_Malloc((size_t)len + 1);
+    if (padded == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t m = len;
+    memcpy(padded, tok, (size_t)len);
+    if (len >= 2 && tok[len - 2] == '-') {  /* "e-7" -> "e-07" */
+        padded[len - 1] = '0';
+        padded[len] = tok[len - 1];
+        m = len + 1;
+    }
+    Py_ssize_t k = small_as_scientific(padded, m, out);
+    if (padded != stack)
+        PyMem_Free(padded);
+    return k;
+}
+
+/* The usual number below 1e-4 that orjson writes fixed, "0.0000ddd" or "-0.0000ddd" (digits to its end), as
+   small_as_scientific writes it: "d.dde-05"; dot is the place of its '.'. -1 where the number has another form. */
+static Py_ssize_t scientific_token(const char *tok, Py_ssize_t len, Py_ssize_t dot, char *out)
+{
+    Py_ssize_t sign = tok[0] == '-';
+    if (dot != sign + 1 || tok[sign] != '0' || len <= dot + 5 || memcmp(tok + dot + 1, "0000", 4) != 0)
+        return -1;
+    Py_ssize_t first = dot + 1;
+    for (Py_ssize_t i = dot + 1; i < len; i++)
+        if (!is_digit(tok[i]))
+            return -1;
+    while (first < len && tok[first] == '0')
+        first++;
+    Py_ssize_t exponent = first - dot;
+    if (first == len || exponent > 99)
+        return -1;
+    Py_ssize_t j = 0;
+    if (sign)
+        out[j++] = '-';
+    out[j++] = tok[first];
+    if (len - first > 1) {
+        out[j++] = '.';
+        memcpy(out + j, tok + first + 1, (size_t)(len - first - 1));
+        j += len - first - 1;
+    }
+    out[j++] = 'e';
+    out[j++] = '-';
+    out[j++] = (char)('0' + exponent / 10);
+    out[j++] = (char)('0' + exponent % 10);
+    return j;
+}
+
+/* The length of the number token at tok (up to a ',' or ']', or to end), the place of its first '.' (-1: none)
+   and whether it holds more than one. Eight bytes at a time where eight are left. */
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static inline uint64_t bytes_equal(uint64_t x, uint64_t pattern)  /* 0x80 in each byte of x equal to pattern's */
+{
+    const uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL;
+    uint64_t y = x ^ pattern;
+    return ~(((y & low7) + low7) | y | low7);
+}
+
+static inline Py_ssize_t scan_token(const char *tok, const char *end, Py_ssize_t *dot, int *dots)
+{
+    const uint64_t commas = 0x2C2C2C2C2C2C2C2CULL, closes = 0x5D5D5D5D5D5D5D5DULL, points = 0x2E2E2E2E2E2E2E2EULL;
+    const char *p = tok;
+    *dot = -1;
+    *dots = 0;
+    while (end - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        uint64_t stop = bytes_equal(x, commas) | bytes_equal(x, closes), found = bytes_equal(x, points);
+        if (stop)
+            found &= (stop & (~stop + 1)) - 1;  /* the points before the delimiter */
+        if (found) {  /* one point, or more (two are enough to know) */
+            if (*dot < 0)
+                *dot = (p - tok) + (__builtin_ctzll(found) >> 3);
+            *dots += (found & (found - 1)) ? 2 : 1;
+        }
+        if (stop)
+            return (p - tok) + (__builtin_ctzll(stop) >> 3);
+        p += 8;
+    }
+    for (; p < end && *p != ',' && *p != ']'; p++)
+        if (*p == '.' && (*dots)++ == 0)
+            *dot = p - tok;
+    return p - tok;
+}
+#else
+static inline Py_ssize_t scan_token(const char *tok, const char *end, Py_ssize_t *dot, int *dots)
+{
+    const char *p = tok;
+    *dot = -1;
+    *dots = 0;
+    for (; p < end && *p != ',' && *p != ']'; p++)
+        if (*p == '.' && (*dots)++ == 0)
+            *dot = p - tok;
+    return p - tok;
+}
+#endif
+
+/* Whether the rewrites leave the token as it is: no one-digit negative exponent (a '-' two bytes before its end) and
+   no "0.0000" + digit, which can only start one byte before a '.' (with one '.', at dot). */
+static inline int token_kept(const char *tok, Py_ssize_t len, Py_ssize_t dot, int dots)
+{
+    if (len >= 2 && tok[len - 2] == '-')
+        return 0;
+    if (dots == 0)
+        return 1;
+    if (dots > 1)
+        return 0;
+    return !(dot >= 1 && dot + 5 < len && tok[dot - 1] == '0' && memcmp(tok + dot + 1, "0000", 4) == 0 &&
+             is_digit(tok[dot + 5]));
+}
+
+/* A growing output buffer (PyMem). */
+typedef struct {
+    char *data;
+    Py_ssize_t size, cap;
+} outbuf_t;
+
+static int outbuf_grow(outbuf_t *b, Py_ssize_t extra)
+{
+    Py_ssize_t cap = b->cap ? b->cap : 65536;
+    while (cap < b->size + extra)
+        cap *= 2;
+    char *grown = PyMem_Realloc(b->data, (size_t)cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = grown;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int outbuf_room(outbuf_t *b, Py_ssize_t extra)
+{
+    return b->size + extra <= b->cap ? 0 : outbuf_grow(b, extra);
+}
+
+/* copy of a few bytes without a call for the short ones (cell tags, numbers) */
+static inline void copy_short(char *dst, const char *src, Py_ssize_t n)
+{
+    if (n >= 8 && n <= 16) {
+        uint64_t a, z;
+        memcpy(&a, src, 8);
+        memcpy(&z, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &z, 8);
+    } else if (n >= 4 && n < 8) {
+        uint32_t a, z;
+        memcpy(&a, src, 4);
+        memcpy(&z, src + n - 4, 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + n - 4, &z, 4);
+    } else if (n < 4) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            dst[i] = src[i];
+    } else {
+        memcpy(dst, src, (size_t)n);
+    }
+}
+
+/* One number of orjson's text at *at (ending at a ',' or ']', or at end) appended to b as repr writes it, between
+   head and tail; *at moves to its delimiter. 0, or -1 with an exception set. */
+static int put_number(outbuf_t *b, const char **at, const char *end, const char *head, Py_ssize_t head_n,
+                      const char *tail, Py_ssize_t tail_n)
+{
+    const char *tok = *at;
+    Py_ssize_t dot;
+    int dots;
+    Py_ssize_t len = scan_token(tok, end, &dot, &dots);
+    /* the padding adds a byte at most; the scientific form is shorter */
+    if (outbuf_room(b, head_n + len + 1 + tail_n) < 0)
+        return -1;
+    char *w = b->data + b->size;
+    copy_short(w, head, head_n);
+    w += head_n;
+    Py_ssize_t k = len;
+    if (token_kept(tok, len, dot, dots))
+        copy_short(w, tok, len);
+    else if ((k = scientific_token(tok, len, dot, w)) < 0 && (k = rewrite_token(tok, len, w)) < 0)
+        return -1;
+    w += k;
+    copy_short(w, tail, tail_n);
+    b->size += head_n + k + tail_n;
+    *at = tok + len;
+    return 0;
+}
+
+static int put_bytes(outbuf_t *b, const char *data, Py_ssize_t n)
+{
+    if (outbuf_room(b, n) < 0)
+        return -1;
+    copy_short(b->data + b->size, data, n);
+    b->size += n;
+    return 0;
+}
+
+/* the UTF-8 bytes of a str (an ASCII str's own), NULL with an exception set where it is none */
+static inline const char *utf8_of(PyObject *text, Py_ssize_t *n)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "cells must be str");
+        return NULL;
+    }
+    if (PyUnicode_IS_COMPACT_ASCII(text)) {
+        *n = PyUnicode_GET_LENGTH(text);
+        return (const char *)PyUnicode_DATA(text);
+    }
+    return PyUnicode_AsUTF8AndSize(text, n);
+}
+
+static int put_str(outbuf_t *b, PyObject *text)
+{
+    Py_ssize_t n;
+    const char *data = utf8_of(text, &n);
+    return data == NULL ? -1 : put_bytes(b, data, n);
+}
+
+static int ascii_arg(PyObject *arg, const char **data, Py_ssize_t *n, const char *what)
+{
+    if (!PyUnicode_Check(arg) || !PyUnicode_IS_ASCII(arg)) {
+        PyErr_Format(PyExc_ValueError, "%s must be an ASCII str", what);
+        return -1;
+    }
+    *data = PyUnicode_AsUTF8AndSize(arg, n);
+    return *data == NULL ? -1 : 0;
+}
+
+/*
  * json_rows_as_repr(text, sep, head, tail) -> list of str: for orjson's text of a 2-d float64 array ("[[a,b],[c,d]]"),
- * per row head + the repr of each number joined by sep + tail, as float_text._orjson_joined makes it from
- * json_floats_as_repr's text (the reference this is tested against). sep, head and tail hold no ',' and no ']'.
+ * per row head + the repr of each number joined by sep + tail, as float_text._python_joined makes it (the reference
+ * this is tested against). sep, head and tail are ASCII and hold no ',' and no ']'.
  */
 static PyObject *json_rows_as_repr(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
     char *text;
     Py_ssize_t n, sep_n, head_n, tail_n;
     const char *sep, *head, *tail;
-    if (nargs != 4 || PyBytes_AsStringAndSize(args[0], &text, &n) < 0 || !PyUnicode_Check(args[1]) ||
-        !PyUnicode_Check(args[2]) || !PyUnicode_Check(args[3])) {
+    if (nargs != 4 || PyBytes_AsStringAndSize(args[0], &text, &n) < 0) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "json_rows_as_repr(text: bytes, sep: str, head: str, tail: str)");
         return NULL;
     }
-    if ((sep = PyUnicode_AsUTF8AndSize(args[1], &sep_n)) == NULL || (head = PyUnicode_AsUTF8AndSize(args[2], &head_n)) == NULL ||
-        (tail = PyUnicode_AsUTF8AndSize(args[3], &tail_n)) == NULL)
+    if (ascii_arg(args[1], &sep, &sep_n, "sep") < 0 || ascii_arg(args[2], &head, &head_n, "head") < 0 ||
+        ascii_arg(args[3], &tail, &tail_n, "tail") < 0)
         return NULL;
-    if (!PyUnicode_IS_ASCII(args[1]) || !PyUnicode_IS_ASCII(args[2]) || !PyUnicode_IS_ASCII(args[3])) {
-        PyErr_SetString(PyExc_ValueError, "sep, head and tail must be ASCII");
-        return NULL;
-    }
-    char *fixed;
-    Py_ssize_t k;
-    char *padded = repr_rewrite(text, n, &fixed, &k);
-    if (padded == NULL)
-        return NULL;
-    PyObject *rows = PyList_New(0);
-    char *row = NULL;
-    Py_ssize_t row_cap = 0;
-    if (rows == NULL)
-        goto fail;
-    if (k < 4 || fixed[0] != '[' || fixed[1] != '[') {
+    if (n < 4 || text[0] != '[' || text[1] != '[') {
         PyErr_SetString(PyExc_ValueError, "not the text of a 2-d array");
-        goto fail;
+        return NULL;
     }
-    Py_ssize_t i = 2;
-    while (i < k) {
-        const char *close = memchr(fixed + i, ']', (size_t)(k - i));
-        if (close == NULL) {
-            PyErr_SetString(PyExc_ValueError, "unterminated row");
-            goto fail;
-        }
-        Py_ssize_t end = close - fixed;
-        /* at most one separator every two bytes of the row ("1,2"): enough room without counting commas */
-        Py_ssize_t need = head_n + tail_n + (end - i) + ((end - i) / 2 + 1) * sep_n + 1;
-        if (need > row_cap) {
-            char *grown = PyMem_Realloc(row, (size_t)need);
-            if (grown == NULL) {
-                PyErr_NoMemory();
+    PyObject *rows = PyList_New(0);
+    outbuf_t row = {NULL, 0, 0};
+    if (rows == NULL)
+        return NULL;
+    const char *at = text + 1, *end = text + n;
+    while (at < end && *at == '[') {  /* a row: '[', numbers separated by ',', ']' */
+        at++;
+        row.size = 0;
+        for (int first = 1;; first = 0) {  /* head + the first number, then sep + each next one */
+            if (put_number(&row, &at, end, first ? head : sep, first ? head_n : sep_n, "", 0) < 0)
+                goto fail;
+            if (at >= end) {
+                PyErr_SetString(PyExc_ValueError, "unterminated row");
                 goto fail;
             }
-            row = grown;
-            row_cap = need;
-        }
-        Py_ssize_t w = 0;
-        memcpy(row, head, (size_t)head_n);
-        w += head_n;
-        for (Py_ssize_t j = i; j < end;) {  /* each number, then a separator where a comma was */
-            const char *comma = memchr(fixed + j, ',', (size_t)(end - j));
-            Py_ssize_t stop = comma == NULL ? end : comma - fixed;
-            memcpy(row + w, fixed + j, (size_t)(stop - j));
-            w += stop - j;
-            if (comma == NULL)
+            if (*at++ == ']')
                 break;
-            memcpy(row + w, sep, (size_t)sep_n);
-            w += sep_n;
-            j = stop + 1;
         }
-        memcpy(row + w, tail, (size_t)tail_n);
-        w += tail_n;
-        PyObject *item = PyUnicode_DecodeASCII(row, w, "strict");
+        if (put_bytes(&row, tail, tail_n) < 0)
+            goto fail;
+        PyObject *item = PyUnicode_DecodeASCII(row.data, row.size, "strict");
         if (item == NULL || PyList_Append(rows, item) < 0) {
             Py_XDECREF(item);
             goto fail;
         }
         Py_DECREF(item);
-        i = end + 1;  /* past ']': then ",[" before the next row, or the closing ']' */
-        if (i < k && fixed[i] == ',')
-            i += 2;
-        else
-            break;
+        if (at < end && *at == ',')
+            at++;
     }
-    PyMem_Free(row);
-    PyMem_Free(padded);
+    PyMem_Free(row.data);
     return rows;
 fail:
-    PyMem_Free(row);
-    PyMem_Free(padded);
-    Py_XDECREF(rows);
+    PyMem_Free(row.data);
+    Py_DECREF(rows);
+    return NULL;
+}
+
+/*
+ * xml_rows(parts, count, piece_rows, styled) -> list of bytes: the <row> elements of `count` sheet rows, UTF-8,
+ * piece_rows rows a bytes object; each row "<row>" + each part's cells of the row + "</row>" (xlsx._chunk_xml, whose
+ * Python path is the reference this is tested against). A part is
+ *   - a list of `count` str: the XML of the part's cells, row by row;
+ *   - a block (json, head, tail, places, cells, width): orjson's text of a (count, width) array, each number written
+ *     head + its repr + tail, except the cells at `places` (int64 bytes: row * width + column, ascending), which
+ *     hold null in `json` and whose XML is the next str of `cells`.
+ * `styled`: None or [(row, XML of the row's cells)] ascending, written in place of the parts' cells of that row.
+ */
+typedef struct {
+    PyObject *list;
+    const char *at, *end, *head, *tail;
+    Py_ssize_t head_n, tail_n, width, next, n_places, flat;
+    const int64_t *places;
+    PyObject *cells;
+} part_t;
+
+static int part_init(part_t *part, PyObject *spec, Py_ssize_t count)
+{
+    memset(part, 0, sizeof *part);
+    if (PyList_Check(spec)) {
+        if (PyList_GET_SIZE(spec) != count) {
+            PyErr_SetString(PyExc_ValueError, "a list part must hold a cell text per row");
+            return -1;
+        }
+        part->list = spec;
+        return 0;
+    }
+    char *json, *places;
+    Py_ssize_t n, places_n;
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 6 ||
+        PyBytes_AsStringAndSize(PyTuple_GET_ITEM(spec, 0), &json, &n) < 0 ||
+        ascii_arg(PyTuple_GET_ITEM(spec, 1), &part->head, &part->head_n, "head") < 0 ||
+        ascii_arg(PyTuple_GET_ITEM(spec, 2), &part->tail, &part->tail_n, "tail") < 0 ||
+        PyBytes_AsStringAndSize(PyTuple_GET_ITEM(spec, 3), &places, &places_n) < 0 ||
+        !PyList_Check(PyTuple_GET_ITEM(spec, 4)) || (part->width = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 5))) < 1) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "a part is a list of str or (json, head, tail, places, cells, width)");
+        return -1;
+    }
+    part->cells = PyTuple_GET_ITEM(spec, 4);
+    part->places = (const int64_t *)places;
+    part->n_places = places_n / (Py_ssize_t)sizeof(int64_t);
+    if (places_n % (Py_ssize_t)sizeof(int64_t) || part->n_places != PyList_GET_SIZE(part->cells)) {
+        PyErr_SetString(PyExc_ValueError, "a block needs a cell per place");
+        return -1;
+    }
+    if (n < 2 || json[0] != '[' || json[n - 1] != ']') {
+        PyErr_SetString(PyExc_ValueError, "not the text of a 2-d array");
+        return -1;
+    }
+    part->at = json + 1;
+    part->end = json + n;
+    return 0;
+}
+
+/* a block's cells of its next row, appended to b (emit) or passed over */
+static int put_block_row(outbuf_t *b, part_t *part, int emit)
+{
+    const char *at = part->at, *end = part->end;
+    if (at >= end || *at != '[')
+        goto short_text;
+    at++;
+    for (Py_ssize_t k = 0; k < part->width; k++, part->flat++) {
+        if (part->next < part->n_places && part->places[part->next] == part->flat) {
+            const char *tok = at;
+            while (at < end && *at != ',' && *at != ']')
+                at++;
+            if (at - tok != 4 || memcmp(tok, "null", 4) != 0) {
+                PyErr_SetString(PyExc_ValueError, "a block's place holds no null");
+                return -1;
+            }
+            if (emit && put_str(b, PyList_GET_ITEM(part->cells, part->next)) < 0)
+                return -1;
+            part->next++;
+        } else if (emit) {
+            if (put_number(b, &at, end, part->head, part->head_n, part->tail, part->tail_n) < 0)
+                return -1;
+        } else {
+            while (at < end && *at != ',' && *at != ']')
+                at++;
+        }
+        if (at >= end || *at != (k + 1 < part->width ? ',' : ']'))
+            goto short_text;
+        at++;
+    }
+    if (at < end && *at == ',')
+        at++;
+    part->at = at;
+    return 0;
+short_text:
+    PyErr_SetString(PyExc_ValueError, "a block's text does not hold count rows of width numbers");
+    return -1;
+}
+
+static int put_piece(PyObject *pieces, outbuf_t *b)
+{
+    PyObject *piece = PyBytes_FromStringAndSize(b->data, b->size);
+    if (piece == NULL)
+        return -1;
+    int failed = PyList_Append(pieces, piece);
+    Py_DECREF(piece);
+    b->size = 0;
+    return failed;
+}
+
+static PyObject *xml_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t count, piece_rows;
+    if (nargs != 4 || !PyList_Check(args[0]) || (count = PyLong_AsSsize_t(args[1])) < 0 ||
+        (piece_rows = PyLong_AsSsize_t(args[2])) < 1 || (args[3] != Py_None && !PyList_Check(args[3]))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "xml_rows(parts: list, count: int >= 0, piece_rows: int >= 1, styled)");
+        return NULL;
+    }
+    PyObject *specs = args[0], *styled = args[3] == Py_None ? NULL : args[3];
+    Py_ssize_t n_parts = PyList_GET_SIZE(specs), n_styled = styled ? PyList_GET_SIZE(styled) : 0, s = 0;
+    part_t *parts = PyMem_Calloc((size_t)n_parts + 1, sizeof(part_t));
+    outbuf_t b = {NULL, 0, 0};
+    PyObject *pieces = PyList_New(0);
+    if (parts == NULL || pieces == NULL) {
+        if (parts == NULL)
+            PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t j = 0; j < n_parts; j++)
+        if (part_init(&parts[j], PyList_GET_ITEM(specs, j), count) < 0)
+            goto fail;
+    Py_ssize_t next_styled = -1;
+    PyObject *styled_text = NULL;
+    for (Py_ssize_t row = 0; row < count; row++) {
+        if (next_styled < row && s < n_styled) {  /* the next styled row */
+            PyObject *item = PyList_GET_ITEM(styled, s++);
+            if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+                (next_styled = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 0))) < row) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "styled: (row, text) in ascending rows");
+                goto fail;
+            }
+            styled_text = PyTuple_GET_ITEM(item, 1);
+        }
+        int plain = next_styled != row;
+        if (put_bytes(&b, "<row>", 5) < 0 || (!plain && put_str(&b, styled_text) < 0))
+            goto fail;
+        for (Py_ssize_t j = 0; j < n_parts; j++) {
+            part_t *part = &parts[j];
+            if (part->list != NULL) {
+                if (plain && put_str(&b, PyList_GET_ITEM(part->list, row)) < 0)
+                    goto fail;
+            } else if (put_block_row(&b, part, plain) < 0) {
+                goto fail;
+            }
+        }
+        if (put_bytes(&b, "</row>", 6) < 0)
+            goto fail;
+        if ((row + 1) % piece_rows == 0 || row + 1 == count)
+            if (put_piece(pieces, &b) < 0)
+                goto fail;
+    }
+    if (s < n_styled || next_styled >= count) {
+        PyErr_SetString(PyExc_ValueError, "styled: a row past count");
+        goto fail;
+    }
+    for (Py_ssize_t j = 0; j < n_parts; j++) {
+        part_t *part = &parts[j];
+        if (part->list == NULL && (part->next != part->n_places || part->at + 1 != part->end || *part->at != ']')) {
+            PyErr_SetString(PyExc_ValueError, "a block holds more than count rows or places past them");
+            goto fail;
+        }
+    }
+    PyMem_Free(parts);
+    PyMem_Free(b.data);
+    return pieces;
+fail:
+    PyMem_Free(parts);
+    PyMem_Free(b.data);
+    Py_XDECREF(pieces);
     return NULL;
 }
 
@@ -602,6 +990,8 @@ static PyMethodDef methods[] = {
      "fill_numbers(data, segments) -> '[n0,n1,...]' of the number tokens between the segments, or None"},
     {"json_rows_as_repr", (PyCFunction)(void (*)(void))json_rows_as_repr, METH_FASTCALL,
      "json_rows_as_repr(orjson_bytes_2d, sep, head, tail) -> per row head + the reprs joined by sep + tail"},
+    {"xml_rows", (PyCFunction)(void (*)(void))xml_rows, METH_FASTCALL,
+     "xml_rows(parts, count, piece_rows, styled) -> the sheet's <row> elements, UTF-8, piece_rows rows a bytes"},
     {"json_floats_as_repr", (PyCFunction)json_floats_as_repr, METH_O,
      "json_floats_as_repr(orjson_bytes) -> str: orjson's text of a float array with every number as its repr"},
     {NULL, NULL, 0, NULL},

@@ -12,9 +12,18 @@ from itertools import chain, islice, repeat
 
 import numpy as np
 
+from msprobe.core.compare import float_text
 from msprobe.core.compare.float_text import float_reprs, joined_ints, joined_reprs
 from msprobe.core.compare.zipwrite import ZipWriter
 from msprobe.core.paths import FILE_MODE
+
+# the C row writer (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0 or a build without a C compiler: Python
+_NATIVE_XML = None
+if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
+    try:
+        from msprobe.core._pair_kernels import xml_rows as _NATIVE_XML  # type: ignore[no-redef]
+    except ImportError:  # pragma: no cover - built without a C compiler
+        _NATIVE_XML = None
 
 __all__ = ["write_xlsx", "Sheet", "RED_RGB", "YELLOW_RGB"]
 
@@ -268,21 +277,41 @@ def _odd_cells(values, strings):
     return [next(made) if type(value) is str else _cell(value, strings) for value in values]
 
 
-def _number_block(columns, start, stop, strings):
-    """XML of the cells of adjacent number columns (NumberColumn) for each row of a chunk, one text a row:
-    the numbers of all rows formatted in one call (float_text.joined_reprs), a NaN in each cell that is not
-    a finite float; then those cells (a text, the text of a NaN) put in its place, row by row, their shared
-    strings numbered in row order."""
-    blocks = [column.odd_block(start, stop) for column in columns]
-    rows = joined_reprs(np.stack([values for values, _, _ in blocks], axis=1), _SEP, _HEAD, _TAIL)
+def _json_blocks():
+    """Whether number blocks go to the C row writer as orjson's text (xml_rows writes each number's repr and puts
+    the odd cells in): with the C writer, and orjson's digits checked against repr (float_text)."""
+    return _NATIVE_XML is not None and float_text.orjson is not None and float_text._fast()
+
+
+def _block_odd_cells(blocks, strings):
+    """(the places row * width + column of the odd cells of a number block, ascending; their cells in that order),
+    the cells' shared strings numbered in that order (row by row, then column by column)."""
+    width = len(blocks)
     if not any(len(odd) for _, odd, _ in blocks):
+        return np.zeros(0, dtype=np.int64), []
+    places = np.concatenate([odd * width + k for k, (_, odd, _) in enumerate(blocks)])
+    order = np.argsort(places, kind="stable")
+    values = list(chain.from_iterable(cells for _, _, cells in blocks))
+    return places[order], _odd_cells(list(map(values.__getitem__, order.tolist())), strings)
+
+
+def _number_block(columns, start, stop, strings):
+    """XML of the cells of adjacent number columns (NumberColumn) for each row of a chunk: the numbers of all rows
+    formatted in one call, a NaN in each cell that is not a finite float, then those cells (a text, the text of a
+    NaN) put in its place, their shared strings numbered in row order. With the C row writer, a block for it
+    (orjson's text of the numbers, the odd cells and their places: xml_rows); else one text a row
+    (float_text.joined_reprs, the odd cells put in row by row)."""
+    blocks = [column.odd_block(start, stop) for column in columns]
+    array = np.stack([values for values, _, _ in blocks], axis=1)
+    places, cells = _block_odd_cells(blocks, strings)
+    if _json_blocks():
+        json = float_text.orjson.dumps(array, option=float_text.orjson.OPT_SERIALIZE_NUMPY)
+        return (json, _HEAD, _TAIL, places.astype(np.int64).tobytes(), cells, len(blocks))
+    rows = joined_reprs(array, _SEP, _HEAD, _TAIL)
+    if not cells:
         return rows
     width = len(blocks)
-    places = np.concatenate([odd * width + k for k, (_, odd, _) in enumerate(blocks)])
-    order = np.argsort(places, kind="stable").tolist()  # row by row, then column by column
-    values = list(chain.from_iterable(cells for _, _, cells in blocks))
-    cells = _odd_cells(list(map(values.__getitem__, order)), strings)
-    odd_rows = places[order] // width
+    odd_rows = places // width
     firsts = np.flatnonzero(np.diff(odd_rows, prepend=-1))  # where each row's odd cells start
     bounds = firsts.tolist() + [len(cells)]
     marker = _marker()
@@ -317,7 +346,11 @@ def _formatted_block(columns, start, stop, strings):
         made = _shared_text_block(columns[0].formatter, values, places, overrides, strings)
         if made is not None:
             head, tail = strings.slot.split("{}")
-            return joined_ints(np.ascontiguousarray(made.reshape(width, n).T), tail + head, head, tail)
+            indexes = np.ascontiguousarray(made.reshape(width, n).T)
+            if _json_blocks() and float_text.native_ints():  # a block of ints for xml_rows
+                json = float_text.orjson.dumps(indexes, option=float_text.orjson.OPT_SERIALIZE_NUMPY)
+                return (json, head, tail, b"", [], width)
+            return joined_ints(indexes, tail + head, head, tail)
     cells = columns[0].formatter(values)
     for place, cell in zip(places.tolist(), overrides):
         cells[place] = cell
@@ -409,17 +442,23 @@ _PIECE_ROWS = 128  # rows joined and encoded at a time: ~100 kB texts, made in m
 def _chunk_xml(sheet, start, strings):
     """XML bytes of the rows of a chunk, in pieces of _PIECE_ROWS rows: one text of a whole chunk (MBs) is
     memory fresh from the system for every chunk (its pages faulted in: ~0.6 ms a MB here, as much as the
-    joining), the pieces are made in the same few blocks again and again and are deflated while in cache."""
+    joining), the pieces are made in the same few blocks again and again and are deflated while in cache.
+    The C row writer (xml_rows) writes them from the parts; the Python joining below is its reference."""
     stop = min(len(sheet.columns[0]), start + _CHUNK_ROWS)
     parts = _chunk_parts(sheet, start, stop, strings)
-    styles = sheet.row_styles
+    styles, styled = sheet.row_styles, []
     if styles is not None:
         for row in np.flatnonzero(np.asarray(styles[start:stop])).tolist():
             attr = f' s="{int(styles[start + row])}"'
-            styled = _render_column([column[start + row] for column in sheet.columns], attr, None, numeric=False)
-            for first, end, cells in parts:
-                cells[row] = "".join(styled[first:end])
+            styled.append((row, _render_column([column[start + row] for column in sheet.columns], attr, None,
+                                               numeric=False)))
     strings.trim()
+    if _NATIVE_XML is not None:
+        return _NATIVE_XML([cells for _, _, cells in parts], stop - start, _PIECE_ROWS,
+                           [(row, "".join(cells)) for row, cells in styled] or None)
+    for row, cells in styled:
+        for first, end, part in parts:
+            part[row] = "".join(cells[first:end])
     rows = zip(repeat("<row>"), *(cells for _, _, cells in parts), repeat("</row>"))
     return ["".join(chain.from_iterable(islice(rows, _PIECE_ROWS))).encode("utf-8")
             for _ in range(0, stop - start, _PIECE_ROWS)]
