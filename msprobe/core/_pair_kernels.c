@@ -495,9 +495,11 @@ mismatch:
 
 /*
  * The rewrites one number at a time: the row writers below read orjson's text number by number, so each number is
- * rewritten where it is copied (no rewritten copy of the whole text first). For a number token (the bytes between
- * ',', '[' and ']' of orjson's text) this writes what pad_exponents then small_as_scientific write for it inside the
- * whole text: both only look at bytes of one number, and a number's first byte follows a '[' or ',', not a digit.
+ * rewritten where it is copied (no rewritten copy of the whole text first). For a token of orjson's grammar
+ * (null, or -?digits[.digits][e[+-]digits], between '[', ',' and ']') this writes what pad_exponents then
+ * small_as_scientific write for it inside the whole text: both only look at the bytes of one number, and the
+ * "0.0000" + digit that small_as_scientific rewrites, not after a digit, can only start such a token (after its
+ * sign). Tokens outside that grammar (orjson writes none) are not promised the whole-text result.
  */
 #define TOKEN_STACK 64
 
@@ -525,16 +527,16 @@ static Py_ssize_t rewrite_token(const char *tok, Py_ssize_t len, char *out)
 }
 
 /* The usual number below 1e-4 that orjson writes fixed, "0.0000ddd" or "-0.0000ddd" (digits to its end), as
-   small_as_scientific writes it: "d.dde-05"; dot is the place of its '.'. -1 where the number has another form. */
-static Py_ssize_t scientific_token(const char *tok, Py_ssize_t len, Py_ssize_t dot, char *out)
+   small_as_scientific writes it: "d.dde-05". -1 where the number has another form. */
+static Py_ssize_t scientific_token(const char *tok, Py_ssize_t len, char *out)
 {
-    Py_ssize_t sign = tok[0] == '-';
-    if (dot != sign + 1 || tok[sign] != '0' || len <= dot + 5 || memcmp(tok + dot + 1, "0000", 4) != 0)
+    Py_ssize_t sign = tok[0] == '-', dot = sign + 1;
+    if (len <= dot + 5 || memcmp(tok + sign, "0.0000", 6) != 0)
         return -1;
-    Py_ssize_t first = dot + 1;
     for (Py_ssize_t i = dot + 1; i < len; i++)
         if (!is_digit(tok[i]))
             return -1;
+    Py_ssize_t first = dot + 1;
     while (first < len && tok[first] == '0')
         first++;
     Py_ssize_t exponent = first - dot;
@@ -556,150 +558,141 @@ static Py_ssize_t scientific_token(const char *tok, Py_ssize_t len, Py_ssize_t d
     return j;
 }
 
-/* The length of the number token at tok (up to a ',' or ']', or to end), the place of its first '.' (-1: none)
-   and whether it holds more than one. Eight bytes at a time where eight are left. */
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-static inline uint64_t bytes_equal(uint64_t x, uint64_t pattern)  /* 0x80 in each byte of x equal to pattern's */
+/* Whether the rewrites leave a token of the grammar as it is: no one-digit negative exponent (a '-' two bytes
+   before its end) and no "0.0000" + digit at its start (after its sign). */
+static inline int token_kept(const char *tok, Py_ssize_t len)
 {
-    const uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL;
-    uint64_t y = x ^ pattern;
-    return ~(((y & low7) + low7) | y | low7);
+    if (len >= 2 && tok[len - 2] == '-')
+        return 0;
+    Py_ssize_t sign = tok[0] == '-';
+    return !(len > sign + 6 && memcmp(tok + sign, "0.0000", 6) == 0 && is_digit(tok[sign + 6]));
 }
 
-static inline Py_ssize_t scan_token(const char *tok, const char *end, Py_ssize_t *dot, int *dots)
+/* The length of the token at tok: up to its ',' or ']', or to end. Sixteen bytes at a time where as many are left. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline Py_ssize_t token_length(const char *tok, const char *end)
 {
-    const uint64_t commas = 0x2C2C2C2C2C2C2C2CULL, closes = 0x5D5D5D5D5D5D5D5DULL, points = 0x2E2E2E2E2E2E2E2EULL;
+    const __m128i commas = _mm_set1_epi8(','), closes = _mm_set1_epi8(']');
     const char *p = tok;
-    *dot = -1;
-    *dots = 0;
-    while (end - p >= 8) {
-        uint64_t x;
-        memcpy(&x, p, 8);
-        uint64_t stop = bytes_equal(x, commas) | bytes_equal(x, closes), found = bytes_equal(x, points);
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        int stop = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, commas), _mm_cmpeq_epi8(x, closes)));
         if (stop)
-            found &= (stop & (~stop + 1)) - 1;  /* the points before the delimiter */
-        if (found) {  /* one point, or more (two are enough to know) */
-            if (*dot < 0)
-                *dot = (p - tok) + (__builtin_ctzll(found) >> 3);
-            *dots += (found & (found - 1)) ? 2 : 1;
-        }
-        if (stop)
-            return (p - tok) + (__builtin_ctzll(stop) >> 3);
-        p += 8;
+            return (p - tok) + __builtin_ctz((unsigned)stop);
+        p += 16;
     }
-    for (; p < end && *p != ',' && *p != ']'; p++)
-        if (*p == '.' && (*dots)++ == 0)
-            *dot = p - tok;
+    while (p < end && *p != ',' && *p != ']')
+        p++;
     return p - tok;
 }
 #else
-static inline Py_ssize_t scan_token(const char *tok, const char *end, Py_ssize_t *dot, int *dots)
+static inline Py_ssize_t token_length(const char *tok, const char *end)
 {
     const char *p = tok;
-    *dot = -1;
-    *dots = 0;
-    for (; p < end && *p != ',' && *p != ']'; p++)
-        if (*p == '.' && (*dots)++ == 0)
-            *dot = p - tok;
+    while (p < end && *p != ',' && *p != ']')
+        p++;
     return p - tok;
 }
 #endif
 
-/* Whether the rewrites leave the token as it is: no one-digit negative exponent (a '-' two bytes before its end) and
-   no "0.0000" + digit, which can only start one byte before a '.' (with one '.', at dot). */
-static inline int token_kept(const char *tok, Py_ssize_t len, Py_ssize_t dot, int dots)
-{
-    if (len >= 2 && tok[len - 2] == '-')
-        return 0;
-    if (dots == 0)
-        return 1;
-    if (dots > 1)
-        return 0;
-    return !(dot >= 1 && dot + 5 < len && tok[dot - 1] == '0' && memcmp(tok + dot + 1, "0000", 4) == 0 &&
-             is_digit(tok[dot + 5]));
-}
-
-/* A growing output buffer (PyMem). */
+/* A growing output buffer: PyMem memory, or a bytes object being filled (`bytes`, resized as it grows). */
 typedef struct {
     char *data;
     Py_ssize_t size, cap;
+    PyObject *bytes;
 } outbuf_t;
+
+#define OUT_SLACK 64 /* bytes past what is written that a writer may fill (whole words, then moved on less) */
 
 static int outbuf_grow(outbuf_t *b, Py_ssize_t extra)
 {
     Py_ssize_t cap = b->cap ? b->cap : 65536;
-    while (cap < b->size + extra)
+    while (cap < b->size + extra + OUT_SLACK)
         cap *= 2;
-    char *grown = PyMem_Realloc(b->data, (size_t)cap);
-    if (grown == NULL) {
-        PyErr_NoMemory();
-        return -1;
+    if (b->bytes != NULL) {
+        if (_PyBytes_Resize(&b->bytes, cap) < 0)
+            return -1;
+        b->data = PyBytes_AS_STRING(b->bytes);
+    } else {
+        char *grown = PyMem_Realloc(b->data, (size_t)cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->data = grown;
     }
-    b->data = grown;
     b->cap = cap;
     return 0;
 }
 
+/* room for `extra` bytes and OUT_SLACK more */
 static inline int outbuf_room(outbuf_t *b, Py_ssize_t extra)
 {
-    return b->size + extra <= b->cap ? 0 : outbuf_grow(b, extra);
+    return b->size + extra + OUT_SLACK <= b->cap ? 0 : outbuf_grow(b, extra);
 }
 
-/* copy of a few bytes without a call for the short ones (cell tags, numbers) */
-static inline void copy_short(char *dst, const char *src, Py_ssize_t n)
+/* a cell's fixed text (a number's head or tail): up to 16 bytes kept padded, to be copied as one block */
+typedef struct {
+    char pad[16];
+    const char *text;
+    Py_ssize_t n;
+} tag_t;
+
+static void tag_init(tag_t *tag, const char *text, Py_ssize_t n)
 {
-    if (n >= 8 && n <= 16) {
-        uint64_t a, z;
-        memcpy(&a, src, 8);
-        memcpy(&z, src + n - 8, 8);
-        memcpy(dst, &a, 8);
-        memcpy(dst + n - 8, &z, 8);
-    } else if (n >= 4 && n < 8) {
-        uint32_t a, z;
-        memcpy(&a, src, 4);
-        memcpy(&z, src + n - 4, 4);
-        memcpy(dst, &a, 4);
-        memcpy(dst + n - 4, &z, 4);
-    } else if (n < 4) {
-        for (Py_ssize_t i = 0; i < n; i++)
-            dst[i] = src[i];
-    } else {
-        memcpy(dst, src, (size_t)n);
-    }
+    memset(tag->pad, 0, sizeof tag->pad);
+    if (n <= 16)
+        memcpy(tag->pad, text, (size_t)n);
+    tag->text = text;
+    tag->n = n;
+}
+
+/* the tag at w (16 bytes of slack past it); returns the place after it */
+static inline char *put_tag(char *w, const tag_t *tag)
+{
+    if (tag->n <= 16)
+        memcpy(w, tag->pad, 16);
+    else
+        memcpy(w, tag->text, (size_t)tag->n);
+    return w + tag->n;
 }
 
 /* One number of orjson's text at *at (ending at a ',' or ']', or at end) appended to b as repr writes it, between
    head and tail; *at moves to its delimiter. 0, or -1 with an exception set. */
-static int put_number(outbuf_t *b, const char **at, const char *end, const char *head, Py_ssize_t head_n,
-                      const char *tail, Py_ssize_t tail_n)
+static inline int put_number(outbuf_t *b, const char **at, const char *end, const tag_t *head, const tag_t *tail)
 {
     const char *tok = *at;
-    Py_ssize_t dot;
-    int dots;
-    Py_ssize_t len = scan_token(tok, end, &dot, &dots);
+    Py_ssize_t len = token_length(tok, end);
     /* the padding adds a byte at most; the scientific form is shorter */
-    if (outbuf_room(b, head_n + len + 1 + tail_n) < 0)
+    if (outbuf_room(b, head->n + len + 1 + tail->n) < 0)
         return -1;
-    char *w = b->data + b->size;
-    copy_short(w, head, head_n);
-    w += head_n;
-    Py_ssize_t k = len;
-    if (token_kept(tok, len, dot, dots))
-        copy_short(w, tok, len);
-    else if ((k = scientific_token(tok, len, dot, w)) < 0 && (k = rewrite_token(tok, len, w)) < 0)
-        return -1;
-    w += k;
-    copy_short(w, tail, tail_n);
-    b->size += head_n + k + tail_n;
+    char *w = put_tag(b->data + b->size, head);
+    if (token_kept(tok, len)) {
+        if (len <= 32 && end - tok >= 32) {  /* whole words: the bytes past the token are written over next */
+            memcpy(w, tok, 16);
+            memcpy(w + 16, tok + 16, 16);
+        } else {
+            memcpy(w, tok, (size_t)len);
+        }
+        w += len;
+    } else {
+        Py_ssize_t k = scientific_token(tok, len, w);
+        if (k < 0 && (k = rewrite_token(tok, len, w)) < 0)
+            return -1;
+        w += k;
+    }
+    w = put_tag(w, tail);
+    b->size = w - b->data;
     *at = tok + len;
     return 0;
 }
 
-static int put_bytes(outbuf_t *b, const char *data, Py_ssize_t n)
+static inline int put_bytes(outbuf_t *b, const char *data, Py_ssize_t n)
 {
     if (outbuf_room(b, n) < 0)
         return -1;
-    copy_short(b->data + b->size, data, n);
+    memcpy(b->data + b->size, data, (size_t)n);
     b->size += n;
     return 0;
 }
@@ -718,7 +711,7 @@ static inline const char *utf8_of(PyObject *text, Py_ssize_t *n)
     return PyUnicode_AsUTF8AndSize(text, n);
 }
 
-static int put_str(outbuf_t *b, PyObject *text)
+static inline int put_str(outbuf_t *b, PyObject *text)
 {
     Py_ssize_t n;
     const char *data = utf8_of(text, &n);
@@ -735,6 +728,16 @@ static int ascii_arg(PyObject *arg, const char **data, Py_ssize_t *n, const char
     return *data == NULL ? -1 : 0;
 }
 
+static int tag_arg(PyObject *arg, tag_t *tag, const char *what)
+{
+    const char *text;
+    Py_ssize_t n;
+    if (ascii_arg(arg, &text, &n, what) < 0)
+        return -1;
+    tag_init(tag, text, n);
+    return 0;
+}
+
 /*
  * json_rows_as_repr(text, sep, head, tail) -> list of str: for orjson's text of a 2-d float64 array ("[[a,b],[c,d]]"),
  * per row head + the repr of each number joined by sep + tail, as float_text._python_joined makes it (the reference
@@ -743,22 +746,22 @@ static int ascii_arg(PyObject *arg, const char **data, Py_ssize_t *n, const char
 static PyObject *json_rows_as_repr(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
     char *text;
-    Py_ssize_t n, sep_n, head_n, tail_n;
-    const char *sep, *head, *tail;
+    Py_ssize_t n;
+    tag_t sep, head, tail, none;
     if (nargs != 4 || PyBytes_AsStringAndSize(args[0], &text, &n) < 0) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "json_rows_as_repr(text: bytes, sep: str, head: str, tail: str)");
         return NULL;
     }
-    if (ascii_arg(args[1], &sep, &sep_n, "sep") < 0 || ascii_arg(args[2], &head, &head_n, "head") < 0 ||
-        ascii_arg(args[3], &tail, &tail_n, "tail") < 0)
+    if (tag_arg(args[1], &sep, "sep") < 0 || tag_arg(args[2], &head, "head") < 0 || tag_arg(args[3], &tail, "tail") < 0)
         return NULL;
+    tag_init(&none, "", 0);
     if (n < 4 || text[0] != '[' || text[1] != '[') {
         PyErr_SetString(PyExc_ValueError, "not the text of a 2-d array");
         return NULL;
     }
     PyObject *rows = PyList_New(0);
-    outbuf_t row = {NULL, 0, 0};
+    outbuf_t row = {NULL, 0, 0, NULL};
     if (rows == NULL)
         return NULL;
     const char *at = text + 1, *end = text + n;
@@ -766,7 +769,7 @@ static PyObject *json_rows_as_repr(PyObject *Py_UNUSED(self), PyObject *const *a
         at++;
         row.size = 0;
         for (int first = 1;; first = 0) {  /* head + the first number, then sep + each next one */
-            if (put_number(&row, &at, end, first ? head : sep, first ? head_n : sep_n, "", 0) < 0)
+            if (put_number(&row, &at, end, first ? &head : &sep, &none) < 0)
                 goto fail;
             if (at >= end) {
                 PyErr_SetString(PyExc_ValueError, "unterminated row");
@@ -775,7 +778,7 @@ static PyObject *json_rows_as_repr(PyObject *Py_UNUSED(self), PyObject *const *a
             if (*at++ == ']')
                 break;
         }
-        if (put_bytes(&row, tail, tail_n) < 0)
+        if (put_bytes(&row, tail.text, tail.n) < 0)
             goto fail;
         PyObject *item = PyUnicode_DecodeASCII(row.data, row.size, "strict");
         if (item == NULL || PyList_Append(rows, item) < 0) {
@@ -806,8 +809,9 @@ fail:
  */
 typedef struct {
     PyObject *list;
-    const char *at, *end, *head, *tail;
-    Py_ssize_t head_n, tail_n, width, next, n_places, flat;
+    const char *at, *end;
+    tag_t head, tail;
+    Py_ssize_t width, next, n_places, flat;
     const int64_t *places;
     PyObject *cells;
 } part_t;
@@ -827,8 +831,8 @@ static int part_init(part_t *part, PyObject *spec, Py_ssize_t count)
     Py_ssize_t n, places_n;
     if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 6 ||
         PyBytes_AsStringAndSize(PyTuple_GET_ITEM(spec, 0), &json, &n) < 0 ||
-        ascii_arg(PyTuple_GET_ITEM(spec, 1), &part->head, &part->head_n, "head") < 0 ||
-        ascii_arg(PyTuple_GET_ITEM(spec, 2), &part->tail, &part->tail_n, "tail") < 0 ||
+        tag_arg(PyTuple_GET_ITEM(spec, 1), &part->head, "head") < 0 ||
+        tag_arg(PyTuple_GET_ITEM(spec, 2), &part->tail, "tail") < 0 ||
         PyBytes_AsStringAndSize(PyTuple_GET_ITEM(spec, 3), &places, &places_n) < 0 ||
         !PyList_Check(PyTuple_GET_ITEM(spec, 4)) || (part->width = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 5))) < 1) {
         if (!PyErr_Occurred())
@@ -860,22 +864,20 @@ static int put_block_row(outbuf_t *b, part_t *part, int emit)
     at++;
     for (Py_ssize_t k = 0; k < part->width; k++, part->flat++) {
         if (part->next < part->n_places && part->places[part->next] == part->flat) {
-            const char *tok = at;
-            while (at < end && *at != ',' && *at != ']')
-                at++;
-            if (at - tok != 4 || memcmp(tok, "null", 4) != 0) {
+            Py_ssize_t len = token_length(at, end);
+            if (len != 4 || memcmp(at, "null", 4) != 0) {
                 PyErr_SetString(PyExc_ValueError, "a block's place holds no null");
                 return -1;
             }
             if (emit && put_str(b, PyList_GET_ITEM(part->cells, part->next)) < 0)
                 return -1;
+            at += len;
             part->next++;
         } else if (emit) {
-            if (put_number(b, &at, end, part->head, part->head_n, part->tail, part->tail_n) < 0)
+            if (put_number(b, &at, end, &part->head, &part->tail) < 0)
                 return -1;
         } else {
-            while (at < end && *at != ',' && *at != ']')
-                at++;
+            at += token_length(at, end);
         }
         if (at >= end || *at != (k + 1 < part->width ? ',' : ']'))
             goto short_text;
@@ -890,15 +892,21 @@ short_text:
     return -1;
 }
 
+/* the bytes filled so far appended to `pieces` (resized to their length), and a new one begun of the same room */
 static int put_piece(PyObject *pieces, outbuf_t *b)
 {
-    PyObject *piece = PyBytes_FromStringAndSize(b->data, b->size);
-    if (piece == NULL)
+    Py_ssize_t cap = b->cap;
+    if (_PyBytes_Resize(&b->bytes, b->size) < 0)
         return -1;
-    int failed = PyList_Append(pieces, piece);
-    Py_DECREF(piece);
+    int failed = PyList_Append(pieces, b->bytes);
+    Py_CLEAR(b->bytes);
+    if (failed)
+        return -1;
+    if ((b->bytes = PyBytes_FromStringAndSize(NULL, cap)) == NULL)
+        return -1;
+    b->data = PyBytes_AS_STRING(b->bytes);
     b->size = 0;
-    return failed;
+    return 0;
 }
 
 static PyObject *xml_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
@@ -913,13 +921,14 @@ static PyObject *xml_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_s
     PyObject *specs = args[0], *styled = args[3] == Py_None ? NULL : args[3];
     Py_ssize_t n_parts = PyList_GET_SIZE(specs), n_styled = styled ? PyList_GET_SIZE(styled) : 0, s = 0;
     part_t *parts = PyMem_Calloc((size_t)n_parts + 1, sizeof(part_t));
-    outbuf_t b = {NULL, 0, 0};
+    outbuf_t b = {NULL, 0, 65536, PyBytes_FromStringAndSize(NULL, 65536)};
     PyObject *pieces = PyList_New(0);
-    if (parts == NULL || pieces == NULL) {
+    if (parts == NULL || pieces == NULL || b.bytes == NULL) {
         if (parts == NULL)
             PyErr_NoMemory();
         goto fail;
     }
+    b.data = PyBytes_AS_STRING(b.bytes);
     for (Py_ssize_t j = 0; j < n_parts; j++)
         if (part_init(&parts[j], PyList_GET_ITEM(specs, j), count) < 0)
             goto fail;
@@ -950,9 +959,8 @@ static PyObject *xml_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_s
         }
         if (put_bytes(&b, "</row>", 6) < 0)
             goto fail;
-        if ((row + 1) % piece_rows == 0 || row + 1 == count)
-            if (put_piece(pieces, &b) < 0)
-                goto fail;
+        if (((row + 1) % piece_rows == 0 || row + 1 == count) && put_piece(pieces, &b) < 0)
+            goto fail;
     }
     if (s < n_styled || next_styled >= count) {
         PyErr_SetString(PyExc_ValueError, "styled: a row past count");
@@ -966,11 +974,11 @@ static PyObject *xml_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_s
         }
     }
     PyMem_Free(parts);
-    PyMem_Free(b.data);
+    Py_XDECREF(b.bytes);
     return pieces;
 fail:
     PyMem_Free(parts);
-    PyMem_Free(b.data);
+    Py_XDECREF(b.bytes);
     Py_XDECREF(pieces);
     return NULL;
 }

@@ -505,23 +505,33 @@ _MAX_WIDTH = 60
 _FIRST_REPRS = 8
 
 
+def _float_width(floats):
+    """The longest repr of finite floats (a list or a float64 array), counted at most 12: most columns meet
+    12 at their first numbers, repr'd one by one; the rest in one call."""
+    number, head = 0, floats[:_FIRST_REPRS]
+    for text in map(repr, head.tolist() if isinstance(head, np.ndarray) else head):
+        number = max(number, min(len(text), 12))
+        if number == 12:
+            return number
+    if len(floats) > _FIRST_REPRS:
+        number = min(12, max(number, max(map(len, float_reprs(floats[_FIRST_REPRS:])))))
+    return number
+
+
+def _lines_width(texts):
+    """The length of the longest first line of `texts`."""
+    if "\n" in "".join(texts):
+        texts = [t.split("\n", 1)[0] for t in texts]
+    return max(map(len, texts), default=0)
+
+
 def _text_width(sample):
     """Width of the longest first line of a sample of cells (floats count their repr, at most 12)."""
     if set(map(type, sample)) <= {str}:
-        floats, texts = [], sample
-    else:
-        floats = [v for v in sample if type(v) is float and v - v == 0.0]
-        texts = [str(v) for v in sample if v is not None and _is_odd_number(v)]  # the str of nan is its repr
-    number = 0
-    for text in map(repr, floats[:_FIRST_REPRS]):  # a number counts at most 12: most columns meet it at once
-        number = max(number, min(len(text), 12))
-        if number == 12:
-            break
-    if number < 12 and len(floats) > _FIRST_REPRS:  # the rest in one call
-        number = min(12, max(number, max(map(len, float_reprs(floats[_FIRST_REPRS:])))))
-    if "\n" in "".join(texts):
-        texts = [t.split("\n", 1)[0] for t in texts]
-    return max(number, max(map(len, texts), default=0))
+        return _lines_width(sample)
+    floats = [v for v in sample if type(v) is float and v - v == 0.0]
+    texts = [str(v) for v in sample if v is not None and _is_odd_number(v)]  # the str of nan is its repr
+    return max(_float_width(floats), _lines_width(texts))
 
 
 _TEXT_WIDTHS: dict = {}  # (title, sample of texts) -> width: a job's reports repeat their text columns
@@ -534,8 +544,10 @@ def _width(title, sample):
 def _number_text_width(column):
     """_text_width of the first rows of a NumberColumn without a formatter: its finite numbers and its few
     other cells."""
-    values, _, cells = column.odd_block(0, min(len(column), _SAMPLE_ROWS))
-    return _text_width(values[np.isfinite(values)].tolist() + list(cells))  # the odd cells hold NaN in values
+    values, _, cells = column.odd_block(0, min(len(column), _SAMPLE_ROWS))  # the odd cells hold NaN in values
+    # what _text_width makes of the finite values and the odd cells (none of them a finite float), without
+    # looking at each value's type
+    return max(_float_width(values[np.isfinite(values)]), _lines_width([str(cell) for cell in cells if cell is not None]))
 
 
 def _column_widths(sheet):
