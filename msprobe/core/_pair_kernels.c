@@ -983,6 +983,43 @@ fail:
     return NULL;
 }
 
+/*
+ * cell_kinds(values) -> int: the kinds of the items of a list or tuple, one bit each: 1 str, 2 None, 4 float, 8 int,
+ * 16 bool, 32 anything else (exact types: a subclass of str or float is "anything else"), 0 for none. What
+ * {type(v) for v in values} tells the xlsx writer (xlsx._kinds, whose Python form is the reference), without a
+ * Python call per item.
+ */
+static PyObject *cell_kinds(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    if (!PyList_Check(arg) && !PyTuple_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "cell_kinds(values: list or tuple)");
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(arg);
+    PyObject **items = PySequence_Fast_ITEMS(arg);
+    long kinds = 0;
+    PyTypeObject *last = NULL;  /* runs of one type are the usual case */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyTypeObject *type = Py_TYPE(items[i]);
+        if (type == last)
+            continue;
+        last = type;
+        if (type == &PyUnicode_Type)
+            kinds |= 1;
+        else if (items[i] == Py_None)
+            kinds |= 2;
+        else if (type == &PyFloat_Type)
+            kinds |= 4;
+        else if (type == &PyLong_Type)
+            kinds |= 8;
+        else if (type == &PyBool_Type)
+            kinds |= 16;
+        else
+            kinds |= 32;
+    }
+    return PyLong_FromLong(kinds);
+}
+
 static PyObject *simd(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
 {
     return PyBool_FromLong(simd_enabled());
@@ -998,6 +1035,7 @@ static PyMethodDef methods[] = {
      "fill_numbers(data, segments) -> '[n0,n1,...]' of the number tokens between the segments, or None"},
     {"json_rows_as_repr", (PyCFunction)(void (*)(void))json_rows_as_repr, METH_FASTCALL,
      "json_rows_as_repr(orjson_bytes_2d, sep, head, tail) -> per row head + the reprs joined by sep + tail"},
+    {"cell_kinds", (PyCFunction)cell_kinds, METH_O, "cell_kinds(values) -> bits of the exact types of the items"},
     {"xml_rows", (PyCFunction)(void (*)(void))xml_rows, METH_FASTCALL,
      "xml_rows(parts, count, piece_rows, styled) -> the sheet's <row> elements, UTF-8, piece_rows rows a bytes"},
     {"json_floats_as_repr", (PyCFunction)json_floats_as_repr, METH_O,

@@ -17,13 +17,34 @@ from msprobe.core.compare.float_text import float_reprs, joined_ints, joined_rep
 from msprobe.core.compare.zipwrite import ZipWriter
 from msprobe.core.paths import FILE_MODE
 
-# the C row writer (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0 or a build without a C compiler: Python
-_NATIVE_XML = None
+# the C row writer and kinds test (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0 or a build without a C
+# compiler: Python
+_NATIVE_XML = _NATIVE_KINDS = None
 if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
     try:
+        from msprobe.core._pair_kernels import cell_kinds as _NATIVE_KINDS  # type: ignore[no-redef]
         from msprobe.core._pair_kernels import xml_rows as _NATIVE_XML  # type: ignore[no-redef]
     except ImportError:  # pragma: no cover - built without a C compiler
-        _NATIVE_XML = None
+        _NATIVE_XML = _NATIVE_KINDS = None
+
+# the exact types of a column's cells, a bit each (_kinds)
+_STR, _NONE, _FLOAT, _INT, _BOOL, _OTHER = 1, 2, 4, 8, 16, 32
+_KIND_BITS = {str: _STR, type(None): _NONE, float: _FLOAT, int: _INT, bool: _BOOL}
+
+
+def _python_kinds(values):
+    """The bits of the exact types of `values` (the reference of the C cell_kinds)."""
+    kinds = 0
+    for kind in set(map(type, values)):
+        kinds |= _KIND_BITS.get(kind, _OTHER)
+    return kinds
+
+
+def _kinds(values):
+    """The bits of the exact types of the cells `values`: _STR alone for texts only, 0 for none."""
+    if _NATIVE_KINDS is not None and isinstance(values, (list, tuple)):
+        return _NATIVE_KINDS(values)
+    return _python_kinds(values)
 
 __all__ = ["write_xlsx", "Sheet", "RED_RGB", "YELLOW_RGB"]
 
@@ -60,12 +81,12 @@ def _escape(text):
 
 def _mostly_floats(values):
     sample = values[:64]
-    return sum(type(v) is float for v in sample) * 2 > len(sample)
+    return list(map(type, sample)).count(float) * 2 > len(sample)
 
 
 def _mostly_none(values):
     sample = values[:64]
-    return sum(v is None for v in sample) * 2 > len(sample)
+    return list(map(type, sample)).count(type(None)) * 2 > len(sample)
 
 
 def _render_numeric_column(values, style, cache):
@@ -245,11 +266,11 @@ def _column_cells(column, strings):
         texts = float_reprs([v if type(v) is float else 0.0 for v in column] if odd else column)
         cells = ("<c><v>" + "</v></c>,<c><v>".join(texts) + "</v></c>").split(",")  # no repr holds a comma
     elif _mostly_none(column):
-        if set(map(type, column)) == {type(None)}:  # a column of messages without one in these rows
+        if _kinds(column) == _NONE:  # a column of messages without one in these rows
             return ["<c/>"] * len(column)
         odd = [i for i, v in enumerate(column) if v is not None]
         cells = ["<c/>"] * len(column)
-    elif set(map(type, column)) <= {str}:
+    elif _kinds(column) & ~_STR == 0:
         return strings.column_cells(column)
     else:
         odd = [i for i, v in enumerate(column) if type(v) is not str]
@@ -268,11 +289,24 @@ def _marker():
     return joined_reprs(_NAN, _SEP, _HEAD, _TAIL)[0]
 
 
+_SIMPLE = _STR | _NONE | _INT | _BOOL  # kinds whose equal values (of one type) make equal cells
+
+
 def _odd_cells(values, strings):
-    """_cell of each value; the texts' shared strings made in bulk (in order: the same numbering)."""
-    texts = [value for value in values if type(value) is str]
-    if len(texts) == len(values):
+    """_cell of each value; the texts' shared strings made in bulk (in order: the same numbering). Texts, None,
+    ints and bools (a number block's usual odd cells): one cell made per distinct (type, value)."""
+    kinds = _kinds(values)
+    if kinds & ~_STR == 0:
         return strings.column_cells(values)
+    if kinds & ~_SIMPLE == 0:
+        keys = list(zip(map(type, values), values))
+        distinct = dict.fromkeys(keys)
+        texts = [value for kind, value in distinct if kind is str]  # in the order they first appear
+        made = dict(zip(texts, strings.column_cells(texts)))
+        for kind, value in distinct:
+            distinct[kind, value] = made[value] if kind is str else _cell(value, strings)
+        return list(map(distinct.__getitem__, keys))
+    texts = [value for value in values if type(value) is str]
     made = iter(strings.column_cells(texts))
     return [next(made) if type(value) is str else _cell(value, strings) for value in values]
 
@@ -392,7 +426,7 @@ def _leading_text_columns(sheet, start, stop, strings):
     if start or stop != len(columns[0]) or type(strings) is not _SharedStrings or strings.texts:
         return 0
     lead = 0  # lists of text only: equal lists of texts make equal cells (1 == 1.0 == True would not)
-    while lead < len(columns) and type(columns[lead]) is list and set(map(type, columns[lead])) == {str}:
+    while lead < len(columns) and type(columns[lead]) is list and _kinds(columns[lead]) == _STR:
         lead += 1
     return lead
 
@@ -527,7 +561,7 @@ def _lines_width(texts):
 
 def _text_width(sample):
     """Width of the longest first line of a sample of cells (floats count their repr, at most 12)."""
-    if set(map(type, sample)) <= {str}:
+    if _kinds(sample) & ~_STR == 0:
         return _lines_width(sample)
     floats = [v for v in sample if type(v) is float and v - v == 0.0]
     texts = [str(v) for v in sample if v is not None and _is_odd_number(v)]  # the str of nan is its repr
@@ -558,9 +592,9 @@ def _column_widths(sheet):
             widths.append(min(_MAX_WIDTH, max(len(str(title)) + 3, _number_text_width(column) + 2, 8)))
             continue
         sample = column[:_SAMPLE_ROWS]
-        if type(sample) is list and set(map(type, sample)) <= {type(None)}:  # empty (a column of messages)
+        if type(sample) is list and _kinds(sample) & ~_NONE == 0:  # empty (a column of messages)
             widths.append(_width(title, []))
-        elif type(sample) is list and set(map(type, sample)) == {str} and type(title) is str:
+        elif type(sample) is list and _kinds(sample) == _STR and type(title) is str:
             key = (title, tuple(sample))
             width = _TEXT_WIDTHS.get(key)
             if width is None:
