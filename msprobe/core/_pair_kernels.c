@@ -940,7 +940,7 @@ static PyObject *xml_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_s
             if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
                 (next_styled = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 0))) < row) {
                 if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_ValueError, "styled: (row, text) in ascending rows");
+                    PyErr_SetString(PyExc_ValueError, "styled: (row, text) in ascending rows below count");
                 goto fail;
             }
             styled_text = PyTuple_GET_ITEM(item, 1);
@@ -963,7 +963,7 @@ static PyObject *xml_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_s
             goto fail;
     }
     if (s < n_styled || next_styled >= count) {
-        PyErr_SetString(PyExc_ValueError, "styled: a row past count");
+        PyErr_SetString(PyExc_ValueError, "styled: (row, text) in ascending rows below count");
         goto fail;
     }
     for (Py_ssize_t j = 0; j < n_parts; j++) {
