@@ -147,11 +147,23 @@ def _needs_no_escape(joined):
     return not _NEEDS_ESCAPE.search(joined)
 
 
+_ESCAPED: dict = {}  # text -> _escape(text), of the texts that need it: a job's reports repeat them (stacks)
+
+
+def _escaped(text):
+    made = _ESCAPED.get(text)
+    if made is None:
+        if len(_ESCAPED) > 20000:
+            _ESCAPED.clear()
+        made = _ESCAPED[text] = _escape(text)
+    return made
+
+
 def _escape_all(texts):
     """_escape of each text; a list that needs none (the usual case) is checked in one pass."""
     if max(map(len, texts)) <= _MAX_CELL_TEXT and _needs_no_escape("\n".join(texts)):
         return texts
-    return list(map(_escape, texts))
+    return list(map(_escaped, texts))
 
 
 class _InlineStrings(dict):
@@ -584,12 +596,30 @@ def _number_text_width(column):
     return max(_float_width(values[np.isfinite(values)]), _lines_width([str(cell) for cell in cells if cell is not None]))
 
 
+def _formatted_text_width(column):
+    """_text_width of the first rows of a NumberColumn with a formatter: the formatter's text of each distinct
+    value (by its `key` where it has one, else by its bits: the texts depend on it alone, as _shared_text_block
+    relies on) made once, and the overrides."""
+    n = min(len(column), _SAMPLE_ROWS)
+    values, formatter = column.values[:n], column.formatter
+    rows, overrides = column.overrides_between(0, n)
+    keys = formatter.key(values) if hasattr(formatter, "key") else values.copy()
+    keys[np.isnan(keys)] = np.nan  # one NaN
+    plain = np.ones(n, dtype=bool)
+    plain[rows] = False
+    plain_rows = np.flatnonzero(plain)
+    _, firsts = np.unique(keys.view(np.int64)[plain_rows], return_index=True)
+    texts = list(formatter(values[plain_rows[firsts]])) if len(firsts) else []
+    return _text_width(texts + list(overrides))
+
+
 def _column_widths(sheet):
     """Width per column from the title and the first rows' text (a sample: sizing must stay cheap)."""
     widths = []
     for title, column in zip(sheet.header, sheet.columns):
-        if _is_number_column(column):
-            widths.append(min(_MAX_WIDTH, max(len(str(title)) + 3, _number_text_width(column) + 2, 8)))
+        if _is_number_column(column) or _is_formatted_column(column):
+            width = (_number_text_width if _is_number_column(column) else _formatted_text_width)(column)
+            widths.append(min(_MAX_WIDTH, max(len(str(title)) + 3, width + 2, 8)))
             continue
         sample = column[:_SAMPLE_ROWS]
         if type(sample) is list and _kinds(sample) & ~_NONE == 0:  # empty (a column of messages)
