@@ -1020,6 +1020,68 @@ static PyObject *cell_kinds(PyObject *Py_UNUSED(self), PyObject *arg)
     return PyLong_FromLong(kinds);
 }
 
+/*
+ * first_places(keys) -> (firsts, inverse): for a buffer of int64 keys, the place of the first occurrence of each
+ * distinct key, in the order they first occur, and per key the index of its own in firsts (both int64 bytes).
+ * What numpy.unique(keys, return_index=True, return_inverse=True) tells (its uniques in value order instead), by
+ * hashing: the xlsx writer formats each distinct value once (xlsx._shared_text_block, whose numpy form is the
+ * reference).
+ */
+static PyObject *first_places(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL, *firsts = NULL, *inverse = NULL;
+    int64_t *table = NULL;
+    if (view.len % (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "first_places(keys): a buffer of int64");
+        goto done;
+    }
+    Py_ssize_t n = view.len / (Py_ssize_t)sizeof(int64_t), size = 16, distinct = 0;
+    while (size < 2 * n)
+        size *= 2;
+    const int64_t *keys = (const int64_t *)view.buf;
+    table = PyMem_Malloc((size_t)size * sizeof(int64_t));  /* slot -> index into firsts, -1 empty */
+    firsts = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    inverse = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    if (table == NULL || firsts == NULL || inverse == NULL) {
+        if (table == NULL)
+            PyErr_NoMemory();
+        goto done;
+    }
+    memset(table, 0xff, (size_t)size * sizeof(int64_t));
+    int64_t *first = (int64_t *)PyBytes_AS_STRING(firsts), *of = (int64_t *)PyBytes_AS_STRING(inverse);
+    int shift = 64;
+    for (Py_ssize_t s = size; s > 1; s >>= 1)
+        shift--;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t slot = ((uint64_t)keys[i] * 0x9E3779B97F4A7C15ULL) >> shift;
+        for (;; slot = (slot + 1) & (uint64_t)(size - 1)) {
+            int64_t at = table[slot];
+            if (at < 0) {  /* a new key */
+                table[slot] = distinct;
+                first[distinct] = i;
+                of[i] = distinct++;
+                break;
+            }
+            if (keys[first[at]] == keys[i]) {
+                of[i] = at;
+                break;
+            }
+        }
+    }
+    if (_PyBytes_Resize(&firsts, distinct * (Py_ssize_t)sizeof(int64_t)) < 0)
+        goto done;
+    result = PyTuple_Pack(2, firsts, inverse);
+done:
+    PyBuffer_Release(&view);
+    PyMem_Free(table);
+    Py_XDECREF(firsts);
+    Py_XDECREF(inverse);
+    return result;
+}
+
 static PyObject *simd(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
 {
     return PyBool_FromLong(simd_enabled());
@@ -1035,6 +1097,8 @@ static PyMethodDef methods[] = {
      "fill_numbers(data, segments) -> '[n0,n1,...]' of the number tokens between the segments, or None"},
     {"json_rows_as_repr", (PyCFunction)(void (*)(void))json_rows_as_repr, METH_FASTCALL,
      "json_rows_as_repr(orjson_bytes_2d, sep, head, tail) -> per row head + the reprs joined by sep + tail"},
+    {"first_places", (PyCFunction)first_places, METH_O,
+     "first_places(int64 keys) -> (first place of each distinct key, index of each key's in them), int64 bytes"},
     {"cell_kinds", (PyCFunction)cell_kinds, METH_O, "cell_kinds(values) -> bits of the exact types of the items"},
     {"xml_rows", (PyCFunction)(void (*)(void))xml_rows, METH_FASTCALL,
      "xml_rows(parts, count, piece_rows, styled) -> the sheet's <row> elements, UTF-8, piece_rows rows a bytes"},

@@ -19,13 +19,14 @@ from msprobe.core.paths import FILE_MODE
 
 # the C row writer and kinds test (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0 or a build without a C
 # compiler: Python
-_NATIVE_XML = _NATIVE_KINDS = None
+_NATIVE_XML = _NATIVE_KINDS = _NATIVE_FIRSTS = None
 if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
     try:
         from msprobe.core._pair_kernels import cell_kinds as _NATIVE_KINDS  # type: ignore[no-redef]
+        from msprobe.core._pair_kernels import first_places as _NATIVE_FIRSTS  # type: ignore[no-redef]
         from msprobe.core._pair_kernels import xml_rows as _NATIVE_XML  # type: ignore[no-redef]
     except ImportError:  # pragma: no cover - built without a C compiler
-        _NATIVE_XML = _NATIVE_KINDS = None
+        _NATIVE_XML = _NATIVE_KINDS = _NATIVE_FIRSTS = None
 
 # the exact types of a column's cells, a bit each (_kinds)
 _STR, _NONE, _FLOAT, _INT, _BOOL, _OTHER = 1, 2, 4, 8, 16, 32
@@ -38,6 +39,16 @@ def _python_kinds(values):
     for kind in set(map(type, values)):
         kinds |= _KIND_BITS.get(kind, _OTHER)
     return kinds
+
+
+def _first_places(keys):
+    """(place of the first occurrence of each distinct int64 key, index of each key's among them): in first-occurrence
+    order by hashing in C, else numpy.unique's (in value order: the callers order by place themselves)."""
+    if _NATIVE_FIRSTS is not None:
+        firsts, inverse = _NATIVE_FIRSTS(np.ascontiguousarray(keys, dtype=np.int64))
+        return np.frombuffer(firsts, dtype=np.int64), np.frombuffer(inverse, dtype=np.int64)
+    _, firsts, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return firsts, inverse
 
 
 def _kinds(values):
@@ -414,7 +425,7 @@ def _shared_text_block(formatter, values, places, overrides, strings):
     plain = np.ones(len(values), dtype=bool)
     plain[places] = False
     plain_places = np.flatnonzero(plain)
-    _, firsts, inverse = np.unique(keys.view(np.int64)[plain_places], return_index=True, return_inverse=True)
+    firsts, inverse = _first_places(keys.view(np.int64)[plain_places])
     firsts = plain_places[firsts]
     texts = list(formatter(values[firsts])) + overrides
     if set(map(type, texts)) != {str}:
@@ -608,7 +619,7 @@ def _formatted_text_width(column):
     plain = np.ones(n, dtype=bool)
     plain[rows] = False
     plain_rows = np.flatnonzero(plain)
-    _, firsts = np.unique(keys.view(np.int64)[plain_rows], return_index=True)
+    firsts, _ = _first_places(keys.view(np.int64)[plain_rows])
     texts = list(formatter(values[plain_rows[firsts]])) if len(firsts) else []
     return _text_width(texts + list(overrides))
 
