@@ -156,3 +156,46 @@ def test_native_rows_are_off_with_msprobe_native_stats_0():
     out = {flag: subprocess.run([sys.executable, "-c", code], env={**os.environ, "MSPROBE_NATIVE_STATS": flag},
                                 capture_output=True, text=True, check=True).stdout.strip() for flag in ("0", "1")}
     assert out == {"0": "True True", "1": "False False"}
+
+
+def test_first_places_are_each_distinct_key_s_first_place_in_order():
+    rng = np.random.default_rng(5)
+    for keys in (rng.integers(-3, 4, 5000), rng.integers(0, 2 ** 62, 300), np.zeros(0, dtype=np.int64),
+                 np.round(rng.standard_normal(4000), 1).view(np.int64)):
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        firsts, inverse = (np.frombuffer(made, dtype=np.int64) for made in _pair_kernels.first_places(keys))
+        _, reference = np.unique(keys, return_index=True)
+        assert firsts.tolist() == sorted(reference.tolist())  # numpy's, in the order the keys first occur
+        assert np.array_equal(keys[firsts][inverse], keys)
+
+
+def _old_width(title, sample):
+    """The width of a column from its first 200 cells, as _column_widths made it cell by cell."""
+    return xlsx._width(title, list(sample))
+
+
+class _Plain:
+    """A formatter without a key: texts by each value's bits."""
+
+    def __call__(self, values):
+        return [f"<{v!r}>" for v in values.tolist()]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_widths_of_number_columns_are_those_of_their_first_cells(seed):
+    rng = np.random.default_rng(seed)
+    n = 260
+    columns = [NumberColumn(_numbers(rng, n), _overrides(rng, n, 9)), NumberColumn(np.zeros(n), {4: "a long text " * 3}),
+               NumberColumn(np.abs(_numbers(rng, n)), {3: NA, 150: "x\nsecond line is longer"}, _percent),
+               NumberColumn(_numbers(rng, n), _overrides(rng, n, 6), _Plain()),
+               NumberColumn(np.full(n, np.nan), {i: NA for i in range(n)}, _percent), NumberColumn(np.zeros(0))]
+    titles = [f"T{k}" * (k + 1) for k in range(len(columns))]
+    sheet = Sheet("S", titles, columns, freeze_header=True)
+    assert xlsx._column_widths(sheet) == [_old_width(t, c[:xlsx._SAMPLE_ROWS]) for t, c in zip(titles, columns)]
+
+
+def test_texts_needing_escape_are_escaped_alike_from_the_cache():
+    texts = [f"in <module> & line {i}\x01" for i in range(5)] + ["plain"]
+    first = xlsx._escape_all(texts)
+    assert first == xlsx._escape_all(list(texts)) == list(map(xlsx._escape, texts))
+    assert first[0] == "in &lt;module&gt; &amp; line 0"
