@@ -804,11 +804,14 @@ fail:
  *   - a list of `count` str: the XML of the part's cells, row by row;
  *   - a block (json, head, tail, places, cells, width): orjson's text of a (count, width) array, each number written
  *     head + its repr + tail, except the cells at `places` (int64 bytes: row * width + column, ascending), which
- *     hold null in `json` and whose XML is the next str of `cells`.
+ *     hold null in `json` and whose XML is the next str of `cells`;
+ *   - an int block (ints, head, tail, width): a (count, width) int64 array's bytes, each int written head + its
+ *     decimal digits + tail (a row of shared-string indexes; float_text.joined_ints is the reference).
  * `styled`: None or [(row, XML of the row's cells)] ascending, written in place of the parts' cells of that row.
  */
 typedef struct {
     PyObject *list;
+    const int64_t *ints;  /* an int block's next row */
     const char *at, *end;
     tag_t head, tail;
     Py_ssize_t width, next, n_places, flat;
@@ -829,16 +832,26 @@ static int part_init(part_t *part, PyObject *spec, Py_ssize_t count)
     }
     char *json, *places;
     Py_ssize_t n, places_n;
+    if (PyTuple_Check(spec) && PyTuple_GET_SIZE(spec) == 4) {  /* an int block */
+        if (PyBytes_AsStringAndSize(PyTuple_GET_ITEM(spec, 0), &json, &n) < 0 ||
+            tag_arg(PyTuple_GET_ITEM(spec, 1), &part->head, "head") < 0 ||
+            tag_arg(PyTuple_GET_ITEM(spec, 2), &part->tail, "tail") < 0 ||
+            (part->width = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 3))) < 1)
+            goto bad_spec;
+        if (n != count * part->width * (Py_ssize_t)sizeof(int64_t)) {
+            PyErr_SetString(PyExc_ValueError, "an int block must hold count rows of width int64");
+            return -1;
+        }
+        part->ints = (const int64_t *)json;
+        return 0;
+    }
     if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 6 ||
         PyBytes_AsStringAndSize(PyTuple_GET_ITEM(spec, 0), &json, &n) < 0 ||
         tag_arg(PyTuple_GET_ITEM(spec, 1), &part->head, "head") < 0 ||
         tag_arg(PyTuple_GET_ITEM(spec, 2), &part->tail, "tail") < 0 ||
         PyBytes_AsStringAndSize(PyTuple_GET_ITEM(spec, 3), &places, &places_n) < 0 ||
-        !PyList_Check(PyTuple_GET_ITEM(spec, 4)) || (part->width = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 5))) < 1) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "a part is a list of str or (json, head, tail, places, cells, width)");
-        return -1;
-    }
+        !PyList_Check(PyTuple_GET_ITEM(spec, 4)) || (part->width = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 5))) < 1)
+        goto bad_spec;
     part->cells = PyTuple_GET_ITEM(spec, 4);
     part->places = (const int64_t *)places;
     part->n_places = places_n / (Py_ssize_t)sizeof(int64_t);
@@ -852,6 +865,42 @@ static int part_init(part_t *part, PyObject *spec, Py_ssize_t count)
     }
     part->at = json + 1;
     part->end = json + n;
+    return 0;
+bad_spec:
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "a part is a list of str, (json, head, tail, places, cells, width) or "
+                                         "(ints, head, tail, width)");
+    return -1;
+}
+
+/* an int block's cells of its next row, appended to b (emit) or passed over */
+static int put_int_row(outbuf_t *b, part_t *part, int emit)
+{
+    const int64_t *ints = part->ints;
+    part->ints += part->width;
+    if (!emit)
+        return 0;
+    /* each cell: head, at most 20 digits and a sign, tail */
+    if (outbuf_room(b, part->width * (part->head.n + 21 + part->tail.n)) < 0)
+        return -1;
+    char *w = b->data + b->size;
+    for (Py_ssize_t k = 0; k < part->width; k++) {
+        w = put_tag(w, &part->head);
+        int64_t value = ints[k];
+        uint64_t magnitude = value < 0 ? 0 - (uint64_t)value : (uint64_t)value;
+        char digits[20];
+        int m = 0;
+        do {
+            digits[m++] = (char)('0' + magnitude % 10);
+            magnitude /= 10;
+        } while (magnitude);
+        if (value < 0)
+            *w++ = '-';
+        while (m)
+            *w++ = digits[--m];
+        w = put_tag(w, &part->tail);
+    }
+    b->size = w - b->data;
     return 0;
 }
 
@@ -953,6 +1002,9 @@ static PyObject *xml_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_s
             if (part->list != NULL) {
                 if (plain && put_str(&b, PyList_GET_ITEM(part->list, row)) < 0)
                     goto fail;
+            } else if (part->ints != NULL) {
+                if (put_int_row(&b, part, plain) < 0)
+                    goto fail;
             } else if (put_block_row(&b, part, plain) < 0) {
                 goto fail;
             }
@@ -968,7 +1020,8 @@ static PyObject *xml_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_s
     }
     for (Py_ssize_t j = 0; j < n_parts; j++) {
         part_t *part = &parts[j];
-        if (part->list == NULL && (part->next != part->n_places || part->at + 1 != part->end || *part->at != ']')) {
+        if (part->list == NULL && part->ints == NULL &&
+            (part->next != part->n_places || part->at + 1 != part->end || *part->at != ']')) {
             PyErr_SetString(PyExc_ValueError, "a block holds more than count rows or places past them");
             goto fail;
         }

@@ -404,9 +404,8 @@ def _formatted_block(columns, start, stop, strings):
         if made is not None:
             head, tail = strings.slot.split("{}")
             indexes = np.ascontiguousarray(made.reshape(width, n).T)
-            if _json_blocks() and float_text.native_ints():  # a block of ints for xml_rows
-                json = float_text.orjson.dumps(indexes, option=float_text.orjson.OPT_SERIALIZE_NUMPY)
-                return (json, head, tail, b"", [], width)
+            if _NATIVE_XML is not None:  # an int block for xml_rows: the indexes written in C
+                return (np.ascontiguousarray(indexes, dtype=np.int64).tobytes(), head, tail, width)
             return joined_ints(indexes, tail + head, head, tail)
     cells = columns[0].formatter(values)
     for place, cell in zip(places.tolist(), overrides):

@@ -199,3 +199,15 @@ def test_texts_needing_escape_are_escaped_alike_from_the_cache():
     first = xlsx._escape_all(texts)
     assert first == xlsx._escape_all(list(texts)) == list(map(xlsx._escape, texts))
     assert first[0] == "in &lt;module&gt; &amp; line 0"
+
+
+def test_an_int_block_writes_each_int_in_decimal_between_its_tags():
+    ints = np.array([[0, 7, 10], [2 ** 62, -5, 123456789], [-(2 ** 63), 99, 1000]], dtype=np.int64)
+    part = (ints.tobytes(), '<c t="s"><v>', "</v></c>", 3)
+    made = b"".join(_pair_kernels.xml_rows([part], 3, 2, [(1, "<c/>")])).decode()
+    head, tail = '<c t="s"><v>', "</v></c>"
+    rows = ["".join(f"{head}{v}{tail}" for v in row) for row in ints.tolist()]
+    assert made == f"<row>{rows[0]}</row><row><c/></row><row>{rows[2]}</row>"
+    assert xlsx.joined_ints(ints[[0, 2]], tail + head, head, tail) == [rows[0], rows[2]]
+    with pytest.raises(ValueError, match="count rows of width int64"):
+        _pair_kernels.xml_rows([part], 2, 128, None)
