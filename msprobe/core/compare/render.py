@@ -16,7 +16,7 @@ from msprobe.core.compare.judge import RED_MESSAGES, YELLOW_MESSAGES
 from msprobe.core.compare.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR
 from msprobe.core.compare.metrics import (EXTENSION_METRICS, MSG_EMPTY, MSG_NAN_POSITION, MSG_SHAPE, MSG_ZERO_DIM, NA,
                                           NONE, REFERENCE_METRICS, SHAPE_UNMATCHED, TENSOR_METRIC_TABLE, UNSUPPORTED)
-from msprobe.core.compare.reasons import Reason
+from msprobe.core.compare.reasons import Reason, reason_in
 from msprobe.core.compare.memo import memoized
 from msprobe.core.compare.records import FLOAT_DTYPES
 from msprobe.core.compare.tolerance import AMPLIFICATION, CHECKS, epsilon_name
@@ -339,7 +339,7 @@ def _suspicion_cells(records):
     could not be compared, differing values, and relative rules the judgement overruled."""
     cells = [None] * len(records)
     judgement = records.judgement
-    rows = set(np.flatnonzero(np.isin(records.reason, _UNREADABLE_CODES + (_VALUE_DIFF, _NAN_POSITION))).tolist())
+    rows = set(np.flatnonzero(reason_in(records.reason, _UNREADABLE_CODES + (_VALUE_DIFF, _NAN_POSITION))).tolist())
     if judgement is not None:
         rows.update(np.flatnonzero(judgement.suspicious).tolist())
         rows.update(i for i, rules in enumerate(records.overruled) if rules)
