@@ -3,8 +3,10 @@ optionally a frozen header row with an autofilter and columns sized to their con
 
 Going through openpyxl cell objects costs seconds per 100k rows; here the cells of each column are made
 in bulk (text cells from a per-value cache, the numbers of adjacent number columns formatted in one call
-by float_text, row by row), only cells not of their column's kind one by one, and all rows are joined in
-one call. The output opens in Excel/LibreOffice and reads back with openpyxl (tests do exactly that).
+by float_text, row by row), only cells not of their column's kind one by one, and the rows are written by
+C (_pair_kernels.xml_rows: number blocks straight from orjson's text, no Python string a row), or joined in
+Python where the extension is missing. The output opens in Excel/LibreOffice and reads back with openpyxl
+(tests do exactly that).
 """
 import os
 import re
