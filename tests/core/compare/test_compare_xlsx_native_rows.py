@@ -64,6 +64,7 @@ def _members(path):
 def _python_path(monkeypatch):
     monkeypatch.setattr(xlsx, "_NATIVE_XML", None)
     monkeypatch.setattr(xlsx, "_NATIVE_KINDS", None)
+    monkeypatch.setattr(xlsx, "_NATIVE_FIRSTS", None)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -152,10 +153,11 @@ def test_a_text_subclass_is_no_text_column_in_either_path(tmp_path, monkeypatch)
 
 
 def test_native_rows_are_off_with_msprobe_native_stats_0():
-    code = "from msprobe.core.compare import xlsx; print(xlsx._NATIVE_XML is None, xlsx._NATIVE_KINDS is None)"
+    code = ("from msprobe.core.compare import xlsx; "
+            "print(xlsx._NATIVE_XML is None, xlsx._NATIVE_KINDS is None, xlsx._NATIVE_FIRSTS is None)")
     out = {flag: subprocess.run([sys.executable, "-c", code], env={**os.environ, "MSPROBE_NATIVE_STATS": flag},
                                 capture_output=True, text=True, check=True).stdout.strip() for flag in ("0", "1")}
-    assert out == {"0": "True True", "1": "False False"}
+    assert out == {"0": "True True True", "1": "False False False"}
 
 
 def test_first_places_are_each_distinct_key_s_first_place_in_order():
