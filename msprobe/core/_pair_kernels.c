@@ -494,97 +494,645 @@ mismatch:
 }
 
 /*
+ * The rewrites one number at a time: the row writers below read orjson's text number by number, so each number is
+ * rewritten where it is copied (no rewritten copy of the whole text first). For a token of orjson's grammar
+ * (null, or -?digits[.digits][e[+-]digits], between '[', ',' and ']') this writes what pad_exponents then
+ * small_as_scientific write for it inside the whole text: both only look at the bytes of one number, and the
+ * "0.0000" + digit that small_as_scientific rewrites, not after a digit, can only start such a token (after its
+ * sign). Tokens outside that grammar (orjson writes none) are not promised the whole-text result.
+ */
+#define TOKEN_STACK 64
+
+/* tok (len bytes) rewritten into out (room for len + 1 bytes) by the whole-text rewrites themselves: the length
+   written, -1 with MemoryError set */
+static Py_ssize_t rewrite_token(const char *tok, Py_ssize_t len, char *out)
+{
+    char stack[TOKEN_STACK];
+    char *padded = len + 1 <= TOKEN_STACK ? stack : PyMem_Malloc((size_t)len + 1);
+    if (padded == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t m = len;
+    memcpy(padded, tok, (size_t)len);
+    if (len >= 2 && tok[len - 2] == '-') {  /* "e-7" -> "e-07" */
+        padded[len - 1] = '0';
+        padded[len] = tok[len - 1];
+        m = len + 1;
+    }
+    Py_ssize_t k = small_as_scientific(padded, m, out);
+    if (padded != stack)
+        PyMem_Free(padded);
+    return k;
+}
+
+/* The usual number below 1e-4 that orjson writes fixed, "0.0000ddd" or "-0.0000ddd" (digits to its end), as
+   small_as_scientific writes it: "d.dde-05". -1 where the number has another form. */
+static Py_ssize_t scientific_token(const char *tok, Py_ssize_t len, char *out)
+{
+    Py_ssize_t sign = tok[0] == '-', dot = sign + 1;
+    if (len <= dot + 5 || memcmp(tok + sign, "0.0000", 6) != 0)
+        return -1;
+    for (Py_ssize_t i = dot + 1; i < len; i++)
+        if (!is_digit(tok[i]))
+            return -1;
+    Py_ssize_t first = dot + 1;
+    while (first < len && tok[first] == '0')
+        first++;
+    Py_ssize_t exponent = first - dot;
+    if (first == len || exponent > 99)
+        return -1;
+    Py_ssize_t j = 0;
+    if (sign)
+        out[j++] = '-';
+    out[j++] = tok[first];
+    if (len - first > 1) {
+        out[j++] = '.';
+        memcpy(out + j, tok + first + 1, (size_t)(len - first - 1));
+        j += len - first - 1;
+    }
+    out[j++] = 'e';
+    out[j++] = '-';
+    out[j++] = (char)('0' + exponent / 10);
+    out[j++] = (char)('0' + exponent % 10);
+    return j;
+}
+
+/* Whether the rewrites leave a token of the grammar as it is: no one-digit negative exponent (a '-' two bytes
+   before its end) and no "0.0000" + digit at its start (after its sign). */
+static inline int token_kept(const char *tok, Py_ssize_t len)
+{
+    if (len >= 2 && tok[len - 2] == '-')
+        return 0;
+    Py_ssize_t sign = tok[0] == '-';
+    return !(len > sign + 6 && memcmp(tok + sign, "0.0000", 6) == 0 && is_digit(tok[sign + 6]));
+}
+
+/* The length of the token at tok: up to its ',' or ']', or to end. Sixteen bytes at a time where as many are left. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline Py_ssize_t token_length(const char *tok, const char *end)
+{
+    const __m128i commas = _mm_set1_epi8(','), closes = _mm_set1_epi8(']');
+    const char *p = tok;
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        int stop = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, commas), _mm_cmpeq_epi8(x, closes)));
+        if (stop)
+            return (p - tok) + __builtin_ctz((unsigned)stop);
+        p += 16;
+    }
+    while (p < end && *p != ',' && *p != ']')
+        p++;
+    return p - tok;
+}
+#else
+static inline Py_ssize_t token_length(const char *tok, const char *end)
+{
+    const char *p = tok;
+    while (p < end && *p != ',' && *p != ']')
+        p++;
+    return p - tok;
+}
+#endif
+
+/* A growing output buffer: PyMem memory, or a bytes object being filled (`bytes`, resized as it grows). */
+typedef struct {
+    char *data;
+    Py_ssize_t size, cap;
+    PyObject *bytes;
+} outbuf_t;
+
+#define OUT_SLACK 64 /* bytes past what is written that a writer may fill (whole words, then moved on less) */
+
+static int outbuf_grow(outbuf_t *b, Py_ssize_t extra)
+{
+    Py_ssize_t cap = b->cap ? b->cap : 65536;
+    while (cap < b->size + extra + OUT_SLACK)
+        cap *= 2;
+    if (b->bytes != NULL) {
+        if (_PyBytes_Resize(&b->bytes, cap) < 0)
+            return -1;
+        b->data = PyBytes_AS_STRING(b->bytes);
+    } else {
+        char *grown = PyMem_Realloc(b->data, (size_t)cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->data = grown;
+    }
+    b->cap = cap;
+    return 0;
+}
+
+/* room for `extra` bytes and OUT_SLACK more */
+static inline int outbuf_room(outbuf_t *b, Py_ssize_t extra)
+{
+    return b->size + extra + OUT_SLACK <= b->cap ? 0 : outbuf_grow(b, extra);
+}
+
+/* a cell's fixed text (a number's head or tail): up to 16 bytes kept padded, to be copied as one block */
+typedef struct {
+    char pad[16];
+    const char *text;
+    Py_ssize_t n;
+} tag_t;
+
+static void tag_init(tag_t *tag, const char *text, Py_ssize_t n)
+{
+    memset(tag->pad, 0, sizeof tag->pad);
+    if (n <= 16)
+        memcpy(tag->pad, text, (size_t)n);
+    tag->text = text;
+    tag->n = n;
+}
+
+/* the tag at w (16 bytes of slack past it); returns the place after it */
+static inline char *put_tag(char *w, const tag_t *tag)
+{
+    if (tag->n <= 16)
+        memcpy(w, tag->pad, 16);
+    else
+        memcpy(w, tag->text, (size_t)tag->n);
+    return w + tag->n;
+}
+
+/* One number of orjson's text at *at (ending at a ',' or ']', or at end) appended to b as repr writes it, between
+   head and tail; *at moves to its delimiter. 0, or -1 with an exception set. */
+static inline int put_number(outbuf_t *b, const char **at, const char *end, const tag_t *head, const tag_t *tail)
+{
+    const char *tok = *at;
+    Py_ssize_t len = token_length(tok, end);
+    /* the padding adds a byte at most; the scientific form is shorter */
+    if (outbuf_room(b, head->n + len + 1 + tail->n) < 0)
+        return -1;
+    char *w = put_tag(b->data + b->size, head);
+    if (token_kept(tok, len)) {
+        if (len <= 32 && end - tok >= 32) {  /* whole words: the bytes past the token are written over next */
+            memcpy(w, tok, 16);
+            memcpy(w + 16, tok + 16, 16);
+        } else {
+            memcpy(w, tok, (size_t)len);
+        }
+        w += len;
+    } else {
+        Py_ssize_t k = scientific_token(tok, len, w);
+        if (k < 0 && (k = rewrite_token(tok, len, w)) < 0)
+            return -1;
+        w += k;
+    }
+    w = put_tag(w, tail);
+    b->size = w - b->data;
+    *at = tok + len;
+    return 0;
+}
+
+static inline int put_bytes(outbuf_t *b, const char *data, Py_ssize_t n)
+{
+    if (outbuf_room(b, n) < 0)
+        return -1;
+    memcpy(b->data + b->size, data, (size_t)n);
+    b->size += n;
+    return 0;
+}
+
+/* the UTF-8 bytes of a str (an ASCII str's own), NULL with an exception set where it is none */
+static inline const char *utf8_of(PyObject *text, Py_ssize_t *n)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "cells must be str");
+        return NULL;
+    }
+    if (PyUnicode_IS_COMPACT_ASCII(text)) {
+        *n = PyUnicode_GET_LENGTH(text);
+        return (const char *)PyUnicode_DATA(text);
+    }
+    return PyUnicode_AsUTF8AndSize(text, n);
+}
+
+static inline int put_str(outbuf_t *b, PyObject *text)
+{
+    Py_ssize_t n;
+    const char *data = utf8_of(text, &n);
+    return data == NULL ? -1 : put_bytes(b, data, n);
+}
+
+static int ascii_arg(PyObject *arg, const char **data, Py_ssize_t *n, const char *what)
+{
+    if (!PyUnicode_Check(arg) || !PyUnicode_IS_ASCII(arg)) {
+        PyErr_Format(PyExc_ValueError, "%s must be an ASCII str", what);
+        return -1;
+    }
+    *data = PyUnicode_AsUTF8AndSize(arg, n);
+    return *data == NULL ? -1 : 0;
+}
+
+static int tag_arg(PyObject *arg, tag_t *tag, const char *what)
+{
+    const char *text;
+    Py_ssize_t n;
+    if (ascii_arg(arg, &text, &n, what) < 0)
+        return -1;
+    tag_init(tag, text, n);
+    return 0;
+}
+
+/*
  * json_rows_as_repr(text, sep, head, tail) -> list of str: for orjson's text of a 2-d float64 array ("[[a,b],[c,d]]"),
- * per row head + the repr of each number joined by sep + tail, as float_text._orjson_joined makes it from
- * json_floats_as_repr's text (the reference this is tested against). sep, head and tail hold no ',' and no ']'.
+ * per row head + the repr of each number joined by sep + tail, as float_text._python_joined makes it (the reference
+ * this is tested against). sep, head and tail are ASCII and hold no ',' and no ']'.
  */
 static PyObject *json_rows_as_repr(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
     char *text;
-    Py_ssize_t n, sep_n, head_n, tail_n;
-    const char *sep, *head, *tail;
-    if (nargs != 4 || PyBytes_AsStringAndSize(args[0], &text, &n) < 0 || !PyUnicode_Check(args[1]) ||
-        !PyUnicode_Check(args[2]) || !PyUnicode_Check(args[3])) {
+    Py_ssize_t n;
+    tag_t sep, head, tail, none;
+    if (nargs != 4 || PyBytes_AsStringAndSize(args[0], &text, &n) < 0) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "json_rows_as_repr(text: bytes, sep: str, head: str, tail: str)");
         return NULL;
     }
-    if ((sep = PyUnicode_AsUTF8AndSize(args[1], &sep_n)) == NULL || (head = PyUnicode_AsUTF8AndSize(args[2], &head_n)) == NULL ||
-        (tail = PyUnicode_AsUTF8AndSize(args[3], &tail_n)) == NULL)
+    if (tag_arg(args[1], &sep, "sep") < 0 || tag_arg(args[2], &head, "head") < 0 || tag_arg(args[3], &tail, "tail") < 0)
         return NULL;
-    if (!PyUnicode_IS_ASCII(args[1]) || !PyUnicode_IS_ASCII(args[2]) || !PyUnicode_IS_ASCII(args[3])) {
-        PyErr_SetString(PyExc_ValueError, "sep, head and tail must be ASCII");
-        return NULL;
-    }
-    char *fixed;
-    Py_ssize_t k;
-    char *padded = repr_rewrite(text, n, &fixed, &k);
-    if (padded == NULL)
-        return NULL;
-    PyObject *rows = PyList_New(0);
-    char *row = NULL;
-    Py_ssize_t row_cap = 0;
-    if (rows == NULL)
-        goto fail;
-    if (k < 4 || fixed[0] != '[' || fixed[1] != '[') {
+    tag_init(&none, "", 0);
+    if (n < 4 || text[0] != '[' || text[1] != '[') {
         PyErr_SetString(PyExc_ValueError, "not the text of a 2-d array");
-        goto fail;
+        return NULL;
     }
-    Py_ssize_t i = 2;
-    while (i < k) {
-        const char *close = memchr(fixed + i, ']', (size_t)(k - i));
-        if (close == NULL) {
-            PyErr_SetString(PyExc_ValueError, "unterminated row");
-            goto fail;
-        }
-        Py_ssize_t end = close - fixed;
-        /* at most one separator every two bytes of the row ("1,2"): enough room without counting commas */
-        Py_ssize_t need = head_n + tail_n + (end - i) + ((end - i) / 2 + 1) * sep_n + 1;
-        if (need > row_cap) {
-            char *grown = PyMem_Realloc(row, (size_t)need);
-            if (grown == NULL) {
-                PyErr_NoMemory();
+    PyObject *rows = PyList_New(0);
+    outbuf_t row = {NULL, 0, 0, NULL};
+    if (rows == NULL)
+        return NULL;
+    const char *at = text + 1, *end = text + n;
+    while (at < end && *at == '[') {  /* a row: '[', numbers separated by ',', ']' */
+        at++;
+        row.size = 0;
+        for (int first = 1;; first = 0) {  /* head + the first number, then sep + each next one */
+            if (put_number(&row, &at, end, first ? &head : &sep, &none) < 0)
+                goto fail;
+            if (at >= end) {
+                PyErr_SetString(PyExc_ValueError, "unterminated row");
                 goto fail;
             }
-            row = grown;
-            row_cap = need;
-        }
-        Py_ssize_t w = 0;
-        memcpy(row, head, (size_t)head_n);
-        w += head_n;
-        for (Py_ssize_t j = i; j < end;) {  /* each number, then a separator where a comma was */
-            const char *comma = memchr(fixed + j, ',', (size_t)(end - j));
-            Py_ssize_t stop = comma == NULL ? end : comma - fixed;
-            memcpy(row + w, fixed + j, (size_t)(stop - j));
-            w += stop - j;
-            if (comma == NULL)
+            if (*at++ == ']')
                 break;
-            memcpy(row + w, sep, (size_t)sep_n);
-            w += sep_n;
-            j = stop + 1;
         }
-        memcpy(row + w, tail, (size_t)tail_n);
-        w += tail_n;
-        PyObject *item = PyUnicode_DecodeASCII(row, w, "strict");
+        if (put_bytes(&row, tail.text, tail.n) < 0)
+            goto fail;
+        PyObject *item = PyUnicode_DecodeASCII(row.data, row.size, "strict");
         if (item == NULL || PyList_Append(rows, item) < 0) {
             Py_XDECREF(item);
             goto fail;
         }
         Py_DECREF(item);
-        i = end + 1;  /* past ']': then ",[" before the next row, or the closing ']' */
-        if (i < k && fixed[i] == ',')
-            i += 2;
-        else
-            break;
+        if (at < end && *at == ',')
+            at++;
     }
-    PyMem_Free(row);
-    PyMem_Free(padded);
+    PyMem_Free(row.data);
     return rows;
 fail:
-    PyMem_Free(row);
-    PyMem_Free(padded);
-    Py_XDECREF(rows);
+    PyMem_Free(row.data);
+    Py_DECREF(rows);
     return NULL;
+}
+
+/*
+ * xml_rows(parts, count, piece_rows, styled) -> list of bytes: the <row> elements of `count` sheet rows, UTF-8,
+ * piece_rows rows a bytes object; each row "<row>" + each part's cells of the row + "</row>" (xlsx._chunk_xml, whose
+ * Python path is the reference this is tested against). A part is
+ *   - a list of `count` str: the XML of the part's cells, row by row;
+ *   - a block (json, head, tail, places, cells, width): orjson's text of a (count, width) array, each number written
+ *     head + its repr + tail, except the cells at `places` (int64 bytes: row * width + column, ascending), which
+ *     hold null in `json` and whose XML is the next str of `cells`;
+ *   - an int block (ints, head, tail, width): a (count, width) int64 array's bytes, each int written head + its
+ *     decimal digits + tail (a row of shared-string indexes; float_text.joined_ints is the reference).
+ * `styled`: None or [(row, XML of the row's cells)] ascending, written in place of the parts' cells of that row.
+ */
+typedef struct {
+    PyObject *list;
+    const int64_t *ints;  /* an int block's next row */
+    const char *at, *end;
+    tag_t head, tail;
+    Py_ssize_t width, next, n_places, flat;
+    const int64_t *places;
+    PyObject *cells;
+} part_t;
+
+static int part_init(part_t *part, PyObject *spec, Py_ssize_t count)
+{
+    memset(part, 0, sizeof *part);
+    if (PyList_Check(spec)) {
+        if (PyList_GET_SIZE(spec) != count) {
+            PyErr_SetString(PyExc_ValueError, "a list part must hold a cell text per row");
+            return -1;
+        }
+        part->list = spec;
+        return 0;
+    }
+    char *json, *places;
+    Py_ssize_t n, places_n;
+    if (PyTuple_Check(spec) && PyTuple_GET_SIZE(spec) == 4) {  /* an int block */
+        if (PyBytes_AsStringAndSize(PyTuple_GET_ITEM(spec, 0), &json, &n) < 0 ||
+            tag_arg(PyTuple_GET_ITEM(spec, 1), &part->head, "head") < 0 ||
+            tag_arg(PyTuple_GET_ITEM(spec, 2), &part->tail, "tail") < 0 ||
+            (part->width = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 3))) < 1)
+            goto bad_spec;
+        if (n != count * part->width * (Py_ssize_t)sizeof(int64_t)) {
+            PyErr_SetString(PyExc_ValueError, "an int block must hold count rows of width int64");
+            return -1;
+        }
+        part->ints = (const int64_t *)json;
+        return 0;
+    }
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 6 ||
+        PyBytes_AsStringAndSize(PyTuple_GET_ITEM(spec, 0), &json, &n) < 0 ||
+        tag_arg(PyTuple_GET_ITEM(spec, 1), &part->head, "head") < 0 ||
+        tag_arg(PyTuple_GET_ITEM(spec, 2), &part->tail, "tail") < 0 ||
+        PyBytes_AsStringAndSize(PyTuple_GET_ITEM(spec, 3), &places, &places_n) < 0 ||
+        !PyList_Check(PyTuple_GET_ITEM(spec, 4)) || (part->width = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 5))) < 1)
+        goto bad_spec;
+    part->cells = PyTuple_GET_ITEM(spec, 4);
+    part->places = (const int64_t *)places;
+    part->n_places = places_n / (Py_ssize_t)sizeof(int64_t);
+    if (places_n % (Py_ssize_t)sizeof(int64_t) || part->n_places != PyList_GET_SIZE(part->cells)) {
+        PyErr_SetString(PyExc_ValueError, "a block needs a cell per place");
+        return -1;
+    }
+    if (n < 2 || json[0] != '[' || json[n - 1] != ']') {
+        PyErr_SetString(PyExc_ValueError, "not the text of a 2-d array");
+        return -1;
+    }
+    part->at = json + 1;
+    part->end = json + n;
+    return 0;
+bad_spec:
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "a part is a list of str, (json, head, tail, places, cells, width) or "
+                                         "(ints, head, tail, width)");
+    return -1;
+}
+
+/* an int block's cells of its next row, appended to b (emit) or passed over */
+static int put_int_row(outbuf_t *b, part_t *part, int emit)
+{
+    const int64_t *ints = part->ints;
+    part->ints += part->width;
+    if (!emit)
+        return 0;
+    /* each cell: head, at most 20 digits and a sign, tail */
+    if (outbuf_room(b, part->width * (part->head.n + 21 + part->tail.n)) < 0)
+        return -1;
+    char *w = b->data + b->size;
+    for (Py_ssize_t k = 0; k < part->width; k++) {
+        w = put_tag(w, &part->head);
+        int64_t value = ints[k];
+        uint64_t magnitude = value < 0 ? 0 - (uint64_t)value : (uint64_t)value;
+        char digits[20];
+        int m = 0;
+        do {
+            digits[m++] = (char)('0' + magnitude % 10);
+            magnitude /= 10;
+        } while (magnitude);
+        if (value < 0)
+            *w++ = '-';
+        while (m)
+            *w++ = digits[--m];
+        w = put_tag(w, &part->tail);
+    }
+    b->size = w - b->data;
+    return 0;
+}
+
+/* a block's cells of its next row, appended to b (emit) or passed over */
+static int put_block_row(outbuf_t *b, part_t *part, int emit)
+{
+    const char *at = part->at, *end = part->end;
+    if (at >= end || *at != '[')
+        goto short_text;
+    at++;
+    for (Py_ssize_t k = 0; k < part->width; k++, part->flat++) {
+        if (part->next < part->n_places && part->places[part->next] == part->flat) {
+            Py_ssize_t len = token_length(at, end);
+            if (len != 4 || memcmp(at, "null", 4) != 0) {
+                PyErr_SetString(PyExc_ValueError, "a block's place holds no null");
+                return -1;
+            }
+            if (emit && put_str(b, PyList_GET_ITEM(part->cells, part->next)) < 0)
+                return -1;
+            at += len;
+            part->next++;
+        } else if (emit) {
+            if (put_number(b, &at, end, &part->head, &part->tail) < 0)
+                return -1;
+        } else {
+            at += token_length(at, end);
+        }
+        if (at >= end || *at != (k + 1 < part->width ? ',' : ']'))
+            goto short_text;
+        at++;
+    }
+    if (at < end && *at == ',')
+        at++;
+    part->at = at;
+    return 0;
+short_text:
+    PyErr_SetString(PyExc_ValueError, "a block's text does not hold count rows of width numbers");
+    return -1;
+}
+
+/* the bytes filled so far appended to `pieces` (resized to their length), and a new one begun of the same room */
+static int put_piece(PyObject *pieces, outbuf_t *b)
+{
+    Py_ssize_t cap = b->cap;
+    if (_PyBytes_Resize(&b->bytes, b->size) < 0)
+        return -1;
+    int failed = PyList_Append(pieces, b->bytes);
+    Py_CLEAR(b->bytes);
+    if (failed)
+        return -1;
+    if ((b->bytes = PyBytes_FromStringAndSize(NULL, cap)) == NULL)
+        return -1;
+    b->data = PyBytes_AS_STRING(b->bytes);
+    b->size = 0;
+    return 0;
+}
+
+static PyObject *xml_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t count, piece_rows;
+    if (nargs != 4 || !PyList_Check(args[0]) || (count = PyLong_AsSsize_t(args[1])) < 0 ||
+        (piece_rows = PyLong_AsSsize_t(args[2])) < 1 || (args[3] != Py_None && !PyList_Check(args[3]))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "xml_rows(parts: list, count: int >= 0, piece_rows: int >= 1, styled)");
+        return NULL;
+    }
+    PyObject *specs = args[0], *styled = args[3] == Py_None ? NULL : args[3];
+    Py_ssize_t n_parts = PyList_GET_SIZE(specs), n_styled = styled ? PyList_GET_SIZE(styled) : 0, s = 0;
+    part_t *parts = PyMem_Calloc((size_t)n_parts + 1, sizeof(part_t));
+    outbuf_t b = {NULL, 0, 65536, PyBytes_FromStringAndSize(NULL, 65536)};
+    PyObject *pieces = PyList_New(0);
+    if (parts == NULL || pieces == NULL || b.bytes == NULL) {
+        if (parts == NULL)
+            PyErr_NoMemory();
+        goto fail;
+    }
+    b.data = PyBytes_AS_STRING(b.bytes);
+    for (Py_ssize_t j = 0; j < n_parts; j++)
+        if (part_init(&parts[j], PyList_GET_ITEM(specs, j), count) < 0)
+            goto fail;
+    Py_ssize_t next_styled = -1;
+    PyObject *styled_text = NULL;
+    for (Py_ssize_t row = 0; row < count; row++) {
+        if (next_styled < row && s < n_styled) {  /* the next styled row */
+            PyObject *item = PyList_GET_ITEM(styled, s++);
+            if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+                (next_styled = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 0))) < row) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "styled: (row, text) in ascending rows below count");
+                goto fail;
+            }
+            styled_text = PyTuple_GET_ITEM(item, 1);
+        }
+        int plain = next_styled != row;
+        if (put_bytes(&b, "<row>", 5) < 0 || (!plain && put_str(&b, styled_text) < 0))
+            goto fail;
+        for (Py_ssize_t j = 0; j < n_parts; j++) {
+            part_t *part = &parts[j];
+            if (part->list != NULL) {
+                if (plain && put_str(&b, PyList_GET_ITEM(part->list, row)) < 0)
+                    goto fail;
+            } else if (part->ints != NULL) {
+                if (put_int_row(&b, part, plain) < 0)
+                    goto fail;
+            } else if (put_block_row(&b, part, plain) < 0) {
+                goto fail;
+            }
+        }
+        if (put_bytes(&b, "</row>", 6) < 0)
+            goto fail;
+        if (((row + 1) % piece_rows == 0 || row + 1 == count) && put_piece(pieces, &b) < 0)
+            goto fail;
+    }
+    if (s < n_styled || next_styled >= count) {
+        PyErr_SetString(PyExc_ValueError, "styled: (row, text) in ascending rows below count");
+        goto fail;
+    }
+    for (Py_ssize_t j = 0; j < n_parts; j++) {
+        part_t *part = &parts[j];
+        if (part->list == NULL && part->ints == NULL &&
+            (part->next != part->n_places || part->at + 1 != part->end || *part->at != ']')) {
+            PyErr_SetString(PyExc_ValueError, "a block holds more than count rows or places past them");
+            goto fail;
+        }
+    }
+    PyMem_Free(parts);
+    Py_XDECREF(b.bytes);
+    return pieces;
+fail:
+    PyMem_Free(parts);
+    Py_XDECREF(b.bytes);
+    Py_XDECREF(pieces);
+    return NULL;
+}
+
+/*
+ * cell_kinds(values) -> int: the kinds of the items of a list or tuple, one bit each: 1 str, 2 None, 4 float, 8 int,
+ * 16 bool, 32 anything else (exact types: a subclass of str or float is "anything else"), 0 for none. What
+ * {type(v) for v in values} tells the xlsx writer (xlsx._kinds, whose Python form is the reference), without a
+ * Python call per item.
+ */
+static PyObject *cell_kinds(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    if (!PyList_Check(arg) && !PyTuple_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "cell_kinds(values: list or tuple)");
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(arg);
+    PyObject **items = PySequence_Fast_ITEMS(arg);
+    long kinds = 0;
+    PyTypeObject *last = NULL;  /* runs of one type are the usual case */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyTypeObject *type = Py_TYPE(items[i]);
+        if (type == last)
+            continue;
+        last = type;
+        if (type == &PyUnicode_Type)
+            kinds |= 1;
+        else if (items[i] == Py_None)
+            kinds |= 2;
+        else if (type == &PyFloat_Type)
+            kinds |= 4;
+        else if (type == &PyLong_Type)
+            kinds |= 8;
+        else if (type == &PyBool_Type)
+            kinds |= 16;
+        else
+            kinds |= 32;
+    }
+    return PyLong_FromLong(kinds);
+}
+
+/*
+ * first_places(keys) -> (firsts, inverse): for a buffer of int64 keys, the place of the first occurrence of each
+ * distinct key, in the order they first occur, and per key the index of its own in firsts (both int64 bytes).
+ * What numpy.unique(keys, return_index=True, return_inverse=True) tells (its uniques in value order instead), by
+ * hashing: the xlsx writer formats each distinct value once (xlsx._shared_text_block, whose numpy form is the
+ * reference).
+ */
+static PyObject *first_places(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL, *firsts = NULL, *inverse = NULL;
+    int64_t *table = NULL;
+    if (view.len % (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "first_places(keys): a buffer of int64");
+        goto done;
+    }
+    Py_ssize_t n = view.len / (Py_ssize_t)sizeof(int64_t), size = 16, distinct = 0;
+    while (size < 2 * n)
+        size *= 2;
+    const int64_t *keys = (const int64_t *)view.buf;
+    table = PyMem_Malloc((size_t)size * sizeof(int64_t));  /* slot -> index into firsts, -1 empty */
+    firsts = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    inverse = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    if (table == NULL || firsts == NULL || inverse == NULL) {
+        if (table == NULL)
+            PyErr_NoMemory();
+        goto done;
+    }
+    memset(table, 0xff, (size_t)size * sizeof(int64_t));
+    int64_t *first = (int64_t *)PyBytes_AS_STRING(firsts), *of = (int64_t *)PyBytes_AS_STRING(inverse);
+    int shift = 64;
+    for (Py_ssize_t s = size; s > 1; s >>= 1)
+        shift--;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t slot = ((uint64_t)keys[i] * 0x9E3779B97F4A7C15ULL) >> shift;
+        for (;; slot = (slot + 1) & (uint64_t)(size - 1)) {
+            int64_t at = table[slot];
+            if (at < 0) {  /* a new key */
+                table[slot] = distinct;
+                first[distinct] = i;
+                of[i] = distinct++;
+                break;
+            }
+            if (keys[first[at]] == keys[i]) {
+                of[i] = at;
+                break;
+            }
+        }
+    }
+    if (_PyBytes_Resize(&firsts, distinct * (Py_ssize_t)sizeof(int64_t)) < 0)
+        goto done;
+    result = PyTuple_Pack(2, firsts, inverse);
+done:
+    PyBuffer_Release(&view);
+    PyMem_Free(table);
+    Py_XDECREF(firsts);
+    Py_XDECREF(inverse);
+    return result;
 }
 
 static PyObject *simd(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
@@ -602,6 +1150,11 @@ static PyMethodDef methods[] = {
      "fill_numbers(data, segments) -> '[n0,n1,...]' of the number tokens between the segments, or None"},
     {"json_rows_as_repr", (PyCFunction)(void (*)(void))json_rows_as_repr, METH_FASTCALL,
      "json_rows_as_repr(orjson_bytes_2d, sep, head, tail) -> per row head + the reprs joined by sep + tail"},
+    {"first_places", (PyCFunction)first_places, METH_O,
+     "first_places(int64 keys) -> (first place of each distinct key, index of each key's in them), int64 bytes"},
+    {"cell_kinds", (PyCFunction)cell_kinds, METH_O, "cell_kinds(values) -> bits of the exact types of the items"},
+    {"xml_rows", (PyCFunction)(void (*)(void))xml_rows, METH_FASTCALL,
+     "xml_rows(parts, count, piece_rows, styled) -> the sheet's <row> elements, UTF-8, piece_rows rows a bytes"},
     {"json_floats_as_repr", (PyCFunction)json_floats_as_repr, METH_O,
      "json_floats_as_repr(orjson_bytes) -> str: orjson's text of a float array with every number as its repr"},
     {NULL, NULL, 0, NULL},

@@ -29,7 +29,7 @@ from typing import List
 
 import numpy as np
 
-from msprobe.core.compare.reasons import Reason
+from msprobe.core.compare.reasons import Reason, reason_in
 from msprobe.core.compare.records import PHASES
 from msprobe.core.compare.tolerance import AMPLIFICATION
 from msprobe.core.naming import parse_name
@@ -101,7 +101,7 @@ def _row_flags(records):
     bad = judgement.suspicious.copy() if judgement is not None else np.zeros(len(records), dtype=bool)
     bad |= reason == Reason.NAN_POSITION
     judged = judgement.worst >= 0 if judgement is not None else np.zeros(len(records), dtype=bool)
-    compared = judged | np.isin(reason, [Reason.NAN_POSITION, Reason.NON_TENSOR, Reason.VALUE_DIFF])
+    compared = judged | reason_in(reason, (Reason.NAN_POSITION, Reason.NON_TENSOR, Reason.VALUE_DIFF))
     return bad, compared
 
 
@@ -205,7 +205,7 @@ def _new_error(records, out_rows, in_rows):
         explained = records.extra.get("explained")
         if explained is not None:  # a contraction's cancellation (contraction.py): amplified, not a cause
             over &= ~(scores <= explained[out_rows])
-    own = over.any(axis=1) | np.isin(records.reason[out_rows], [Reason.VALUE_DIFF, Reason.NAN_POSITION])
+    own = over.any(axis=1) | reason_in(records.reason[out_rows], (Reason.VALUE_DIFF, Reason.NAN_POSITION))
     return out_rows[own]
 
 

@@ -27,6 +27,8 @@ AMPLIFIED level) counts an output within the bound as amplified rounding and the
 its consequences; the row's judgement (its colour) is unchanged: the difference is real, only not a
 cause. The bound uses only the dump (Norms, shapes, the forward's rows), no per-model constant.
 """
+from itertools import compress
+
 import numpy as np
 
 from msprobe.core.compare.memo import memoized
@@ -241,10 +243,10 @@ def _same_tensors(bounds, stats, nonzero=True, keys=None):
     bound_of = {keys[row]: bound for row, bound in bounds.items() if usable[row]}
     out = dict(bounds)
     if bound_of:
-        for row in np.flatnonzero(usable).tolist():
-            key = keys[row]
-            if key in bound_of and row not in out:
-                out[row] = bound_of[key]
+        rows = np.flatnonzero(usable).tolist()  # the rows whose key is bounded picked in C, then looked at
+        for row in compress(rows, map(bound_of.__contains__, map(keys.__getitem__, rows))):
+            if row not in out:
+                out[row] = bound_of[keys[row]]
     return out
 
 

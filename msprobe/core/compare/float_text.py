@@ -162,12 +162,19 @@ def _native_ints_agree():
 _NATIVE_INTS: list = []  # whether _native_ints agrees, checked on first use
 
 
+def native_ints():
+    """Whether orjson's text of non-negative ints goes through the C row joining as it is (checked on first use)."""
+    if orjson is None or _NATIVE_ROWS is None:
+        return False
+    if not _NATIVE_INTS:
+        _NATIVE_INTS.append(_native_ints_agree())
+    return _NATIVE_INTS[0]
+
+
 def joined_ints(rows, sep, head="", tail=""):
     """Per row of `rows` (equal-length sequences of non-negative ints: tuples, a 2-d int64 array): head + each value in
     decimal joined by sep + tail (sep, head and tail ASCII); with orjson and the C row joining, all rows in
     two calls."""
-    if not len(rows) or not len(rows[0]) or orjson is None or _NATIVE_ROWS is None:
+    if not len(rows) or not len(rows[0]) or not native_ints():
         return _python_ints(rows, sep, head, tail)
-    if not _NATIVE_INTS:
-        _NATIVE_INTS.append(_native_ints_agree())
-    return (_native_ints if _NATIVE_INTS[0] else _python_ints)(rows, sep, head, tail)
+    return _native_ints(rows, sep, head, tail)

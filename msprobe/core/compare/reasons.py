@@ -5,7 +5,9 @@ only `render` turns a code into report text. Codes are small ints so a column of
 """
 from enum import IntEnum
 
-__all__ = ["Reason", "NOT_COMPARED", "UNREADABLE"]
+import numpy as np
+
+__all__ = ["Reason", "NOT_COMPARED", "UNREADABLE", "reason_in"]
 
 
 class Reason(IntEnum):
@@ -29,3 +31,20 @@ class Reason(IntEnum):
 NOT_COMPARED = frozenset({Reason.NO_BENCH, Reason.NO_NPU, Reason.NPU_FILE_MISSING, Reason.BENCH_FILE_MISSING,
                           Reason.NPU_UNREADABLE, Reason.BENCH_UNREADABLE, Reason.FILE_SHAPE, Reason.BENCH_NONE})
 UNREADABLE = frozenset({Reason.NPU_UNREADABLE, Reason.BENCH_UNREADABLE, Reason.FILE_SHAPE})
+
+
+_TABLES: dict = {}  # frozenset of codes -> bool per code
+
+
+def reason_in(reason, codes):
+    """Bool per row: its code (an int array of Reason codes) is one of `codes`: np.isin by a table of the
+    few codes (one indexing, not isin's per-call setup); other arrays through np.isin itself."""
+    reason = np.asarray(reason)
+    if reason.dtype.kind not in "iu" or (reason.size and (reason.min() < 0 or reason.max() >= len(Reason))):
+        return np.isin(reason, [int(code) for code in codes])
+    key = frozenset(int(code) for code in codes)
+    table = _TABLES.get(key)
+    if table is None:
+        table = _TABLES[key] = np.zeros(len(Reason), dtype=bool)
+        table[[code for code in key if 0 <= code < len(Reason)]] = True
+    return table[reason]

@@ -16,7 +16,7 @@ from msprobe.core.compare.contraction import explained_epsilons
 from msprobe.core.compare.load import MODE_MD5, MODE_TENSOR, DumpTable
 from msprobe.core.compare.memo import memoized, structure_memo
 from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE, statistics_diffs
-from msprobe.core.compare.reasons import NOT_COMPARED, UNREADABLE, Reason
+from msprobe.core.compare.reasons import NOT_COMPARED, UNREADABLE, Reason, reason_in
 from msprobe.core.compare.tensor_io import compare_tensor_files
 from msprobe.core.compare.tolerance import (Judgement, dtype_epsilon, judge_rows, run_epsilon, same_fill,
                                             update_scores)
@@ -102,10 +102,10 @@ class CompareRecords:
 
     def not_compared(self):
         """Bool per row: the row could not be compared (no counterpart, missing or unreadable file)."""
-        return np.isin(self.reason, [int(r) for r in NOT_COMPARED])
+        return reason_in(self.reason, NOT_COMPARED)
 
     def unreadable(self):
-        return np.isin(self.reason, [int(r) for r in UNREADABLE])
+        return reason_in(self.reason, UNREADABLE)
 
 
 def _stat_array(table, positions):

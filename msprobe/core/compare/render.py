@@ -6,6 +6,7 @@ report table: `header`, `columns` (name -> cells: float, int, str or None for an
 (0 none, 1 yellow, 2 red per row) and `row_styles` (color, plus 3 on the advisor's suspect row).
 """
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Optional
 
 import numpy as np
@@ -16,7 +17,7 @@ from msprobe.core.compare.judge import RED_MESSAGES, YELLOW_MESSAGES
 from msprobe.core.compare.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR
 from msprobe.core.compare.metrics import (EXTENSION_METRICS, MSG_EMPTY, MSG_NAN_POSITION, MSG_SHAPE, MSG_ZERO_DIM, NA,
                                           NONE, REFERENCE_METRICS, SHAPE_UNMATCHED, TENSOR_METRIC_TABLE, UNSUPPORTED)
-from msprobe.core.compare.reasons import Reason
+from msprobe.core.compare.reasons import Reason, reason_in
 from msprobe.core.compare.memo import memoized
 from msprobe.core.compare.records import FLOAT_DTYPES
 from msprobe.core.compare.tolerance import AMPLIFICATION, CHECKS, epsilon_name
@@ -156,7 +157,7 @@ def _err_messages(records):
     highlights = records.highlights
     warned = np.flatnonzero(np.asarray(records.verdict, dtype=object) == "Warning").tolist() \
         if records.mode != MODE_TENSOR else []
-    for row in sorted(set(warned).union(row for row, marks in enumerate(highlights) if marks)):
+    for row in sorted(set(warned).union(compress(range(len(highlights)), highlights))):  # rows with marks
         texts = ([MSG_STAT_WARNING] if records.mode != MODE_TENSOR and records.verdict[row] == "Warning" else []) \
             + parts[row] + [(RED_MESSAGES if level == "red" else YELLOW_MESSAGES)[key]
                             for level, key in highlights[row]]
@@ -339,10 +340,10 @@ def _suspicion_cells(records):
     could not be compared, differing values, and relative rules the judgement overruled."""
     cells = [None] * len(records)
     judgement = records.judgement
-    rows = set(np.flatnonzero(np.isin(records.reason, _UNREADABLE_CODES + (_VALUE_DIFF, _NAN_POSITION))).tolist())
+    rows = set(np.flatnonzero(reason_in(records.reason, _UNREADABLE_CODES + (_VALUE_DIFF, _NAN_POSITION))).tolist())
     if judgement is not None:
         rows.update(np.flatnonzero(judgement.suspicious).tolist())
-        rows.update(i for i, rules in enumerate(records.overruled) if rules)
+        rows.update(compress(range(len(records.overruled)), records.overruled))  # rows with overruled rules
     for row in sorted(rows):
         if judgement is not None and judgement.suspicious[row]:
             over = _over_allowance(records, row)

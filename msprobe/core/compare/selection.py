@@ -22,6 +22,8 @@ agrees; what differs then is a selection, not an error of the call:
 """
 import numpy as np
 
+from msprobe.core.compare.memo import memoized
+
 __all__ = ["SIGN_APIS", "INDEX_APIS", "selection_bounds", "tie_rows"]
 
 SIGN_APIS = frozenset({"relu", "relu_"})
@@ -44,11 +46,10 @@ def _carried(judgement, row):
     return carried if carried is not None and np.isfinite(carried) else None
 
 
-def selection_bounds(records, judgement, bench_stats, numel, by_name):
-    """{relu backward output row: bound of its difference in units of eps (absolute, like contraction's)}:
-    ||dG|| + sqrt(m) max|G| with m the estimated count of elements of the forward's input within their
-    rounding of 0."""
-    bounds = {}
+def _relu_rows(records, by_name):
+    """[(relu backward output row, its incoming gradient's row, the forward input's row)]: the rows' structure
+    alone decides (made once per structure in a job compare)."""
+    found = []
     for row in np.flatnonzero(records.phases == _BACKWARD).tolist():
         entry = records.entries[row]
         if not isinstance(entry, str) or records.names[row] != f"{entry}.output.0" or not entry.endswith("backward") \
@@ -56,8 +57,17 @@ def selection_bounds(records, judgement, bench_stats, numel, by_name):
             continue
         grad_row = by_name.get(f"{entry}.input.0")
         x_row = by_name.get(entry[: -len("backward")] + "forward.input.0")
-        if grad_row is None or x_row is None:
-            continue
+        if grad_row is not None and x_row is not None:
+            found.append((row, grad_row, x_row))
+    return found
+
+
+def selection_bounds(records, judgement, bench_stats, numel, by_name):
+    """{relu backward output row: bound of its difference in units of eps (absolute, like contraction's)}:
+    ||dG|| + sqrt(m) max|G| with m the estimated count of elements of the forward's input within their
+    rounding of 0."""
+    bounds = {}
+    for row, grad_row, x_row in memoized(records.extra.get("memo"), "relu rows", lambda: _relu_rows(records, by_name)):
         grad_s, x_s, eps = _carried(judgement, grad_row), _carried(judgement, x_row), judgement.eps[row]
         grad_max = nan_max(np.abs(bench_stats[grad_row, :2]))
         grad_norm, grad_max = bench_stats[grad_row, 3], np.nan if grad_max is None else grad_max
@@ -68,21 +78,32 @@ def selection_bounds(records, judgement, bench_stats, numel, by_name):
     return bounds
 
 
-def tie_rows(records, judgement):
-    """Index output rows (output.1 of top-k, sort, ...) that differ while the call's values output and
-    its compared tensor inputs agree within tolerance: a tie within rounding, amplified, not a cause."""
+def _index_calls(records):
+    """[(values output row, indices output row, input rows)] of the forward calls of INDEX_APIS: the rows'
+    structure alone decides (made once per structure in a job compare)."""
     by_entry, entries, parsed = {}, records.entries, records.parsed
     for row in np.flatnonzero(records.phases == _FORWARD).tolist():
         entry = entries[row]
         if isinstance(entry, str) and _api(parsed[row]) in INDEX_APIS:
             by_entry.setdefault(entry, []).append(row)
-    out = []
+    calls = []
     for entry, rows in by_entry.items():
         names = {records.names[r][len(entry) + 1:]: r for r in rows}
         values, indices = names.get("output.0"), names.get("output.1")
-        if values is None or indices is None or not judgement.suspicious[indices]:
+        if values is not None and indices is not None:
+            calls.append((values, indices, [r for tail, r in names.items() if tail.startswith("input.")]))
+    return calls
+
+
+def tie_rows(records, judgement):
+    """Index output rows (output.1 of top-k, sort, ...) that differ while the call's values output and
+    its compared tensor inputs agree within tolerance: a tie within rounding, amplified, not a cause."""
+    out = []
+    for values, indices, candidates in memoized(records.extra.get("memo"), "index calls",
+                                                lambda: _index_calls(records)):
+        if not judgement.suspicious[indices]:
             continue
-        inputs = [r for tail, r in names.items() if tail.startswith("input.") and judgement.worst[r] >= 0]
+        inputs = [r for r in candidates if judgement.worst[r] >= 0]
         if judgement.worst[values] < 0 or judgement.suspicious[values] or not inputs \
                 or judgement.suspicious[inputs].any():
             continue

@@ -148,7 +148,8 @@ class DumpTemplates:
         try:
             values = orjson.loads(stat_text)
             stats = template.stats.copy()
-            stats.ravel()[template.cells] = np.asarray(values, dtype=np.float64)
+            # one float() a value (the list holds floats and ints only), not numpy's per-item type discovery
+            stats.ravel()[template.cells] = np.fromiter(values, dtype=np.float64, count=len(values))
         except (orjson.JSONDecodeError, TypeError, ValueError, OverflowError):
             return None  # a number orjson or float64 cannot take: read in full, with its messages
         template.hits += 1

@@ -3,8 +3,10 @@ optionally a frozen header row with an autofilter and columns sized to their con
 
 Going through openpyxl cell objects costs seconds per 100k rows; here the cells of each column are made
 in bulk (text cells from a per-value cache, the numbers of adjacent number columns formatted in one call
-by float_text, row by row), only cells not of their column's kind one by one, and all rows are joined in
-one call. The output opens in Excel/LibreOffice and reads back with openpyxl (tests do exactly that).
+by float_text, row by row), only cells not of their column's kind one by one, and the rows are written by
+C (_pair_kernels.xml_rows: number blocks straight from orjson's text, no Python string a row), or joined in
+Python where the extension is missing. The output opens in Excel/LibreOffice and reads back with openpyxl
+(tests do exactly that).
 """
 import os
 import re
@@ -12,9 +14,50 @@ from itertools import chain, islice, repeat
 
 import numpy as np
 
+from msprobe.core.compare import float_text
 from msprobe.core.compare.float_text import float_reprs, joined_ints, joined_reprs
 from msprobe.core.compare.zipwrite import ZipWriter
 from msprobe.core.paths import FILE_MODE
+
+# the C row writer and kinds test (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0 or a build without a C
+# compiler: Python
+_NATIVE_XML = _NATIVE_KINDS = _NATIVE_FIRSTS = None
+if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
+    try:
+        from msprobe.core._pair_kernels import cell_kinds as _NATIVE_KINDS  # type: ignore[no-redef]
+        from msprobe.core._pair_kernels import first_places as _NATIVE_FIRSTS  # type: ignore[no-redef]
+        from msprobe.core._pair_kernels import xml_rows as _NATIVE_XML  # type: ignore[no-redef]
+    except ImportError:  # pragma: no cover - built without a C compiler
+        _NATIVE_XML = _NATIVE_KINDS = _NATIVE_FIRSTS = None
+
+# the exact types of a column's cells, a bit each (_kinds)
+_STR, _NONE, _FLOAT, _INT, _BOOL, _OTHER = 1, 2, 4, 8, 16, 32
+_KIND_BITS = {str: _STR, type(None): _NONE, float: _FLOAT, int: _INT, bool: _BOOL}
+
+
+def _python_kinds(values):
+    """The bits of the exact types of `values` (the reference of the C cell_kinds)."""
+    kinds = 0
+    for kind in set(map(type, values)):
+        kinds |= _KIND_BITS.get(kind, _OTHER)
+    return kinds
+
+
+def _first_places(keys):
+    """(place of the first occurrence of each distinct int64 key, index of each key's among them): in first-occurrence
+    order by hashing in C, else numpy.unique's (in value order: the callers order by place themselves)."""
+    if _NATIVE_FIRSTS is not None:
+        firsts, inverse = _NATIVE_FIRSTS(np.ascontiguousarray(keys, dtype=np.int64))
+        return np.frombuffer(firsts, dtype=np.int64), np.frombuffer(inverse, dtype=np.int64)
+    _, firsts, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return firsts, inverse
+
+
+def _kinds(values):
+    """The bits of the exact types of the cells `values`: _STR alone for texts only, 0 for none."""
+    if _NATIVE_KINDS is not None and isinstance(values, (list, tuple)):
+        return _NATIVE_KINDS(values)
+    return _python_kinds(values)
 
 __all__ = ["write_xlsx", "Sheet", "RED_RGB", "YELLOW_RGB"]
 
@@ -51,12 +94,12 @@ def _escape(text):
 
 def _mostly_floats(values):
     sample = values[:64]
-    return sum(type(v) is float for v in sample) * 2 > len(sample)
+    return list(map(type, sample)).count(float) * 2 > len(sample)
 
 
 def _mostly_none(values):
     sample = values[:64]
-    return sum(v is None for v in sample) * 2 > len(sample)
+    return list(map(type, sample)).count(type(None)) * 2 > len(sample)
 
 
 def _render_numeric_column(values, style, cache):
@@ -117,11 +160,23 @@ def _needs_no_escape(joined):
     return not _NEEDS_ESCAPE.search(joined)
 
 
+_ESCAPED: dict = {}  # text -> _escape(text), of the texts that need it: a job's reports repeat them (stacks)
+
+
+def _escaped(text):
+    made = _ESCAPED.get(text)
+    if made is None:
+        if len(_ESCAPED) > 20000:
+            _ESCAPED.clear()
+        made = _ESCAPED[text] = _escape(text)
+    return made
+
+
 def _escape_all(texts):
     """_escape of each text; a list that needs none (the usual case) is checked in one pass."""
     if max(map(len, texts)) <= _MAX_CELL_TEXT and _needs_no_escape("\n".join(texts)):
         return texts
-    return list(map(_escape, texts))
+    return list(map(_escaped, texts))
 
 
 class _InlineStrings(dict):
@@ -236,11 +291,11 @@ def _column_cells(column, strings):
         texts = float_reprs([v if type(v) is float else 0.0 for v in column] if odd else column)
         cells = ("<c><v>" + "</v></c>,<c><v>".join(texts) + "</v></c>").split(",")  # no repr holds a comma
     elif _mostly_none(column):
-        if set(map(type, column)) == {type(None)}:  # a column of messages without one in these rows
+        if _kinds(column) == _NONE:  # a column of messages without one in these rows
             return ["<c/>"] * len(column)
         odd = [i for i, v in enumerate(column) if v is not None]
         cells = ["<c/>"] * len(column)
-    elif set(map(type, column)) <= {str}:
+    elif _kinds(column) & ~_STR == 0:
         return strings.column_cells(column)
     else:
         odd = [i for i, v in enumerate(column) if type(v) is not str]
@@ -259,30 +314,63 @@ def _marker():
     return joined_reprs(_NAN, _SEP, _HEAD, _TAIL)[0]
 
 
+_SIMPLE = _STR | _NONE | _INT | _BOOL  # kinds whose equal values (of one type) make equal cells
+
+
 def _odd_cells(values, strings):
-    """_cell of each value; the texts' shared strings made in bulk (in order: the same numbering)."""
-    texts = [value for value in values if type(value) is str]
-    if len(texts) == len(values):
+    """_cell of each value; the texts' shared strings made in bulk (in order: the same numbering). Texts, None,
+    ints and bools (a number block's usual odd cells): one cell made per distinct (type, value)."""
+    kinds = _kinds(values)
+    if kinds & ~_STR == 0:
         return strings.column_cells(values)
+    if kinds & ~_SIMPLE == 0:
+        keys = list(zip(map(type, values), values))
+        distinct = dict.fromkeys(keys)
+        texts = [value for kind, value in distinct if kind is str]  # in the order they first appear
+        made = dict(zip(texts, strings.column_cells(texts)))
+        for kind, value in distinct:
+            distinct[kind, value] = made[value] if kind is str else _cell(value, strings)
+        return list(map(distinct.__getitem__, keys))
+    texts = [value for value in values if type(value) is str]
     made = iter(strings.column_cells(texts))
     return [next(made) if type(value) is str else _cell(value, strings) for value in values]
 
 
-def _number_block(columns, start, stop, strings):
-    """XML of the cells of adjacent number columns (NumberColumn) for each row of a chunk, one text a row:
-    the numbers of all rows formatted in one call (float_text.joined_reprs), a NaN in each cell that is not
-    a finite float; then those cells (a text, the text of a NaN) put in its place, row by row, their shared
-    strings numbered in row order."""
-    blocks = [column.odd_block(start, stop) for column in columns]
-    rows = joined_reprs(np.stack([values for values, _, _ in blocks], axis=1), _SEP, _HEAD, _TAIL)
+def _json_blocks():
+    """Whether number blocks go to the C row writer as orjson's text (xml_rows writes each number's repr and puts
+    the odd cells in): with the C writer, and orjson's digits checked against repr (float_text)."""
+    return _NATIVE_XML is not None and float_text.orjson is not None and float_text._fast()
+
+
+def _block_odd_cells(blocks, strings):
+    """(the places row * width + column of the odd cells of a number block, ascending; their cells in that order),
+    the cells' shared strings numbered in that order (row by row, then column by column)."""
+    width = len(blocks)
     if not any(len(odd) for _, odd, _ in blocks):
+        return np.zeros(0, dtype=np.int64), []
+    places = np.concatenate([odd * width + k for k, (_, odd, _) in enumerate(blocks)])
+    order = np.argsort(places, kind="stable")
+    values = list(chain.from_iterable(cells for _, _, cells in blocks))
+    return places[order], _odd_cells(list(map(values.__getitem__, order.tolist())), strings)
+
+
+def _number_block(columns, start, stop, strings):
+    """XML of the cells of adjacent number columns (NumberColumn) for each row of a chunk: the numbers of all rows
+    formatted in one call, a NaN in each cell that is not a finite float, then those cells (a text, the text of a
+    NaN) put in its place, their shared strings numbered in row order. With the C row writer, a block for it
+    (orjson's text of the numbers, the odd cells and their places: xml_rows); else one text a row
+    (float_text.joined_reprs, the odd cells put in row by row)."""
+    blocks = [column.odd_block(start, stop) for column in columns]
+    array = np.stack([values for values, _, _ in blocks], axis=1)
+    places, cells = _block_odd_cells(blocks, strings)
+    if _json_blocks():
+        json = float_text.orjson.dumps(array, option=float_text.orjson.OPT_SERIALIZE_NUMPY)
+        return (json, _HEAD, _TAIL, places.astype(np.int64).tobytes(), cells, len(blocks))
+    rows = joined_reprs(array, _SEP, _HEAD, _TAIL)
+    if not cells:
         return rows
     width = len(blocks)
-    places = np.concatenate([odd * width + k for k, (_, odd, _) in enumerate(blocks)])
-    order = np.argsort(places, kind="stable").tolist()  # row by row, then column by column
-    values = list(chain.from_iterable(cells for _, _, cells in blocks))
-    cells = _odd_cells(list(map(values.__getitem__, order)), strings)
-    odd_rows = places[order] // width
+    odd_rows = places // width
     firsts = np.flatnonzero(np.diff(odd_rows, prepend=-1))  # where each row's odd cells start
     bounds = firsts.tolist() + [len(cells)]
     marker = _marker()
@@ -317,7 +405,10 @@ def _formatted_block(columns, start, stop, strings):
         made = _shared_text_block(columns[0].formatter, values, places, overrides, strings)
         if made is not None:
             head, tail = strings.slot.split("{}")
-            return joined_ints(np.ascontiguousarray(made.reshape(width, n).T), tail + head, head, tail)
+            indexes = np.ascontiguousarray(made.reshape(width, n).T)
+            if _NATIVE_XML is not None:  # an int block for xml_rows: the indexes written in C
+                return (np.ascontiguousarray(indexes, dtype=np.int64).tobytes(), head, tail, width)
+            return joined_ints(indexes, tail + head, head, tail)
     cells = columns[0].formatter(values)
     for place, cell in zip(places.tolist(), overrides):
         cells[place] = cell
@@ -335,7 +426,7 @@ def _shared_text_block(formatter, values, places, overrides, strings):
     plain = np.ones(len(values), dtype=bool)
     plain[places] = False
     plain_places = np.flatnonzero(plain)
-    _, firsts, inverse = np.unique(keys.view(np.int64)[plain_places], return_index=True, return_inverse=True)
+    firsts, inverse = _first_places(keys.view(np.int64)[plain_places])
     firsts = plain_places[firsts]
     texts = list(formatter(values[firsts])) + overrides
     if set(map(type, texts)) != {str}:
@@ -359,7 +450,7 @@ def _leading_text_columns(sheet, start, stop, strings):
     if start or stop != len(columns[0]) or type(strings) is not _SharedStrings or strings.texts:
         return 0
     lead = 0  # lists of text only: equal lists of texts make equal cells (1 == 1.0 == True would not)
-    while lead < len(columns) and type(columns[lead]) is list and set(map(type, columns[lead])) == {str}:
+    while lead < len(columns) and type(columns[lead]) is list and _kinds(columns[lead]) == _STR:
         lead += 1
     return lead
 
@@ -409,17 +500,23 @@ _PIECE_ROWS = 128  # rows joined and encoded at a time: ~100 kB texts, made in m
 def _chunk_xml(sheet, start, strings):
     """XML bytes of the rows of a chunk, in pieces of _PIECE_ROWS rows: one text of a whole chunk (MBs) is
     memory fresh from the system for every chunk (its pages faulted in: ~0.6 ms a MB here, as much as the
-    joining), the pieces are made in the same few blocks again and again and are deflated while in cache."""
+    joining), the pieces are made in the same few blocks again and again and are deflated while in cache.
+    The C row writer (xml_rows) writes them from the parts; the Python joining below is its reference."""
     stop = min(len(sheet.columns[0]), start + _CHUNK_ROWS)
     parts = _chunk_parts(sheet, start, stop, strings)
-    styles = sheet.row_styles
+    styles, styled = sheet.row_styles, []
     if styles is not None:
         for row in np.flatnonzero(np.asarray(styles[start:stop])).tolist():
             attr = f' s="{int(styles[start + row])}"'
-            styled = _render_column([column[start + row] for column in sheet.columns], attr, None, numeric=False)
-            for first, end, cells in parts:
-                cells[row] = "".join(styled[first:end])
+            styled.append((row, _render_column([column[start + row] for column in sheet.columns], attr, None,
+                                               numeric=False)))
     strings.trim()
+    if _NATIVE_XML is not None:
+        return _NATIVE_XML([cells for _, _, cells in parts], stop - start, _PIECE_ROWS,
+                           [(row, "".join(cells)) for row, cells in styled] or None)
+    for row, cells in styled:
+        for first, end, part in parts:
+            part[row] = "".join(cells[first:end])
     rows = zip(repeat("<row>"), *(cells for _, _, cells in parts), repeat("</row>"))
     return ["".join(chain.from_iterable(islice(rows, _PIECE_ROWS))).encode("utf-8")
             for _ in range(0, stop - start, _PIECE_ROWS)]
@@ -466,23 +563,33 @@ _MAX_WIDTH = 60
 _FIRST_REPRS = 8
 
 
-def _text_width(sample):
-    """Width of the longest first line of a sample of cells (floats count their repr, at most 12)."""
-    if set(map(type, sample)) <= {str}:
-        floats, texts = [], sample
-    else:
-        floats = [v for v in sample if type(v) is float and v - v == 0.0]
-        texts = [str(v) for v in sample if v is not None and _is_odd_number(v)]  # the str of nan is its repr
-    number = 0
-    for text in map(repr, floats[:_FIRST_REPRS]):  # a number counts at most 12: most columns meet it at once
+def _float_width(floats):
+    """The longest repr of finite floats (a list or a float64 array), counted at most 12: most columns meet
+    12 at their first numbers, repr'd one by one; the rest in one call."""
+    number, head = 0, floats[:_FIRST_REPRS]
+    for text in map(repr, head.tolist() if isinstance(head, np.ndarray) else head):
         number = max(number, min(len(text), 12))
         if number == 12:
-            break
-    if number < 12 and len(floats) > _FIRST_REPRS:  # the rest in one call
+            return number
+    if len(floats) > _FIRST_REPRS:
         number = min(12, max(number, max(map(len, float_reprs(floats[_FIRST_REPRS:])))))
+    return number
+
+
+def _lines_width(texts):
+    """The length of the longest first line of `texts`."""
     if "\n" in "".join(texts):
         texts = [t.split("\n", 1)[0] for t in texts]
-    return max(number, max(map(len, texts), default=0))
+    return max(map(len, texts), default=0)
+
+
+def _text_width(sample):
+    """Width of the longest first line of a sample of cells (floats count their repr, at most 12)."""
+    if _kinds(sample) & ~_STR == 0:
+        return _lines_width(sample)
+    floats = [v for v in sample if type(v) is float and v - v == 0.0]
+    texts = [str(v) for v in sample if v is not None and _is_odd_number(v)]  # the str of nan is its repr
+    return max(_float_width(floats), _lines_width(texts))
 
 
 _TEXT_WIDTHS: dict = {}  # (title, sample of texts) -> width: a job's reports repeat their text columns
@@ -495,21 +602,41 @@ def _width(title, sample):
 def _number_text_width(column):
     """_text_width of the first rows of a NumberColumn without a formatter: its finite numbers and its few
     other cells."""
-    values, _, cells = column.odd_block(0, min(len(column), _SAMPLE_ROWS))
-    return _text_width(values[np.isfinite(values)].tolist() + list(cells))  # the odd cells hold NaN in values
+    values, _, cells = column.odd_block(0, min(len(column), _SAMPLE_ROWS))  # the odd cells hold NaN in values
+    # what _text_width makes of the finite values and the odd cells (none of them a finite float), without
+    # looking at each value's type
+    return max(_float_width(values[np.isfinite(values)]), _lines_width([str(cell) for cell in cells if cell is not None]))
+
+
+def _formatted_text_width(column):
+    """_text_width of the first rows of a NumberColumn with a formatter: the formatter's text of each distinct
+    value (by its `key` where it has one, else by its bits: the texts depend on it alone, as _shared_text_block
+    relies on) made once, and the overrides."""
+    n = min(len(column), _SAMPLE_ROWS)
+    values, formatter = column.values[:n], column.formatter
+    rows, overrides = column.overrides_between(0, n)
+    keys = formatter.key(values) if hasattr(formatter, "key") else values.copy()
+    keys[np.isnan(keys)] = np.nan  # one NaN
+    plain = np.ones(n, dtype=bool)
+    plain[rows] = False
+    plain_rows = np.flatnonzero(plain)
+    firsts, _ = _first_places(keys.view(np.int64)[plain_rows])
+    texts = list(formatter(values[plain_rows[firsts]])) if len(firsts) else []
+    return _text_width(texts + list(overrides))
 
 
 def _column_widths(sheet):
     """Width per column from the title and the first rows' text (a sample: sizing must stay cheap)."""
     widths = []
     for title, column in zip(sheet.header, sheet.columns):
-        if _is_number_column(column):
-            widths.append(min(_MAX_WIDTH, max(len(str(title)) + 3, _number_text_width(column) + 2, 8)))
+        if _is_number_column(column) or _is_formatted_column(column):
+            width = (_number_text_width if _is_number_column(column) else _formatted_text_width)(column)
+            widths.append(min(_MAX_WIDTH, max(len(str(title)) + 3, width + 2, 8)))
             continue
         sample = column[:_SAMPLE_ROWS]
-        if type(sample) is list and set(map(type, sample)) <= {type(None)}:  # empty (a column of messages)
+        if type(sample) is list and _kinds(sample) & ~_NONE == 0:  # empty (a column of messages)
             widths.append(_width(title, []))
-        elif type(sample) is list and set(map(type, sample)) == {str} and type(title) is str:
+        elif type(sample) is list and _kinds(sample) == _STR and type(title) is str:
             key = (title, tuple(sample))
             width = _TEXT_WIDTHS.get(key)
             if width is None:
