@@ -513,20 +513,29 @@ static void compute_buffer(const void *address, Py_ssize_t count, int kind, stat
     }
 }
 
+/* (address, count, itemsize) of a dense float buffer: 0 with its kernel kind, or -1 with an exception set */
+static int parse_buffer(PyObject *const *args, void **address, Py_ssize_t *count, long *itemsize, int *kind)
+{
+    if (arg_address(args[0], address) < 0 || arg_size(args[1], count) < 0 || arg_long(args[2], itemsize) < 0)
+        return -1;
+    *kind = kind_index(*itemsize);
+    if (*address == NULL || *count < 1 || *kind < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "need a non-null address, count >= 1, itemsize 4, 8, FLOAT16 (2) or BFLOAT16 (258)");
+        return -1;
+    }
+    return 0;
+}
+
 /* parse (address, count, itemsize) and run the kernel; 0 on success, -1 with an exception set */
 static int compute(PyObject *const *args, stats_t *out, long *itemsize_out)
 {
     void *address;
     Py_ssize_t count;
     long itemsize;
-    if (arg_address(args[0], &address) < 0 || arg_size(args[1], &count) < 0 || arg_long(args[2], &itemsize) < 0)
+    int kind;
+    if (parse_buffer(args, &address, &count, &itemsize, &kind) < 0)
         return -1;
-    int kind = kind_index(itemsize);
-    if (address == NULL || count < 1 || kind < 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "need a non-null address, count >= 1, itemsize 4, 8, FLOAT16 (2) or BFLOAT16 (258)");
-        return -1;
-    }
     compute_buffer(address, count, kind, out);
     *itemsize_out = itemsize;
     return 0;
@@ -939,14 +948,9 @@ static PyObject *stats_fingerprint(PyObject *Py_UNUSED(self), PyObject *const *a
     void *address;
     Py_ssize_t count;
     long itemsize;
-    if (arg_address(args[0], &address) < 0 || arg_size(args[1], &count) < 0 || arg_long(args[2], &itemsize) < 0)
+    int kind;
+    if (parse_buffer(args, &address, &count, &itemsize, &kind) < 0)
         return NULL;
-    int kind = kind_index(itemsize);
-    if (address == NULL || count < 1 || kind < 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "need a non-null address, count >= 1, itemsize 4, 8, FLOAT16 (2) or BFLOAT16 (258)");
-        return NULL;
-    }
     stats_t out;
     uint64_t x, s;
     digest_dense(address, count, kind, &out, &x, &s);
