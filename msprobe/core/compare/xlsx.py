@@ -407,7 +407,7 @@ def _formatted_block(columns, start, stop, strings):
             head, tail = strings.slot.split("{}")
             indexes = np.ascontiguousarray(made.reshape(width, n).T)
             if _NATIVE_XML is not None:  # an int block for xml_rows: the indexes written in C
-                return (np.ascontiguousarray(indexes, dtype=np.int64).tobytes(), head, tail, width)
+                return (indexes.tobytes(), head, tail, width)  # int64, C order
             return joined_ints(indexes, tail + head, head, tail)
     cells = columns[0].formatter(values)
     for place, cell in zip(places.tolist(), overrides):
@@ -416,18 +416,24 @@ def _formatted_block(columns, start, stop, strings):
     return list(map("".join, zip(*made)))
 
 
-def _shared_text_block(formatter, values, places, overrides, strings):
-    """The shared-string index of each cell (the formatter's text of each value, the override at `places`),
-    or None when a cell would not be a text. Values whose text is the same by the formatter's `key` (the
-    rounded percentage: a job's relative errors are mostly 0.0%), else by their bits, are formatted once;
-    the texts go to the table in the order of their first cell."""
+def _distinct_values(formatter, values, places):
+    """(the rows not at `places`, the first of them of each distinct text, the index of each such row's among
+    those firsts): values are the same text when their formatter `key`s (else their bits) are equal."""
     keys = formatter.key(values) if hasattr(formatter, "key") else values.copy()
     keys[np.isnan(keys)] = np.nan  # one NaN
     plain = np.ones(len(values), dtype=bool)
     plain[places] = False
     plain_places = np.flatnonzero(plain)
     firsts, inverse = _first_places(keys.view(np.int64)[plain_places])
-    firsts = plain_places[firsts]
+    return plain_places, plain_places[firsts], inverse
+
+
+def _shared_text_block(formatter, values, places, overrides, strings):
+    """The shared-string index of each cell (the formatter's text of each value, the override at `places`),
+    or None when a cell would not be a text. Values whose text is the same by the formatter's `key` (the
+    rounded percentage: a job's relative errors are mostly 0.0%), else by their bits, are formatted once;
+    the texts go to the table in the order of their first cell."""
+    plain_places, firsts, inverse = _distinct_values(formatter, values, places)
     texts = list(formatter(values[firsts])) + overrides
     if set(map(type, texts)) != {str}:
         return None
@@ -615,13 +621,8 @@ def _formatted_text_width(column):
     n = min(len(column), _SAMPLE_ROWS)
     values, formatter = column.values[:n], column.formatter
     rows, overrides = column.overrides_between(0, n)
-    keys = formatter.key(values) if hasattr(formatter, "key") else values.copy()
-    keys[np.isnan(keys)] = np.nan  # one NaN
-    plain = np.ones(n, dtype=bool)
-    plain[rows] = False
-    plain_rows = np.flatnonzero(plain)
-    firsts, _ = _first_places(keys.view(np.int64)[plain_rows])
-    texts = list(formatter(values[plain_rows[firsts]])) if len(firsts) else []
+    _, firsts, _ = _distinct_values(formatter, values, rows)
+    texts = list(formatter(values[firsts])) if len(firsts) else []
     return _text_width(texts + list(overrides))
 
 
