@@ -24,6 +24,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from msprobe.core.compare.advisor import _new_error as own_difference
+from msprobe.core.compare.advisor import row_flags
 from msprobe.core.compare.reasons import Reason
 
 __all__ = ["WITHIN", "AMPLIFIED", "CONSEQUENCE", "OWN", "SUSPECT", "LEVEL_TEXT", "node_levels", "level_index",
@@ -53,10 +54,8 @@ def node_levels(records, nodes) -> Dict[str, tuple]:
     near the node's worst output row comes to its allowance (WITHIN nodes only). Record row i must be
     NPU row i (compare_bridge.judge_pairs)."""
     judgement = records.judgement
-    bad = judgement.suspicious | (records.reason == Reason.NAN_POSITION)
+    bad, compared = row_flags(records)  # the advisor's reading of each row
     bad_out = bad | (records.reason == Reason.VALUE_DIFF)
-    compared = (judgement.worst >= 0) | np.isin(records.reason, [Reason.NAN_POSITION, Reason.NON_TENSOR,
-                                                                 Reason.VALUE_DIFF])
     ratio = _row_ratio(judgement)
     suspect_row = records.suspect.row if records.suspect is not None else -1
     # after a forward suspect, differing backward and optimizer calls inherit it through saved tensors

@@ -92,7 +92,7 @@ def _calls_in_order(records):
     return calls["forward"] + calls["backward"] + calls["parameters_grad"][::-1] + calls["after backward"]
 
 
-def _row_flags(records):
+def row_flags(records):
     """(bad, compared) per row: bad = beyond tolerance or NaN/Inf misplaced; compared = the row holds a
     judged tensor or a compared non-tensor value. Tensors of different shapes are not compared: two
     different calls were paired (a call sequence that differs), which is no numerical evidence."""
@@ -126,7 +126,7 @@ def find_suspect(records):
     records.extra["amplified"], records.extra["consequence"] = [], []
     if records.mode == "md5" or len(records) == 0:
         return None
-    bad, compared = _row_flags(records)
+    bad, compared = row_flags(records)
     if not bad.any() and not (records.reason == Reason.VALUE_DIFF).any():
         return None
     roles = records.roles
