@@ -392,37 +392,62 @@ static void run_job(job_t *job, int on_pool)
     __atomic_fetch_add(&pooled_runs, 1, __ATOMIC_RELAXED);
 }
 
-/* blocks on the pool, then the one-thread combine; 0, or -1 when the buffer is not for the pool (or no memory) */
-static int pooled(blocks_t blocks, void (*combine)(const void *, Py_ssize_t, const part_t *, int, const __m256d *,
-                                                   const __m256d *, Py_ssize_t, stats_t *),
-                  const void *data, Py_ssize_t n, stats_t *out)
-{
-    if (pool_threads < 2 || n < thread_min)
-        return -1;
-    Py_ssize_t n16 = n - n % 16, nblocks = (n16 + BLOCK - 1) / BLOCK;
-    Py_ssize_t nchunks = (nblocks + CHUNK_BLOCKS - 1) / CHUNK_BLOCKS;
-    if (nchunks < 2 || nchunks > MAX_CHUNKS || pool_start() < 1)
-        return -1;
-    __m256d *sums = aligned_alloc(32, sizeof(__m256d) * 2 * (size_t)nblocks);
-    part_t *parts = aligned_alloc(32, sizeof(part_t) * (size_t)nchunks);
-    if (sums == NULL || parts == NULL) {
-        free(sums);
-        free(parts);
-        return -1;
-    }
-    job_t job = {blocks, data, n16, nblocks, (int)nchunks, 0, parts, sums, sums + nblocks, CHUNK_BLOCKS, 0, NULL,
-                 NULL, NULL};
-    run_job(&job, 1);
-    combine(data, n, parts, (int)nchunks, job.sq, job.sm, nblocks, out);
-    free(sums);
-    free(parts);
-    return 0;
-}
-
 static const blocks_t pooled_blocks[] = {f32_avx2_blocks, NULL, f16_avx2_blocks, bf16_avx2_blocks};
 static void (*const pooled_combine[])(const void *, Py_ssize_t, const part_t *, int, const __m256d *,
                                       const __m256d *, Py_ssize_t, stats_t *) = {
     f32_avx2_combine, NULL, f16_avx2_combine, bf16_avx2_combine};
+
+/* the blocks kernel of element kind `kind` over chunks of `chunk_blocks` blocks (on the pool when `on_pool`), then the
+   one-thread combine: the one-thread kernel's statistics bit for bit; with `itemsize` > 0 each chunk's bytes are
+   fingerprinted right after its statistics, the parts combined by their word offset into (x, s) of the words of the
+   first n16 elements (fingerprint_view's rule). 0, or -1 when there is no blocks kernel, fewer than two chunks or no
+   memory. */
+static int blocked_pass(int kind, const void *data, Py_ssize_t n, Py_ssize_t chunk_blocks, Py_ssize_t itemsize,
+                        int on_pool, stats_t *out, uint64_t *x_out, uint64_t *s_out)
+{
+    blocks_t blocks = pooled_blocks[kind];
+    Py_ssize_t n16 = n - n % 16, nblocks = (n16 + BLOCK - 1) / BLOCK;
+    Py_ssize_t nchunks = (nblocks + chunk_blocks - 1) / chunk_blocks;
+    if (blocks == NULL || nchunks < 2 || nchunks > INT_MAX / 2)
+        return -1;
+    __m256d *sums = aligned_alloc(32, sizeof(__m256d) * 2 * (size_t)nblocks);
+    part_t *parts = aligned_alloc(32, sizeof(part_t) * (size_t)nchunks);
+    uint64_t *words = itemsize > 0 ? malloc(sizeof(uint64_t) * 3 * (size_t)nchunks) : NULL;
+    if (sums == NULL || parts == NULL || (itemsize > 0 && words == NULL)) {
+        free(sums);
+        free(parts);
+        free(words);
+        return -1;
+    }
+    job_t job = {blocks, data, n16, nblocks, (int)nchunks, 0, parts, sums, sums + nblocks, chunk_blocks, itemsize,
+                 words, words == NULL ? NULL : words + nchunks, words == NULL ? NULL : words + 2 * nchunks};
+    run_job(&job, on_pool);
+    pooled_combine[kind](data, n, parts, (int)nchunks, job.sq, job.sm, nblocks, out);
+    if (words != NULL) {
+        uint64_t x = 0, s = 0, per_chunk = (uint64_t)(chunk_blocks * BLOCK * itemsize / 8);
+        for (Py_ssize_t c = 0; c < nchunks; c++) {
+            x ^= job.fx[c];
+            s += job.fs[c] + 2 * (uint64_t)c * per_chunk * job.fp[c];
+        }
+        *x_out = x;
+        *s_out = s;
+    }
+    free(sums);
+    free(parts);
+    free(words);
+    return 0;
+}
+
+/* a long buffer's statistics on the pool; 0, or -1 when the buffer is not for the pool (or no memory) */
+static int pooled(int kind, const void *data, Py_ssize_t n, stats_t *out)
+{
+    if (pool_threads < 2 || n < thread_min)
+        return -1;
+    Py_ssize_t nblocks = (n - n % 16 + BLOCK - 1) / BLOCK;
+    if ((nblocks + CHUNK_BLOCKS - 1) / CHUNK_BLOCKS > MAX_CHUNKS || pool_start() < 1)
+        return -1;
+    return blocked_pass(kind, data, n, CHUNK_BLOCKS, 0, 1, out, NULL, NULL);
+}
 
 /* statistics and fingerprint in one pass over the memory (summary_mode xor): chunks of FUSED_BLOCKS blocks (16 KB
  * of float32, in the L1 cache), each reduced by the blocks kernel and then fingerprinted before the next is read,
@@ -434,37 +459,10 @@ static void (*const pooled_combine[])(const void *, Py_ssize_t, const part_t *, 
 static int fused_pass(int kind, const void *data, Py_ssize_t n, Py_ssize_t itemsize, stats_t *out, uint64_t *x_out,
                       uint64_t *s_out)
 {
-    blocks_t blocks = pooled_blocks[kind];
-    if (blocks == NULL || !simd_enabled())
+    if (!simd_enabled())
         return -1;
-    Py_ssize_t n16 = n - n % 16, nblocks = (n16 + BLOCK - 1) / BLOCK;
-    Py_ssize_t nchunks = (nblocks + FUSED_BLOCKS - 1) / FUSED_BLOCKS;
-    if (nchunks < 2 || nchunks > INT_MAX / 2)
-        return -1;
-    __m256d *sums = aligned_alloc(32, sizeof(__m256d) * 2 * (size_t)nblocks);
-    part_t *parts = aligned_alloc(32, sizeof(part_t) * (size_t)nchunks);
-    uint64_t *words = malloc(sizeof(uint64_t) * 3 * (size_t)nchunks);
-    if (sums == NULL || parts == NULL || words == NULL) {
-        free(sums);
-        free(parts);
-        free(words);
-        return -1;
-    }
-    job_t job = {blocks, data, n16, nblocks, (int)nchunks, 0, parts, sums, sums + nblocks, FUSED_BLOCKS, itemsize,
-                 words, words + nchunks, words + 2 * nchunks};
-    run_job(&job, pool_threads >= 2 && n >= thread_min && pool_start() >= 1);
-    pooled_combine[kind](data, n, parts, (int)nchunks, job.sq, job.sm, nblocks, out);
-    uint64_t x = 0, s = 0, per_chunk = (uint64_t)(FUSED_BLOCKS * BLOCK * itemsize / 8);
-    for (Py_ssize_t c = 0; c < nchunks; c++) {
-        x ^= job.fx[c];
-        s += job.fs[c] + 2 * (uint64_t)c * per_chunk * job.fp[c];
-    }
-    *x_out = x;
-    *s_out = s;
-    free(sums);
-    free(parts);
-    free(words);
-    return 0;
+    return blocked_pass(kind, data, n, FUSED_BLOCKS, itemsize, pool_threads >= 2 && n >= thread_min && pool_start() >= 1,
+                        out, x_out, s_out);
 }
 #endif
 #endif
@@ -500,7 +498,7 @@ static void compute_buffer(const void *address, Py_ssize_t count, int kind, stat
     int done = 0;
 #ifdef MSPROBE_THREADS
     if (saved != NULL && simd_enabled() && pooled_blocks[kind] != NULL)
-        done = pooled(pooled_blocks[kind], pooled_combine[kind], address, count, out) == 0;
+        done = pooled(kind, address, count, out) == 0;
 #endif
     if (!done)
         kernel(address, count, out);
