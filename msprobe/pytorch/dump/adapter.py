@@ -417,13 +417,11 @@ class TorchAdapter(DumpAdapter):
     tensor_class = torch.Tensor
     has_requires_grad = True
 
-    # the C descriptor (core/dump/native.py, tensor_describer): tensor_facts + tensor_digest's in-place case, read
-    # through the same caches and bindings (dtype, shape, is_neg(), is_contiguous(), data_ptr(), _version, is_cpu,
-    # requires_grad, untyped_storage()); without the C kernels the Python path serves
-    describe_spec = ((_IN_PLACE_TYPES, _SHAPES, _DTYPE_NAMES, _KERNEL_KINDS, _CPU, "torch.Tensor",
-                      ("dtype", "shape", "is_neg", "is_contiguous", "data_ptr", "_version", "is_cpu", "requires_grad",
-                       "untyped_storage"))
-                     if float_stats is not None and native.fingerprint is not None else None)
+    # the C descriptor (core/dump/native.py, tensor_describer; record.py uses it when the kernels are built):
+    # tensor_facts + tensor_digest's in-place case, read through the same caches and bindings
+    describe_spec = (_IN_PLACE_TYPES, _SHAPES, _DTYPE_NAMES, _KERNEL_KINDS, _CPU, "torch.Tensor",
+                     ("dtype", "shape", "is_neg", "is_contiguous", "data_ptr", "_version", "is_cpu", "requires_grad",
+                      "untyped_storage"))
 
     def is_tensor(self, value):
         return isinstance(value, torch.Tensor)
