@@ -6,7 +6,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-FAULT_BLOCK = 2
+from graph_faults import FAULT_BLOCK  # noqa: E402
 
 
 @pytest.fixture(scope="session")

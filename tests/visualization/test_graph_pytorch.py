@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import FAULT_BLOCK
+from graph_faults import FAULT_BLOCK
 from vis_helpers import (Blocks, advisor_suspect, dump, load_vis, make_model, node_of_row, precision_indices,
                          rank_dir, run_graph_cli)
 
