@@ -16,7 +16,9 @@ dump window each region is rerouted:
   the graph at every hooked module boundary, so each module's recorded output is the output of
   compiled code. That compile is kept for later windows (no recompiles). The price: fusion across
   module boundaries is lost in the window, so in bf16/fp16 a dumped step may round where the
-  user's fused graph would not (fp32 steps were bit-identical in our tests);
+  user's fused graph would not (fp32 steps were bit-identical in our tests). Where Dynamo cannot compile
+  a built-in module's call that holds a break (torch 2.11: it runs the call eagerly), each leaf module's
+  forward is compiled on its own instead (`_LeafCompiled`), the glue between them eager;
 - L1/L2: the TorchFunctionMode / TorchDispatchMode is taken off the stack while the region runs, so
   the region runs the user's own compiled graph, unobserved call by call; the dump says so once in
   the log and under "compiled_regions" in dump.json;
@@ -46,8 +48,9 @@ __all__ = ["eager_name", "is_optimized", "find_regions", "CompiledRegions", "Win
            "InterpreterBackend"]
 
 _ORIG = "_orig_mod"
-# region module -> its window compile (kept across windows), one table per backend kind
-_WINDOW_COMPILES = {False: weakref.WeakKeyDictionary(), True: weakref.WeakKeyDictionary()}
+# region module -> its window compile (kept across windows), one table per (interpret, leaf by leaf)
+_WINDOW_COMPILES = {(interpret, leafwise): weakref.WeakKeyDictionary() for interpret in (False, True)
+                    for leafwise in (False, True)}
 _LOGGED = set()  # region names already announced in the log (once per process)
 
 
@@ -149,19 +152,100 @@ def _isolate_recompiles():
 _ISOLATE_RECOMPILES = _isolate_recompiles()
 
 
-def _window_compile(region, original, interpret):
-    """The compiled callable of `original` (the region's eager module) used during dump windows."""
-    cached = _WINDOW_COMPILES[interpret].get(region)
+_BREAKS_INSIDE_MODULES = None
+
+
+def _breaks_inside_modules():
+    """Whether this torch's Dynamo compiles the code of a built-in module whose call holds a graph break (our
+    Dynamo-disabled hook). torch 2.13's does: a region compiled with our hooks on gives a graph per module. torch
+    2.11's does not: it runs such a call eagerly, so a whole region would run eagerly in the dump window (not one
+    graph compiled, without a word). Asked once a process, of a ReLU (built in, like the modules that matter)."""
+    global _BREAKS_INSIDE_MODULES
+    if _BREAKS_INSIDE_MODULES is None:
+        graphs = []
+
+        def probe_backend(graph_module, example_inputs):
+            graphs.append(graph_module)
+            return graph_module.forward
+
+        probe = torch.nn.ReLU()
+        probe.register_forward_hook(torch._dynamo.disable(lambda module, inputs, output: None))
+        torch.compile(probe, backend=probe_backend, **_ISOLATE_RECOMPILES)(torch.ones(2))
+        _BREAKS_INSIDE_MODULES = bool(graphs)
+    return _BREAKS_INSIDE_MODULES
+
+
+class _LeafCompiled:
+    """A region run eagerly with each leaf module's forward compiled on its own (where Dynamo cannot compile a
+    hooked built-in module's call, `_breaks_inside_modules`): the hooks run outside compiled code and every
+    leaf's output is its compiled forward's, as the graph broken at every module gives on newer torch. The
+    compiled forwards are set on the leaves for the call only, so nothing stays on the user's modules."""
+
+    def __init__(self, original, backend):
+        self.original = original
+        self.forwards = [(leaf, torch.compile(_own_frame(leaf.forward), backend=backend, **_ISOLATE_RECOMPILES))
+                         for leaf in original.modules() if next(leaf.children(), None) is None]
+
+    def __call__(self, *args, **kwargs):
+        for leaf, forward in self.forwards:
+            leaf.forward = forward
+        try:
+            return self.original._call_impl(*args, **kwargs)
+        finally:
+            for leaf, _ in self.forwards:
+                leaf.__dict__.pop("forward", None)
+
+
+def _own_frame(forward):
+    """`forward` called from a frame whose code object is this leaf's alone: Dynamo keeps its compiled entries and
+    counts recompiles per code object, and every Linear shares `Linear.forward`'s (torch 2.11 wraps a function
+    it does not compile on its own, such as a built-in module's forward, in one shared `inner`): without this,
+    the ninth leaf of a model would pass the recompile limit and run eagerly."""
+    def leaf_forward(*args, **kwargs):
+        return forward(*args, **kwargs)
+
+    leaf_forward.__code__ = leaf_forward.__code__.replace()
+    return leaf_forward
+
+
+def _window_compile(region, original, interpret, hooked):
+    """The compiled callable of `original` (the region's eager module) used during dump windows; `hooked`: our
+    module hooks are on its modules (L0/mix)."""
+    leafwise = hooked and not _breaks_inside_modules()
+    cached = _WINDOW_COMPILES[interpret, leafwise].get(region)
     if cached is None:
+        if leafwise and interpret:
+            # interpret_compiled runs eager kernels with the modes on: here, the module itself (its glue included)
+            cached = _Interpreted(original)
+            _WINDOW_COMPILES[interpret, leafwise][region] = cached
+            return cached
         backend = InterpreterBackend() if interpret else user_backend(region)
         if isinstance(backend, str):
             from torch._dynamo.backends.registry import lookup_backend
 
             backend = lookup_backend(backend)
-        cached = torch.compile(original.__call__ if is_optimized(region) else original._call_impl,
-                               backend=WindowBackend(backend), **_ISOLATE_RECOMPILES)
-        _WINDOW_COMPILES[interpret][region] = cached
+        if leafwise:
+            cached = _LeafCompiled(original, WindowBackend(backend))
+        else:
+            cached = torch.compile(original.__call__ if is_optimized(region) else original._call_impl,
+                                   backend=WindowBackend(backend), **_ISOLATE_RECOMPILES)
+        _WINDOW_COMPILES[interpret, leafwise][region] = cached
     return cached
+
+
+class _Interpreted:
+    """interpret_compiled where Dynamo cannot compile a hooked module's call: the region's module run eagerly
+    with the dump's modes back on the stack, which records what InterpreterBackend would (eager kernels, every
+    API/ATen call under its eager name)."""
+
+    def __init__(self, original):
+        self.original = original
+
+    def __call__(self, *args, **kwargs):
+        with contextlib.ExitStack() as stack:
+            for mode in _RUNNING.modes:
+                stack.enter_context(mode)
+            return self.original._call_impl(*args, **kwargs)
 
 
 class CompiledRegions:
@@ -179,7 +263,9 @@ class CompiledRegions:
         for name, region in self.regions:
             original = region._orig_mod if is_optimized(region) else region
             rerouted = self.module_level or self.interpret
-            compiled = _window_compile(region, original, self.interpret) if rerouted else None
+            with _modes_off(self.modes()):  # Dynamo must not trace our modes (its probe compiles here)
+                compiled = (_window_compile(region, original, self.interpret, self.module_level) if rerouted
+                            else None)
             note = self._note(name or "<root>", region)
             if self.shadow:
                 note["observed"] = ("each hooked module's inputs and outputs, from a second no-grad forward of the "

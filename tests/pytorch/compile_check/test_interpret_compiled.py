@@ -82,3 +82,16 @@ def test_without_the_option_the_region_runs_the_users_graph_and_is_noted(tmp_pat
     assert "Tensor.pow.0.forward" in dump["data"]
     (note,) = dump["compiled_regions"]
     assert "user's compiled graph" in note["observed"]
+
+
+def test_mix_where_dynamo_cannot_compile_a_hooked_module_records_the_eager_calls(tmp_path, monkeypatch):
+    """torch 2.11's Dynamo runs a built-in module's call that holds our hook eagerly (no graph at all), so there
+    the hooked levels take the leaf-by-leaf window (forced here on any torch): interpret_compiled at mix runs the
+    region's module eagerly with the modes on, which records exactly the eager dump's calls, the glue of
+    Tiny.forward (the `* 2 + 1`, the softmax) included."""
+    from msprobe.pytorch.dump import compiled as regions
+
+    monkeypatch.setattr(regions, "_BREAKS_INSIDE_MODULES", False)
+    eager = _dump(tmp_path, "eager", "mix", compiled=False, interpret=False)
+    compiled = _dump(tmp_path, "compiled", "mix", compiled=True, interpret=True)
+    assert compiled["data"] == eager["data"] and "Tensor.__mul__.0.forward" in compiled["data"]
