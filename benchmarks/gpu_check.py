@@ -1,7 +1,7 @@
 """The accelerator paths of the PyTorch dump, checked on a real GPU (CUDA) in one short run.
 
 usage: python benchmarks/gpu_check.py [OUT_DIR]      (DEVICE=cpu runs the same checks on the CPU, smaller;
-       CHECKS=fingerprints,statistics,determinism,costs,overhead picks some)
+       CHECKS=fingerprints,statistics,determinism,compiled,costs,overhead picks some)
 
 CI has no GPU; this script is what a session with a lent GPU runs (docs/performance.md, "GPU check"). It prints
 one JSON line per check and writes them to OUT_DIR/gpu_check.json:
@@ -18,7 +18,9 @@ one JSON line per check and writes them to OUT_DIR/gpu_check.json:
    device). Two runs without it: the origin must be the index_add_ call, and re-running it in-process on the
    saved inputs must say "non-deterministic kernel".
 4. costs: host microseconds a tensor of the statistics and fingerprint paths, and of torch.hash_tensor alone.
-5. overhead: one training step of the benchmark GPT on the device, plain, with DebugMode + log_tensor_hashes,
+5. compiled: an Inductor-compiled model trained 3 steps under the dump (float32 and bfloat16): L1 and L0 with
+   shadow_compiled bit-identical with the undumped compiled run; L0 equal to the model compiled module by module.
+6. overhead: one training step of the benchmark GPT on the device, plain, with DebugMode + log_tensor_hashes,
    and with msprobe's statistics L1, xor L1 and xor L2 dumps (ratios, alternated, median of steps).
 """
 import contextlib
@@ -233,6 +235,10 @@ def check_determinism(work):
         facts["baseline_saved"] = kept
         verdict = rerun_origin(tensors, parted["call"], runs["nondet_a"][0], k=5, device=str(DEVICE))
         facts.update(rerun_class=verdict["class"], rerun_distinct=verdict.get("distinct"))
+    if not ON_GPU:  # index_add_ is deterministic on the CPU: only the half without a suspect applies there
+        facts["nondeterministic_half"] = "not applicable on the CPU (no atomics)"
+        report("determinism_on_device", **facts)
+        return same["call"] is None and parted["call"] is None
     report("determinism_on_device", **facts)
     return (same["call"] is None and parted["call"] is not None and "index_add" in parted["call"]
             and facts["baseline_saved"][:1] == [parted["call"]]
@@ -312,6 +318,67 @@ def check_overhead(work):
     return True
 
 
+def compiled_training(level=None, per_module=False, shadow=False, dtype=torch.float32, work=None):
+    """3 SGD steps of an Inductor-compiled Linear/LayerNorm/GELU/Linear on the device (whole, or each submodule
+    compiled on its own), under the debugger at `level` when given; the parameters after. Dynamo reset first."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.LayerNorm(128), nn.GELU(), nn.Linear(128, 16)).to(DEVICE, dtype)
+    if per_module:
+        pieces = [torch.compile(module, backend="inductor") for module in model]
+
+        def run(x):
+            for piece in pieces:
+                x = piece(x)
+            return x
+    else:
+        run = torch.compile(model, backend="inductor")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    debugger = None
+    if level:
+        config = os.path.join(work, f"compiled_{level}_{shadow}_{dtype}.json".replace("torch.", ""))
+        with open(config, "w") as handle:
+            json.dump({"task": "statistics", "level": level, "dump_path": config[:-5],
+                       "statistics": {"shadow_compiled": shadow}}, handle)
+        debugger = PrecisionDebugger(config_path=config, model=run)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        x = torch.randn(32, 64, generator=generator).to(DEVICE, dtype)
+        if debugger:
+            debugger.start()
+        run(x).float().pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if debugger:
+            debugger.stop()
+            debugger.step()
+    if debugger:
+        debugger.close()
+    return [p.detach().cpu().clone() for p in model.parameters()]
+
+
+def check_compiled(work):
+    """Training a torch.compile'd (Inductor) model under the dump, on the device: L1 and L0 with shadow_compiled
+    must be bit-identical with the undumped compiled run; L0 by default equals the model compiled module by
+    module (docs/compile.md: the window breaks the graph at every module), whether or not that differs from the
+    whole-model compile (reported)."""
+    facts, passed = {}, True
+    for dtype in (torch.float32, torch.bfloat16):
+        name = str(dtype).replace("torch.", "")
+        whole, per_module = compiled_training(dtype=dtype), compiled_training(per_module=True, dtype=dtype)
+
+        def same(a, b):
+            return all(torch.equal(x, y) for x, y in zip(a, b))
+        found = {"L1_equals_whole": same(compiled_training("L1", dtype=dtype, work=work), whole),
+                 "L0_shadow_equals_whole": same(compiled_training("L0", shadow=True, dtype=dtype, work=work), whole),
+                 "L0_equals_per_module": same(compiled_training("L0", dtype=dtype, work=work), per_module),
+                 "per_module_equals_whole": same(per_module, whole)}
+        facts[name] = found
+        passed = passed and found["L1_equals_whole"] and found["L0_shadow_equals_whole"] and found["L0_equals_per_module"]
+    report("compiled_training_bit_identity", torch=torch.__version__, **facts)
+    return passed
+
+
 def check_per_tensor_costs():
     """Host microseconds a tensor of the dump's device paths (what a recorded call pays per tensor on a GPU),
     against torch.hash_tensor alone (DebugMode's hash): 2,000 tensors of each size, resolved in bulk at the end."""
@@ -344,7 +411,8 @@ def main():
     report("environment", **facts)
     verdicts = {}
     for name, check in (("fingerprints", check_fingerprints), ("statistics", lambda: check_statistics(work)),
-                        ("determinism", lambda: check_determinism(work)), ("costs", check_per_tensor_costs),
+                        ("determinism", lambda: check_determinism(work)), ("compiled", lambda: check_compiled(work)),
+                        ("costs", check_per_tensor_costs),
                         ("overhead", lambda: check_overhead(work))):
         if name not in os.environ.get("CHECKS", name).split(","):
             continue
