@@ -279,3 +279,25 @@ def test_leaf_by_leaf_window_where_dynamo_cannot_compile_a_hooked_module(tmp_pat
     assert list(compiled) == list(eager) and compiled == eager
     plain, debugged = train("inductor", None, None)[0], train("inductor", "L0", tmp_path / "l0")[0]
     assert [torch.equal(a, b) for a, b in zip(plain, debugged)] == [True] * 26
+
+
+def test_the_probe_says_what_dynamo_does_with_a_hooked_model():
+    """`_breaks_inside_modules` (asked once a process, of a ReLU) against what Dynamo does with a whole hooked
+    model, found independently: a Sequential of built-in modules, each with a Dynamo-disabled hook as ours,
+    compiled with a counting backend. torch 2.13 compiles a graph per module, torch 2.11 none."""
+    from msprobe.pytorch.dump import compiled as regions
+
+    torch._dynamo.reset()
+    graphs = []
+
+    def counting(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4), nn.GELU())
+    for module in model:
+        module.register_forward_hook(torch._dynamo.disable(lambda module, inputs, output: None))
+    out = torch.compile(model, backend=counting)(torch.ones(2, 4))
+    assert out.shape == (2, 4)
+    assert regions._breaks_inside_modules() == bool(graphs)
+    assert len(graphs) in (0, 3)  # all or nothing: one graph per module, or the whole call run eagerly
