@@ -179,7 +179,9 @@ class _LeafCompiled:
     """A region run eagerly with each leaf module's forward compiled on its own (where Dynamo cannot compile a
     hooked built-in module's call, `_breaks_inside_modules`): the hooks run outside compiled code and every
     leaf's output is its compiled forward's, as the graph broken at every module gives on newer torch. The
-    compiled forwards are set on the leaves for the call only, so nothing stays on the user's modules."""
+    compiled forwards are set on the leaves for the call only, so nothing stays on the user's modules: a forward
+    of the user's own on an instance (as accelerate and PEFT install) is compiled as the leaf's forward and put
+    back after each call."""
 
     def __init__(self, original, backend):
         self.original = original
@@ -187,13 +189,21 @@ class _LeafCompiled:
                          for leaf in original.modules() if next(leaf.children(), None) is None]
 
     def __call__(self, *args, **kwargs):
-        for leaf, forward in self.forwards:
-            leaf.forward = forward
+        saved = []
         try:
+            for leaf, forward in self.forwards:
+                saved.append((leaf, leaf.__dict__.get("forward", _NO_FORWARD)))
+                leaf.forward = forward
             return self.original._call_impl(*args, **kwargs)
         finally:
-            for leaf, _ in self.forwards:
-                leaf.__dict__.pop("forward", None)
+            for leaf, own in saved:
+                if own is _NO_FORWARD:
+                    leaf.__dict__.pop("forward", None)
+                else:
+                    leaf.forward = own
+
+
+_NO_FORWARD = object()
 
 
 def _own_frame(forward):

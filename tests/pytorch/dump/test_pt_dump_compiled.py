@@ -301,3 +301,38 @@ def test_the_probe_says_what_dynamo_does_with_a_hooked_model():
     assert out.shape == (2, 4)
     assert regions._breaks_inside_modules() == bool(graphs)
     assert len(graphs) in (0, 3)  # all or nothing: one graph per module, or the whole call run eagerly
+
+
+def test_leaf_by_leaf_window_keeps_a_forward_set_on_an_instance(tmp_path, monkeypatch):
+    """A forward of the user's own on a module instance (accelerate's and PEFT's hooks do this) runs compiled as
+    that leaf's forward in the leaf-by-leaf window and is the instance's forward again after every call."""
+    from msprobe.pytorch.dump import compiled as regions
+
+    monkeypatch.setattr(regions, "_BREAKS_INSIDE_MODULES", False)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.GELU())
+    linear = model[0]
+    plain_forward = linear.forward
+
+    def doubled_forward(x):  # the user's instance-level forward: twice the Linear
+        return plain_forward(x) * 2
+
+    linear.forward = doubled_forward
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(1))
+    expected = F.gelu(plain_forward(x) * 2)
+    compiled = torch.compile(model, backend="eager")
+    debugger = PrecisionDebugger(task="statistics", level="L0", dump_path=str(tmp_path), model=compiled)
+    outputs = []
+    for _ in range(2):
+        debugger.start()
+        outputs.append(compiled(x))
+        debugger.stop()
+        debugger.step()
+        assert linear.__dict__["forward"] is doubled_forward
+    debugger.close()
+    assert all(torch.equal(out, expected) for out in outputs)
+    dump = json.loads((tmp_path / "step1" / "rank" / "dump.json").read_text())["data"]
+    (recorded,) = dump["Module.0.Linear.forward.0"]["output"]
+    doubled = plain_forward(x) * 2
+    assert recorded["Max"] == doubled.max().item() and recorded["Min"] == doubled.min().item()
