@@ -34,6 +34,7 @@ import time
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS when asked for
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout: tests' helpers
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -319,42 +320,13 @@ def check_overhead(work):
 
 
 def compiled_training(level=None, per_module=False, shadow=False, dtype=torch.float32, work=None):
-    """3 SGD steps of an Inductor-compiled Linear/LayerNorm/GELU/Linear on the device (whole, or each submodule
-    compiled on its own), under the debugger at `level` when given; the parameters after. Dynamo reset first."""
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 128), nn.LayerNorm(128), nn.GELU(), nn.Linear(128, 16)).to(DEVICE, dtype)
-    if per_module:
-        pieces = [torch.compile(module, backend="inductor") for module in model]
+    """3 SGD steps of an Inductor-compiled Linear/LayerNorm/GELU/Linear on the device (the compile tests' loop,
+    tests/pytorch/compile_check/compiled_training.py), under the debugger at `level` when given."""
+    from tests.pytorch.compile_check.compiled_training import plain_model, train_compiled
 
-        def run(x):
-            for piece in pieces:
-                x = piece(x)
-            return x
-    else:
-        run = torch.compile(model, backend="inductor")
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    debugger = None
-    if level:
-        config = os.path.join(work, f"compiled_{level}_{shadow}_{dtype}.json".replace("torch.", ""))
-        with open(config, "w") as handle:
-            json.dump({"task": "statistics", "level": level, "dump_path": config[:-5],
-                       "statistics": {"shadow_compiled": shadow}}, handle)
-        debugger = PrecisionDebugger(config_path=config, model=run)
-    generator = torch.Generator().manual_seed(1)
-    for _ in range(3):
-        x = torch.randn(32, 64, generator=generator).to(DEVICE, dtype)
-        if debugger:
-            debugger.start()
-        run(x).float().pow(2).mean().backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        if debugger:
-            debugger.stop()
-            debugger.step()
-    if debugger:
-        debugger.close()
-    return [p.detach().cpu().clone() for p in model.parameters()]
+    path = os.path.join(work, f"compiled_{level}_{shadow}_{dtype}".replace("torch.", "")) if level else None
+    return train_compiled(level, path, per_module, lambda: plain_model(64, 128, 16), shadow, dtype=dtype,
+                          device=DEVICE, batch=(32, 64))
 
 
 def check_compiled(work):

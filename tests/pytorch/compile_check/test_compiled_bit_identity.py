@@ -14,11 +14,8 @@ from msprobe.core.compare.advisor import find_suspect
 from msprobe.core.compare.load import load_dump
 from msprobe.core.compare.runner import compare_tables
 from msprobe.pytorch import PrecisionDebugger
+from tests.pytorch.compile_check.compiled_training import plain_model, train_compiled
 
-
-
-def _plain_model():
-    return nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 4))
 
 
 def _stateful_model():
@@ -27,45 +24,10 @@ def _stateful_model():
                          nn.Linear(16, 4))
 
 
-def _train(level, dump_path, per_module=False, build=_plain_model, shadow=False):
+def _train(level, dump_path, per_module=False, build=plain_model, shadow=False):
     """3 SGD steps of a bf16 Sequential compiled with Inductor (whole, or each submodule on its own); the
-    parameters and buffers after. With `level`, every step runs under the debugger. Each run starts from a
-    reset Dynamo, as in a fresh process: what Dynamo compiled before (the same frames with other shapes,
-    recompile limits) changes what it compiles next."""
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    model = build().to(torch.bfloat16)
-    if per_module:  # each submodule through its own torch.compile, called one after the other
-        pieces = [torch.compile(module, backend="inductor") for module in model]
-
-        def compiled(x):
-            for piece in pieces:
-                x = piece(x)
-            return x
-    else:
-        compiled = torch.compile(model, backend="inductor")
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    debugger = None
-    if level:
-        config = dump_path / "config.json"
-        config.parent.mkdir(parents=True, exist_ok=True)
-        config.write_text(json.dumps({"task": "statistics", "level": level, "dump_path": str(dump_path / "dump"),
-                                      "statistics": {"shadow_compiled": shadow}}))
-        debugger = PrecisionDebugger(config_path=str(config), model=compiled)
-    generator = torch.Generator().manual_seed(1)
-    for _ in range(3):
-        x = torch.randn(5, 8, generator=generator).to(torch.bfloat16)
-        if debugger:
-            debugger.start()
-        compiled(x).float().pow(2).mean().backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        if debugger:
-            debugger.stop()
-            debugger.step()
-    if debugger:
-        debugger.close()
-    return [t.detach().clone() for t in list(model.parameters()) + list(model.buffers())]
+    parameters and buffers after. With `level`, every step runs under the debugger."""
+    return train_compiled(level, dump_path, per_module, build, shadow, dtype=torch.bfloat16)
 
 
 def _same(a, b):
@@ -125,7 +87,7 @@ def test_shadow_compiled_dump_records_compiled_outputs(tmp_path):
     for name, backend in (("eager", None), ("compiled", _tanh_gelu)):
         torch._dynamo.reset()
         torch.manual_seed(0)
-        model = _plain_model()
+        model = plain_model()
         model = torch.compile(model, backend=backend) if backend else model
         config = tmp_path / f"{name}.json"
         config.write_text(json.dumps({"task": "statistics", "level": "L0", "dump_path": str(tmp_path / name),

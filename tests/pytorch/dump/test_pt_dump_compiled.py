@@ -13,6 +13,7 @@ from msprobe.core.compare.advisor import find_suspect
 from msprobe.core.compare.load import load_dump
 from msprobe.core.compare.runner import compare_tables
 from msprobe.pytorch import PrecisionDebugger
+from tests.pytorch.compile_check.compiled_training import train_compiled
 
 GELU_MODULE = "Module.encoder.layer.0.intermediate.intermediate_act_fn.GELUActivation.forward.0"
 
@@ -126,43 +127,15 @@ def test_compiled_region_is_noted_once_in_dump_json(bert_dumps):
         assert "inside the compiled graph" in note["not_observed"]
 
 
-def _train_compiled(level, dump_path):
-    """3 SGD steps of a compiled model (inductor); with `level` under the debugger at every step. Each run starts
-    from a reset Dynamo, as a fresh process does: on torch 2.11 a second model's compiles in one process round
-    otherwise than the first's (Dynamo's caches of the first run change what it compiles next)."""
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 4))
-    compiled = torch.compile(model, backend="inductor")
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    debugger = None
-    if level:
-        debugger = PrecisionDebugger(task="statistics", level=level, dump_path=str(dump_path), model=compiled)
-    generator = torch.Generator().manual_seed(1)
-    for _ in range(3):
-        x = torch.randn(5, 8, generator=generator)
-        if debugger:
-            debugger.start()
-        compiled(x).pow(2).mean().backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        if debugger:
-            debugger.stop()
-            debugger.step()
-    if debugger:
-        debugger.close()
-    return [p.detach().clone() for p in model.parameters()]
-
-
 def test_inductor_training_is_bit_identical_with_the_debugger_and_quiet(tmp_path):
-    plain = _train_compiled(None, None)
+    plain = train_compiled()
     eager_outputs = {}
     for level in ("L0", "mix", "L1"):
         with DynamoWatch() as watch:
-            debugged = _train_compiled(level, tmp_path / level)
+            debugged = train_compiled(level, tmp_path / level)
         watch.check_quiet()
         assert all(torch.equal(a, b) for a, b in zip(plain, debugged)), level
-        eager_outputs[level] = json.loads((tmp_path / level / "step2" / "rank" / "dump.json").read_text())
+        eager_outputs[level] = json.loads((tmp_path / level / "dump" / "step2" / "rank" / "dump.json").read_text())
     l0 = eager_outputs["L0"]["data"]
     assert list(l0)[:4] == ["Module.0.Linear.forward.0", "Module.0.Linear.parameters_grad",
                             "Module.1.LayerNorm.forward.0", "Module.1.LayerNorm.parameters_grad"]
