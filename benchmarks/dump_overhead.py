@@ -28,7 +28,9 @@ MODEL = os.environ.get("MODEL", "gpt")
 # CLOCK=cpu: process CPU time instead of wall time (moves less while other processes load the machine)
 CLOCK = time.process_time if os.environ.get("CLOCK") == "cpu" else time.perf_counter
 REPEATS = int(os.environ.get("REPEATS", "2"))
-TARGETS = {"statistics:L1": 1.3, "statistics:mix": 1.5, "tensor:L1": 4.0, "statistics:L1:outside": 1.02}
+# issue 21's targets (statistics L1 <= 1.1x, mix <= 1.2x on this GPT; a step outside the step list <= 1.02x);
+# tensor:L1 an older wave's
+TARGETS = {"statistics:L1": 1.1, "statistics:mix": 1.2, "tensor:L1": 4.0, "statistics:L1:outside": 1.02}
 if MODEL == "llama":
     TARGETS = {"statistics:L1": 3.0, "statistics:mix": None, "md5:L1": None, "statistics:L1:outside": 1.02}
 
