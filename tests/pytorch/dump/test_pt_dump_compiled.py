@@ -246,9 +246,8 @@ def test_leaf_by_leaf_window_where_dynamo_cannot_compile_a_hooked_module(tmp_pat
         compiled = train(graph_backend, "L0", tmp_path / "compiled")[1]
     watch.check_quiet()
     # every step ran in a window: the user's whole-model graph was never needed; each leaf compiled once
-    assert sorted(graphs) == sorted([["<built-in function linear>"]] * 12
-                                                       + [["<built-in function gelu>"]] * 12
-                                                       + [[str(F.layer_norm)]])
+    assert sorted(graphs) == sorted([["<built-in function linear>"]] * 12 + [["<built-in function gelu>"]] * 12
+                                    + [[str(F.layer_norm)]])
     assert list(compiled) == list(eager) and compiled == eager
     plain, debugged = train("inductor", None, None)[0], train("inductor", "L0", tmp_path / "l0")[0]
     assert [torch.equal(a, b) for a, b in zip(plain, debugged)] == [True] * 26
