@@ -290,11 +290,20 @@ class CompiledRegions:
 
     def _note(self, name, region):
         backend = str(backend_name(user_backend(region)))
+        leafwise = self.module_level and not _breaks_inside_modules()  # asked already by _window_compile
         if self.interpret:
-            return {"module": name, "backend": backend, "observed": "every API/ATen call inside the region, "
-                    "Dynamo's graph run node by node through torch.fx.Interpreter (interpret_compiled)",
+            how = ("the region's module run eagerly with the dump's modes on (this torch's Dynamo compiles no module "
+                   "call that holds a hook)" if leafwise else
+                   "Dynamo's graph run node by node through torch.fx.Interpreter")
+            return {"module": name, "backend": backend, "observed": f"every API/ATen call inside the region, {how} "
+                    "(interpret_compiled)",
                     "not_observed": "the compiled kernels: the region ran eager kernels in the dump window"}
-        if self.module_level:
+        if leafwise:
+            observed = ("each hooked module's inputs and outputs; each leaf module's forward compiled on its own "
+                        "during the dump window (this torch's Dynamo compiles no module call that holds a hook), "
+                        "the code of modules with children run eagerly, so the step can differ in low precision "
+                        "from the whole-region compile; shadow_compiled keeps the step bit-identical")
+        elif self.module_level:
             observed = ("each hooked module's inputs and compiled outputs (Dynamo breaks the graph at every "
                         "module boundary during the dump window, so the step computes what each module compiled "
                         "on its own gives, which can differ in low precision from the whole-region compile; "

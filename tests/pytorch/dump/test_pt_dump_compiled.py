@@ -249,6 +249,8 @@ def test_leaf_by_leaf_window_where_dynamo_cannot_compile_a_hooked_module(tmp_pat
     assert sorted(graphs) == sorted([["<built-in function linear>"]] * 12 + [["<built-in function gelu>"]] * 12
                                     + [[str(F.layer_norm)]])
     assert list(compiled) == list(eager) and compiled == eager
+    (note,) = json.loads((tmp_path / "compiled" / "step1" / "rank" / "dump.json").read_text())["compiled_regions"]
+    assert "each leaf module's forward compiled on its own" in note["observed"]
     plain, debugged = train("inductor", None, None)[0], train("inductor", "L0", tmp_path / "l0")[0]
     assert [torch.equal(a, b) for a, b in zip(plain, debugged)] == [True] * 26
 
