@@ -125,12 +125,19 @@ class InterpreterBackend:
 
     def __call__(self, graph_module, example_inputs):
         def interpreted(*args):
-            with contextlib.ExitStack() as stack:
-                for mode in _RUNNING.modes:
-                    stack.enter_context(mode)
+            with _running_modes_on():
                 return torch.fx.Interpreter(graph_module).run(*args)
 
         return interpreted
+
+
+@contextlib.contextmanager
+def _running_modes_on():
+    """The dump modes of the region call in progress (`_RUNNING.modes`) back on the stack."""
+    with contextlib.ExitStack() as stack:
+        for mode in _RUNNING.modes:
+            stack.enter_context(mode)
+        yield
 
 
 def backend_name(backend):
@@ -218,10 +225,9 @@ def _own_frame(forward):
     return leaf_forward
 
 
-def _window_compile(region, original, interpret, hooked):
-    """The compiled callable of `original` (the region's eager module) used during dump windows; `hooked`: our
-    module hooks are on its modules (L0/mix)."""
-    leafwise = hooked and not _breaks_inside_modules()
+def _window_compile(region, original, interpret, leafwise):
+    """The compiled callable of `original` (the region's eager module) used during dump windows; `leafwise`: our
+    module hooks are on its modules and this Dynamo compiles no hooked module call (leaf by leaf instead)."""
     cached = _WINDOW_COMPILES[interpret, leafwise].get(region)
     if cached is None:
         if leafwise and interpret:
@@ -252,9 +258,7 @@ class _Interpreted:
         self.original = original
 
     def __call__(self, *args, **kwargs):
-        with contextlib.ExitStack() as stack:
-            for mode in _RUNNING.modes:
-                stack.enter_context(mode)
+        with _running_modes_on():
             return self.original._call_impl(*args, **kwargs)
 
 
@@ -270,13 +274,13 @@ class CompiledRegions:
         self.shadow = shadow and module_level and not self.interpret  # shadow_compiled (L0/mix)
 
     def install(self, session):
+        rerouted = self.module_level or self.interpret
         for name, region in self.regions:
             original = region._orig_mod if is_optimized(region) else region
-            rerouted = self.module_level or self.interpret
-            with _modes_off(self.modes()):  # Dynamo must not trace our modes (its probe compiles here)
-                compiled = (_window_compile(region, original, self.interpret, self.module_level) if rerouted
-                            else None)
-            note = self._note(name or "<root>", region)
+            with _modes_off(self.modes()):  # Dynamo must not trace our modes (the probe and the compiles)
+                leafwise = self.module_level and not _breaks_inside_modules()
+                compiled = _window_compile(region, original, self.interpret, leafwise) if rerouted else None
+            note = self._note(name or "<root>", region, leafwise)
             if self.shadow:
                 note["observed"] = ("each hooked module's inputs and outputs, from a second no-grad forward of the "
                                     "region compiled with a graph break at every module (shadow_compiled); the step "
@@ -288,9 +292,8 @@ class CompiledRegions:
                 session.patch(region, "_compiled_call_impl",
                               self._wrap(region._compiled_call_impl, compiled, note, original))
 
-    def _note(self, name, region):
+    def _note(self, name, region, leafwise):
         backend = str(backend_name(user_backend(region)))
-        leafwise = self.module_level and not _breaks_inside_modules()  # asked already by _window_compile
         if self.interpret:
             how = ("the region's module run eagerly with the dump's modes on (this torch's Dynamo compiles no module "
                    "call that holds a hook)" if leafwise else
