@@ -16,24 +16,25 @@ def plain_model(width=8, hidden=16, out=4):
 
 
 def train_compiled(level=None, dump_path=None, per_module=False, build=plain_model, shadow=False,
-                   dtype=torch.float32, device="cpu", batch=(5, 8), steps=3):
-    """`steps` SGD steps of `build()` compiled with Inductor (whole, or each submodule through its own
-    torch.compile, called one after the other); with `level`, every step under the debugger (its config written
-    to dump_path/config.json, the dump under dump_path/dump). Returns the parameters and buffers after, on the
-    host. Each run starts from a reset Dynamo, as in a fresh process: what Dynamo compiled before (the same frames
-    with other shapes, recompile limits, its caches) changes what it compiles next."""
+                   dtype=torch.float32, device="cpu", batch=(5, 8), steps=3, backend="inductor"):
+    """`steps` SGD steps of `build()` compiled with `backend` (whole, or each submodule through its own
+    torch.compile, called one after the other; backend None: not compiled); with `level`, every step under the
+    debugger (its config written to dump_path/config.json, the dump under dump_path/dump). Returns the parameters
+    and buffers after, on the host. Each run starts from a reset Dynamo, as in a fresh process: what Dynamo
+    compiled before (the same frames with other shapes, recompile limits, its caches) changes what it compiles
+    next."""
     torch._dynamo.reset()
     torch.manual_seed(0)
     model = build().to(device, dtype)
     if per_module:
-        pieces = [torch.compile(module, backend="inductor") for module in model]
+        pieces = [torch.compile(module, backend=backend) for module in model]
 
         def compiled(x):
             for piece in pieces:
                 x = piece(x)
             return x
     else:
-        compiled = torch.compile(model, backend="inductor")
+        compiled = torch.compile(model, backend=backend) if backend is not None else model
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     debugger = None
     if level:

@@ -218,28 +218,13 @@ def test_leaf_by_leaf_window_where_dynamo_cannot_compile_a_hooked_module(tmp_pat
         graphs.append([str(node.target) for node in graph_module.graph.nodes if node.op == "call_function"])
         return graph_module.forward
 
-    def train(compiled_with, level, path):
-        torch._dynamo.reset()
-        torch.manual_seed(0)
-        model = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.GELU()) for _ in range(12)], nn.LayerNorm(8))
-        run = torch.compile(model, backend=compiled_with) if compiled_with else model
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        debugger = PrecisionDebugger(task="statistics", level=level, dump_path=str(path), model=run) if level else None
-        generator = torch.Generator().manual_seed(1)
-        for _ in range(2):
-            if debugger:
-                debugger.start()
-            run(torch.randn(3, 8, generator=generator)).pow(2).mean().backward()
-            optimizer.step()
-            optimizer.zero_grad()
-            if debugger:
-                debugger.stop()
-                debugger.step()
-        parameters = [p.detach().clone() for p in model.parameters()]
-        if debugger:
-            debugger.close()
-            return parameters, json.loads((path / "step1" / "rank" / "dump.json").read_text())["data"]
-        return parameters, None
+    def twelve_layers():
+        return nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.GELU()) for _ in range(12)], nn.LayerNorm(8))
+
+    def train(backend, level, path):
+        parameters = train_compiled(level, path, build=twelve_layers, batch=(3, 8), steps=2, backend=backend)
+        dump = json.loads((path / "dump" / "step1" / "rank" / "dump.json").read_text()) if level else None
+        return parameters, dump and dump["data"]
 
     eager = train(None, "L0", tmp_path / "eager")[1]
     with DynamoWatch() as watch:
@@ -249,7 +234,8 @@ def test_leaf_by_leaf_window_where_dynamo_cannot_compile_a_hooked_module(tmp_pat
     assert sorted(graphs) == sorted([["<built-in function linear>"]] * 12 + [["<built-in function gelu>"]] * 12
                                     + [[str(F.layer_norm)]])
     assert list(compiled) == list(eager) and compiled == eager
-    (note,) = json.loads((tmp_path / "compiled" / "step1" / "rank" / "dump.json").read_text())["compiled_regions"]
+    (note,) = json.loads((tmp_path / "compiled" / "dump" / "step1" / "rank" / "dump.json").read_text())[
+        "compiled_regions"]
     assert "each leaf module's forward compiled on its own" in note["observed"]
     plain, debugged = train("inductor", None, None)[0], train("inductor", "L0", tmp_path / "l0")[0]
     assert [torch.equal(a, b) for a, b in zip(plain, debugged)] == [True] * 26
