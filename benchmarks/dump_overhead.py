@@ -126,19 +126,30 @@ def train(debugger_config=None, dump_path=None):
     return timed_steps(forward, opt, debugger, batch, vocab)
 
 
-def training_step(forward, opt, debugger, idx, tgt, vocab):
+def training_step(forward, opt, debugger, idx, tgt, vocab, mark=None):
     """One step (forward, cross-entropy, backward, optimizer), inside start/stop/step when a debugger is
-    given; returns the loss."""
+    given; returns the loss. `mark()`, when given, is called at the start and after each phase (forward,
+    backward, optimizer, stop/step: dump_phases.py times them)."""
+    mark = mark or _no_mark
     if debugger:
         debugger.start()
+    mark()
     loss = nn.functional.cross_entropy(forward(idx).view(-1, vocab), tgt.view(-1))
+    mark()
     loss.backward()
+    mark()
     opt.step()
     opt.zero_grad()
+    mark()
     if debugger:
         debugger.stop()
         debugger.step()
+    mark()
     return loss
+
+
+def _no_mark():
+    pass
 
 
 def timed_steps(forward, opt, debugger, batch=(8, 128), vocab=1000):

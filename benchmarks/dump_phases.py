@@ -21,7 +21,6 @@ import tempfile
 import time
 
 import torch
-import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dump_overhead as bench  # noqa: E402
@@ -38,20 +37,9 @@ def _faults():
 def phased_step(forward, opt, debugger, batch, vocab):
     """One training step, timed phase by phase: ({phase: ms}, {phase: minor faults})."""
     idx, tgt = torch.randint(0, vocab, batch), torch.randint(0, vocab, batch)
-    if debugger:
-        debugger.start()
-    marks = [(time.perf_counter(), _faults())]
-    loss = nn.functional.cross_entropy(forward(idx).view(-1, vocab), tgt.view(-1))
-    marks.append((time.perf_counter(), _faults()))
-    loss.backward()
-    marks.append((time.perf_counter(), _faults()))
-    opt.step()
-    opt.zero_grad()
-    marks.append((time.perf_counter(), _faults()))
-    if debugger:
-        debugger.stop()
-        debugger.step()
-    marks.append((time.perf_counter(), _faults()))
+    marks = []
+    bench.training_step(forward, opt, debugger, idx, tgt, vocab, mark=lambda: marks.append((time.perf_counter(),
+                                                                                          _faults())))
     times = {phase: (marks[i + 1][0] - marks[i][0]) * 1e3 for i, phase in enumerate(PHASES)}
     faults = {phase: marks[i + 1][1] - marks[i][1] for i, phase in enumerate(PHASES)}
     return times, faults
