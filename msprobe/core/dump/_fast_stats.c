@@ -1818,6 +1818,39 @@ static PyObject *tensor_describer(PyObject *Py_UNUSED(self), PyObject *const *ar
     return (PyObject *)d;
 }
 
+/* nonfinite(value) -> whether a float inside `value` (dict values, list and tuple items, nested) is a NaN or an
+   infinity. orjson writes those as null; the dump's JSON encoder (json_files.py) asks this of an entry whose orjson
+   text holds a null, and encodes it with the json module (NaN, Infinity) only then. Nothing is called back, so the
+   borrowed items cannot go away during the walk. Deeper than 64 levels: True (the json module is always right). */
+static int has_nonfinite(PyObject *value, int depth)
+{
+    if (PyFloat_Check(value))
+        return !isfinite(PyFloat_AS_DOUBLE(value));
+    if (depth > 64)
+        return 1;
+    if (PyDict_Check(value)) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *item;
+        while (PyDict_Next(value, &pos, &key, &item))
+            if (has_nonfinite(item, depth + 1))
+                return 1;
+        return 0;
+    }
+    if (PyList_Check(value) || PyTuple_Check(value)) {
+        Py_ssize_t count = PySequence_Fast_GET_SIZE(value);
+        PyObject **items = PySequence_Fast_ITEMS(value);
+        for (Py_ssize_t i = 0; i < count; i++)
+            if (has_nonfinite(items[i], depth + 1))
+                return 1;
+    }
+    return 0;
+}
+
+static PyObject *nonfinite(PyObject *Py_UNUSED(self), PyObject *value)
+{
+    return PyBool_FromLong(has_nonfinite(value, 0));
+}
+
 static PyMethodDef methods[] = {
     {"simd", (PyCFunction)simd, METH_NOARGS, "simd() -> whether the AVX2 kernels are in use"},
     {"threads", (PyCFunction)threads, METH_VARARGS,
@@ -1846,6 +1879,8 @@ static PyMethodDef methods[] = {
      "tensor_describer(slow, spec, stats_cache, crc_cache, want_xor) -> describe(tensor, data_name=None)"},
     {"describe_map", (PyCFunction)(void (*)(void))describe_map, METH_FASTCALL,
      "describe_map(mapping, tensor_type, describe_tensor, describe) -> {str(key): descriptor}"},
+    {"nonfinite", (PyCFunction)nonfinite, METH_O,
+     "nonfinite(value) -> whether a float inside value (dicts, lists, tuples, nested) is NaN or infinite"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,19 +1,22 @@
 """The JSON files of one dump step: encoded one entry per line, and written all or none.
 
-`encode_dump_json` gives the text of dump.json / stack.json / construct.json / debug.json (the content of
-`json.dumps(obj, indent=1)`, one entry per line, encoded by orjson or the C encoder). `write_json_files`
-writes a step's files as a set: every file goes to a temporary name first and only when all of them are
-complete are they renamed into place, so a full disk leaves either the whole new set or none of it (the
-temporary files are removed), never a dump.json without its stack.json. Used by the writer thread and by
-the JSON helper process (json_helper.py).
+`encode_dump_bytes` gives the UTF-8 text of dump.json / stack.json / construct.json / debug.json (the content of
+`json.dumps(obj, indent=1)`, one entry per line, encoded by orjson or the json module's C encoder; with orjson
+a small step's files take ~2 ms, and the writer encodes them on the training thread: dump_writer.md).
+`write_json_files` writes a step's files as a set: every file goes to a temporary name first and only when
+all of them are complete are they renamed into place, so a full disk leaves either the whole new set or none
+of it (the temporary files are removed), never a dump.json without its stack.json. Used by the writer thread
+and by the JSON helper process (json_helper.py).
 """
 import json
+import math
 import os
 import time
 
+from msprobe.core.dump import native
 from msprobe.core.paths import DIR_MODE, FILE_MODE
 
-__all__ = ["encode_dump_json", "write_json_files"]
+__all__ = ["encode_dump_bytes", "encode_dump_json", "write_json_files"]
 
 try:  # ~7x faster than the json module; optional
     import orjson
@@ -24,56 +27,78 @@ _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _YIELD_EVERY = 32  # entries encoded between two GIL hand-offs to the training thread
 
 
+def _nonfinite_walk(value, depth=0):
+    """native.nonfinite in Python (the C extension not built)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if depth > 64:
+        return True
+    if isinstance(value, dict):
+        value = value.values()
+    elif not isinstance(value, (list, tuple)):
+        return False
+    return any(_nonfinite_walk(item, depth + 1) for item in value)
+
+
+_nonfinite = native.nonfinite or _nonfinite_walk
+
+
 def _encode(value):
-    """Compact JSON text of one value. orjson writes NaN and Infinity as null (the json module writes
-    NaN, Infinity, -Infinity, as the reference's files hold them), so any output holding a null is
-    encoded again by the json module: a few percent of a dump's entries."""
+    """Compact JSON bytes of one value. orjson writes NaN and Infinity as null (the json module writes NaN,
+    Infinity, -Infinity, as the reference's files hold them): a text holding a null whose value holds such a
+    float is encoded again by the json module (None and NaN-free nulls keep orjson's text)."""
     if orjson is not None:
         try:
             text = orjson.dumps(value)
         except TypeError:  # a value orjson does not take (e.g. an int over 64 bits)
-            return _compact(value)
-        if b"null" not in text:
-            return text.decode("utf-8")
-    return _compact(value)
+            return _compact(value).encode("utf-8")
+        if b"null" not in text or not _nonfinite(value):
+            return text
+    return _compact(value).encode("utf-8")
+
+
+def _key(key):
+    return orjson.dumps(key) if orjson is not None and type(key) is str else _compact(str(key)).encode("utf-8")
 
 
 def _entries(mapping, indent, share_gil):
-    pad = " " * indent
+    pad = b" " * indent
     memo = {}  # stack.json: every call from one code location shares one list object
     lines = []
     for count, (key, value) in enumerate(mapping.items(), 1):
-        kind = type(value)
-        if kind is list:
+        if type(value) is list:
             text = memo.get(id(value))
             if text is None:
                 text = memo[id(value)] = _encode(value)
-        elif value is None:  # construct.json of an L1/L2 dump: every parent is null (orjson, then json, otherwise)
-            text = "null"
-        elif kind is str:
-            text = _compact(value)
+        elif value is None:  # construct.json of an L1/L2 dump: every parent is null
+            text = b"null"
         else:
             text = _encode(value)
-        lines.append(f"{pad}{_compact(str(key))}: {text}")
+        lines.append(b"%s%s: %s" % (pad, _key(key), text))
         if share_gil and not count % _YIELD_EVERY:
-            # the C encoder never releases the GIL; without this the training thread, which releases
+            # the json module's C encoder never releases the GIL; without this a training thread, which releases
             # it in every framework op, waits a whole switch interval (5 ms) to get it back each time
             time.sleep(0)
-    return "{\n" + ",\n".join(lines) + "\n" + pad[:-1] + "}" if lines else "{}"
+    return b"{\n" + b",\n".join(lines) + b"\n" + pad[:-1] + b"}" if lines else b"{}"
+
+
+def encode_dump_bytes(obj, share_gil=False):
+    """UTF-8 JSON with one entry per line: top-level keys, and every entry of "data" (or of a flat mapping such as
+    stack.json) on its own line, each entry compact. Same content as indent=1, but each entry encoded by orjson (the
+    json module's C encoder where orjson is missing or the entry holds NaN or Infinity; indent=1 would force the
+    pure-Python one, ~4x slower). share_gil: hand the GIL over every few entries (off the training thread)."""
+    if not isinstance(obj, dict):
+        return _encode(obj)
+    if "data" in obj and isinstance(obj["data"], dict):
+        lines = [b" %s: %s" % (_key(key), _entries(value, 2, share_gil) if key == "data" else _encode(value))
+                 for key, value in obj.items()]
+        return b"{\n" + b",\n".join(lines) + b"\n}"
+    return _entries(obj, 1, share_gil)
 
 
 def encode_dump_json(obj, share_gil=True):
-    """JSON text with one entry per line: top-level keys, and every entry of "data" (or of a flat
-    mapping such as stack.json) on its own line, each entry compact. Same content as indent=1, but
-    encoded by the C encoder (indent=1 forces the pure-Python one, ~4x slower, holding the GIL).
-    share_gil: hand the GIL over every few entries (in a training process; the helper need not)."""
-    if not isinstance(obj, dict):
-        return _compact(obj)
-    if "data" in obj and isinstance(obj["data"], dict):
-        lines = [f" {_compact(key)}: {_entries(value, 2, share_gil) if key == 'data' else _compact(value)}"
-                 for key, value in obj.items()]
-        return "{\n" + ",\n".join(lines) + "\n}"
-    return _entries(obj, 1, share_gil)
+    """encode_dump_bytes as text."""
+    return encode_dump_bytes(obj, share_gil).decode("utf-8")
 
 
 def _write_new_file(path, data):
@@ -94,7 +119,7 @@ def _write_new_file(path, data):
 
 
 def write_json_files(directory, files, share_gil=True):
-    """Encode each (name, object) of `files` and write them into `directory` as one set: all of them
+    """Encode each (name, object) of `files` (bytes: already encoded) and write them into `directory` as one set: all of them
     renamed into place once every one is on disk, or none (temporary files removed, the error raised)."""
     written = []
     if not os.path.isdir(directory):
@@ -103,7 +128,7 @@ def write_json_files(directory, files, share_gil=True):
         for name, obj in files:
             temporary = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
             written.append((temporary, os.path.join(directory, name)))
-            _write_new_file(temporary, encode_dump_json(obj, share_gil).encode("utf-8"))
+            _write_new_file(temporary, obj if isinstance(obj, bytes) else encode_dump_bytes(obj, share_gil))
     except BaseException:
         for temporary, _ in written:
             try:
