@@ -5,10 +5,12 @@ import math
 import marshal
 import os
 import stat
+import threading
 
 import pytest
 
 from msprobe.core.dump import json_helper as helper_module
+from msprobe.core.dump import writer as writer_module
 from msprobe.core.dump.json_helper import HelperError, JsonHelper, serve
 from msprobe.core.dump.writer import DumpWriter, encode_dump_json
 
@@ -110,3 +112,73 @@ def test_encoding_keeps_nan_infinity_and_big_integers():
     assert loaded["x"]["a"][2:] == [math.inf, -math.inf, None, 2 ** 70, "null-ish"]
     assert loaded["x"]["b"] == [0.1, 1e-05] and loaded["y"]["z"] == 0.17833003401756287
     assert "NaN" in text and "-Infinity" in text and len(text.splitlines()) == 6  # one entry per line
+
+
+def test_nonfinite_check_in_c_and_in_python_agree_on_nested_values():
+    from msprobe.core.dump import native
+    from msprobe.core.dump.json_files import _nonfinite_walk
+
+    assert native.nonfinite is not None  # built in place for the tests (setup.py build_ext --inplace)
+    deep_nan = {"a": [1.0]}
+    inner = deep_nan["a"]
+    for _ in range(10):
+        inner.append([2.0])
+        inner = inner[-1]
+    inner.append(math.nan)
+    too_deep = [1.0]
+    for _ in range(70):
+        too_deep = [too_deep]
+    cases = [(None, False), (1.5, False), ("NaN", False), ({"x": None, "y": (1, 2.5, "inf")}, False),
+             ({"x": (1.0, -math.inf)}, True), ([{"Max": math.nan}], True), (deep_nan, True), ({math.nan: 1.0}, False),
+             (too_deep, True), ((0.0, -0.0, 1e308, 5e-324), False), (float("inf"), True)]
+    for value, expected in cases:
+        assert native.nonfinite(value) is expected, value
+        assert _nonfinite_walk(value) is expected, value
+
+
+def test_entries_with_none_keep_orjson_text_and_nan_entries_are_written_as_nan():
+    orjson = pytest.importorskip("orjson")
+    from msprobe.core.dump.json_files import encode_dump_bytes
+
+    plain = {"input_args": [{"type": "torch.Tensor", "Max": 1.0, "Min": None}], "input_kwargs": {"bias": None}}
+    nan = {"output": [{"type": "torch.Tensor", "Max": math.nan, "Min": -math.inf, "Mean": None}]}
+    text = encode_dump_bytes({"data": {"a.0.forward": plain, "b.0.forward": nan}})
+    lines = text.splitlines()
+    assert lines[2] == b'  "a.0.forward": ' + orjson.dumps(plain) + b","
+    assert lines[3] == b'  "b.0.forward": {"output":[{"type":"torch.Tensor","Max":NaN,"Min":-Infinity,"Mean":null}]}'
+    loaded = json.loads(text)["data"]
+    assert loaded["a.0.forward"] == _as_json(plain)
+    assert math.isnan(loaded["b.0.forward"]["output"][0]["Max"]) and loaded["b.0.forward"]["output"][0]["Mean"] is None
+
+
+def test_with_orjson_the_training_thread_encodes_and_no_helper_starts(tmp_path, monkeypatch):
+    pytest.importorskip("orjson")
+    helper = JsonHelper()
+    monkeypatch.setattr(helper_module, "_HELPER", helper)
+    encoded_on = []
+    real_encode = writer_module.encode_dump_bytes
+
+    def encode(obj, *args):
+        encoded_on.append(threading.current_thread() is threading.main_thread())
+        return real_encode(obj, *args)
+
+    monkeypatch.setattr(writer_module, "encode_dump_bytes", encode)
+    writer = DumpWriter(str(tmp_path), save_tensor_fn=None)
+    writer.write_json(0, None, {"dump.json": DUMP, "stack.json": STACK})
+    writer.close()
+    assert encoded_on == [True, True] and helper._process is None
+    assert (tmp_path / "step0" / "rank" / "dump.json").read_text(encoding="utf-8") == encode_dump_json(DUMP)
+    assert _load(tmp_path / "step0" / "rank" / "stack.json") == STACK
+
+
+def test_a_step_that_cannot_be_encoded_on_the_training_thread_is_reported_not_raised(tmp_path, monkeypatch):
+    monkeypatch.setenv("MSPROBE_JSON_HELPER", "0")
+    monkeypatch.setattr(helper_module, "_HELPER", JsonHelper())
+    writer = DumpWriter(str(tmp_path), save_tensor_fn=None)
+    writer.write_json(0, None, {"dump.json": {"data": {"x": "\ud800"}}})  # a lone surrogate: no UTF-8 for it
+    writer.write_json(1, None, {"dump.json": DUMP})
+    writer.close()
+    assert writer.failures.totals == {"JSON file sets": 1}
+    assert "1 JSON file sets (step 0)" in writer.report()
+    assert not (tmp_path / "step0" / "rank" / "dump.json").exists()
+    assert _load(tmp_path / "step1" / "rank" / "dump.json") == _as_json(DUMP)

@@ -1,4 +1,7 @@
-"""The JSON files of a dump, encoded and written by a helper process.
+"""The JSON files of a dump, encoded and written by a helper process where orjson is missing.
+
+With orjson (a base dependency) the writer encodes a step's files on the training thread (writer.py); this
+helper serves installs without it, where the json module's encoder would hold the GIL for ~10 ms a step.
 
 A JSON encoder holds the GIL for as long as it runs (Python's json module ~10 ms per step for a
 small GPT, orjson ~2 ms), and a training thread, which gives the GIL up in every framework op, then
