@@ -1509,17 +1509,21 @@ fail:
                   adapter's own caches (a miss goes to `slow`, which fills them)
      device       a content key's device for host tensors; type_name the descriptor's "type"
      attributes   the names of dtype, shape, is_neg(), is_contiguous(), data_ptr(), the version counter, is_cpu,
-                  requires_grad, untyped_storage()
+                  requires_grad, untyped_storage(), stride()
      keys         the descriptor's keys: type, dtype, shape, the four statistics, requires_grad, the fingerprint
-   A host tensor of one of `types` with a float kind, contiguous, without a negative bit and with elements is done here:
-   its content key (data_ptr, dtype, count, version, device) looked up in stats_cache as record.py does it, or its
-   statistics (and fingerprint) computed in place and the cache entry (weakref to the storage, statistics,
-   fingerprint, None) made, the CRC cached for that key dropped. Everything else, a cache entry without the
-   fingerprint asked for, and any exception from the framework's bindings: slow(tensor, data_name). */
+   A host tensor of one of `types` with a float kind, without a negative bit and with elements is done here, contiguous
+   or a strided view, 0-d included: its content key (record.py's: (data_ptr, dtype, count, version, device), the count
+   -1 for 0-d; for a view dense in another dimension order the memory's key, whose entry keeps the view's fingerprint
+   per layout (sizes, strides); for any other view (a slice, a broadcast) the layout in place of the count) looked up
+   in stats_cache as record.py does it, or its statistics (and fingerprint) computed in place, of the gathered view
+   or of the 0-d value (its value four times), and the cache entry (weakref to the storage, statistics, fingerprint,
+   views) made, the CRC cached for that key dropped. Everything else, and any exception from the framework's
+   bindings: slow(tensor, data_name). */
 #ifndef Py_TPFLAGS_HAVE_VECTORCALL
 #define Py_TPFLAGS_HAVE_VECTORCALL _Py_TPFLAGS_HAVE_VECTORCALL
 #endif
-enum { A_DTYPE, A_SHAPE, A_IS_NEG, A_IS_CONTIGUOUS, A_DATA_PTR, A_VERSION, A_IS_CPU, A_REQUIRES_GRAD, A_STORAGE, A_COUNT };
+enum { A_DTYPE, A_SHAPE, A_IS_NEG, A_IS_CONTIGUOUS, A_DATA_PTR, A_VERSION, A_IS_CPU, A_REQUIRES_GRAD, A_STORAGE, A_STRIDE,
+       A_COUNT };
 enum { K_TYPE, K_DTYPE, K_SHAPE, K_MAX, K_MIN, K_MEAN, K_NORM, K_REQUIRES_GRAD, K_FINGERPRINT, K_COUNT };
 
 typedef struct {
@@ -1568,6 +1572,59 @@ static PyObject *describer_desc(describer_t *d, PyObject *name, PyObject *shape,
     return desc;
 }
 
+/* a 0-d tensor's value as its framework's item() gives it */
+static double element_value(const void *p, int kind)
+{
+    switch (kind) {
+    case 0: return (double)*(const float *)p;
+    case 1: return *(const double *)p;
+    case 2: return (double)f16_to_float(*(const uint16_t *)p);
+    default: return (double)bf16_to_float(*(const uint16_t *)p);
+    }
+}
+
+/* whether a view of `ndim` sizes and strides (in elements) is dense in some dimension order: the dimensions sorted by
+   stride, then size, both descending (a stable sort, as adapter.py's _dense_order), and that permutation contiguous
+   by the framework's rule (dimensions of size 1 skipped) */
+static int dense_in_some_order(Py_ssize_t ndim, const Py_ssize_t *sizes, const Py_ssize_t *strides)
+{
+    Py_ssize_t order[MAX_DIMS];
+    for (Py_ssize_t i = 0; i < ndim; i++) {
+        Py_ssize_t j = i;
+        while (j > 0 && (strides[order[j - 1]] < strides[i] ||
+                         (strides[order[j - 1]] == strides[i] && sizes[order[j - 1]] < sizes[i]))) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    Py_ssize_t expected = 1;
+    for (Py_ssize_t i = ndim - 1; i >= 0; i--) {
+        Py_ssize_t dim = order[i];
+        if (sizes[dim] != 1) {
+            if (strides[dim] != expected)
+                return 0;
+            expected *= sizes[dim];
+        }
+    }
+    return 1;
+}
+
+/* how a tensor's memory is read: in place (contiguous), as a 0-d value, or as a strided view that is dense in another
+   dimension order (a transpose: a ViewKey in record.py, its fingerprint kept per layout) or not (a slice, a broadcast) */
+enum { READ_DENSE, READ_SCALAR, READ_PERMUTED, READ_STRIDED };
+
+/* the fingerprint text of the tensor's bytes in C order; NULL with an exception set */
+static PyObject *described_fingerprint(int read, const void *address, Py_ssize_t count, int kind, const view_t *view)
+{
+    uint64_t x = 0, s = 0;
+    if (read == READ_DENSE || read == READ_SCALAR)
+        fingerprint_buffer((const uint8_t *)address, (read == READ_SCALAR ? 1 : count) * kind_bytes[kind], &x, &s);
+    else if (fingerprint_view(view, &x, &s) < 0)
+        return NULL;
+    return fingerprint_text(x, s);
+}
+
 /* the descriptor (a new reference); NULL without an exception: not for this path; NULL with one: it failed */
 static PyObject *describer_fast(describer_t *d, PyObject *tensor)
 {
@@ -1579,6 +1636,7 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
         return NULL;
     PyObject *dtype = NULL, *size = NULL, *facts = NULL, *flag = NULL, *ptr = NULL, *version = NULL, *grad = NULL;
     PyObject *key = NULL, *hit = NULL, *stats = NULL, *fingerprint = NULL, *owner = NULL, *ref = NULL, *entry = NULL;
+    PyObject *strides = NULL, *layout = NULL, *views = NULL;
     PyObject *name, *kind_obj;
     if ((dtype = PyObject_GetAttr(tensor, d->attr[A_DTYPE])) == NULL)
         goto done;
@@ -1597,13 +1655,18 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
     if (kind < 0 || !PyTuple_CheckExact(facts) || PyTuple_GET_SIZE(facts) != 2)
         goto held;
     Py_ssize_t count = PyLong_AsSsize_t(PyTuple_GET_ITEM(facts, 1));
-    if (count < 1)  /* 0-d (-1) and empty tensors, and a failed conversion */
+    if (count == -1 && PyErr_Occurred())
+        goto held;
+    int read = count == -1 ? READ_SCALAR : READ_DENSE;  /* -1: 0-d, whose statistics are its value four times */
+    if (count == 0 || count < -1)  /* empty tensors */
         goto held;
     if ((flag = PyObject_CallMethodNoArgs(tensor, d->attr[A_IS_NEG])) == NULL || flag != Py_False)
         goto held;
     Py_DECREF(flag);
-    if ((flag = PyObject_CallMethodNoArgs(tensor, d->attr[A_IS_CONTIGUOUS])) == NULL || flag != Py_True)
+    if ((flag = PyObject_CallMethodNoArgs(tensor, d->attr[A_IS_CONTIGUOUS])) == NULL ||
+        (flag != Py_True && flag != Py_False))
         goto held;
+    int contiguous = flag == Py_True;
     Py_DECREF(flag);
     if ((flag = PyObject_GetAttr(tensor, d->attr[A_IS_CPU])) == NULL || flag != Py_True)
         goto held;
@@ -1611,7 +1674,22 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
         (version = PyObject_GetAttr(tensor, d->attr[A_VERSION])) == NULL ||
         (grad = PyObject_GetAttr(tensor, d->attr[A_REQUIRES_GRAD])) == NULL)
         goto held;
-    if ((key = PyTuple_Pack(5, ptr, dtype, PyTuple_GET_ITEM(facts, 1), version, d->device)) == NULL)
+    view_t view;
+    if (!contiguous) {  /* a strided view (a 0-d tensor is always contiguous) */
+        Py_ssize_t elements[MAX_DIMS];
+        if ((strides = PyObject_CallMethodNoArgs(tensor, d->attr[A_STRIDE])) == NULL ||
+            parse_view(ptr, kind_bytes[kind], PyTuple_GET_ITEM(facts, 0), strides, &view) < 0)
+            goto held;
+        for (Py_ssize_t i = 0; i < view.ndim; i++)
+            elements[i] = view.strides[i] / view.itemsize;
+        read = dense_in_some_order(view.ndim, view.sizes, elements) ? READ_PERMUTED : READ_STRIDED;
+        if ((layout = PyTuple_Pack(2, PyTuple_GET_ITEM(facts, 0), strides)) == NULL)
+            goto held;
+    }
+    /* the content key (adapter.py's tensor_facts): the memory's own for a permuted view (a ViewKey there, an equal
+       tuple here), its layout in place of the count for any other strided view */
+    if ((key = PyTuple_Pack(5, ptr, dtype, read == READ_STRIDED ? layout : PyTuple_GET_ITEM(facts, 1), version,
+                            d->device)) == NULL)
         goto held;
     hit = PyDict_GetItemWithError(d->stats_cache, key);
     Py_XINCREF(hit);
@@ -1621,30 +1699,80 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
     if (hit != NULL && PyTuple_CheckExact(hit) && PyTuple_GET_SIZE(hit) == 4 && PyTuple_GET_ITEM(hit, 0) != Py_None &&
         (alive = weakref_alive(PyTuple_GET_ITEM(hit, 0))) < 0)
         goto held;
+    void *address = PyLong_AsVoidPtr(ptr);
+    if (address == NULL)
+        goto held;
     if (alive) {  /* the same memory at the same version: its statistics (and fingerprint) */
         stats = PyTuple_GET_ITEM(hit, 1);
-        fingerprint = d->want_xor ? PyTuple_GET_ITEM(hit, 2) : NULL;
-        if (!PyTuple_CheckExact(stats) || PyTuple_GET_SIZE(stats) != 4 ||
-            (fingerprint != NULL && !PyUnicode_CheckExact(fingerprint))) {
-            stats = fingerprint = NULL;  /* e.g. first met as a transposed view: the fingerprint is made by slow */
+        if (!PyTuple_CheckExact(stats) || PyTuple_GET_SIZE(stats) != 4) {
+            stats = NULL;
             goto held;
         }
         Py_INCREF(stats);
-        Py_XINCREF(fingerprint);
+        if (d->want_xor && read == READ_PERMUTED) {  /* the view's own bytes: kept per layout (_view_fingerprint) */
+            views = PyTuple_GET_ITEM(hit, 3);
+            if (views != Py_None && !PyDict_CheckExact(views)) {
+                views = NULL;
+                goto held;
+            }
+            Py_INCREF(views);
+            if (views != Py_None && (fingerprint = PyDict_GetItemWithError(views, layout)) != NULL)
+                Py_INCREF(fingerprint);
+            else if (PyErr_Occurred())
+                goto held;
+            if (fingerprint == NULL) {
+                if ((fingerprint = described_fingerprint(read, address, count, kind, &view)) == NULL)
+                    goto held;
+                if (views == Py_None) {
+                    Py_DECREF(views);
+                    if ((views = PyDict_New()) == NULL ||
+                        (entry = PyTuple_Pack(4, PyTuple_GET_ITEM(hit, 0), stats, PyTuple_GET_ITEM(hit, 2), views))
+                            == NULL || PyDict_SetItem(d->stats_cache, key, entry) < 0)
+                        goto held;
+                }
+                if (PyDict_SetItem(views, layout, fingerprint) < 0)
+                    goto held;
+            }
+        } else if (d->want_xor) {
+            fingerprint = PyTuple_GET_ITEM(hit, 2);
+            if (fingerprint == Py_None) {  /* the memory was first met through a transposed view */
+                if ((fingerprint = described_fingerprint(read, address, count, kind, &view)) == NULL ||
+                    (entry = PyTuple_Pack(4, PyTuple_GET_ITEM(hit, 0), stats, fingerprint, PyTuple_GET_ITEM(hit, 3)))
+                        == NULL || PyDict_SetItem(d->stats_cache, key, entry) < 0)
+                    goto held;
+            } else if (!PyUnicode_CheckExact(fingerprint)) {
+                fingerprint = NULL;
+                goto held;
+            } else {
+                Py_INCREF(fingerprint);
+            }
+        }
     } else {
-        void *address = PyLong_AsVoidPtr(ptr);
-        if (address == NULL)
-            goto held;
         stats_t out;
-        if (d->want_xor) {
+        if (read == READ_SCALAR) {
+            double value = element_value(address, kind);
+            if ((stats = Py_BuildValue("(dddd)", value, value, value, value)) == NULL)
+                goto held;
+            if (d->want_xor && (fingerprint = described_fingerprint(read, address, count, kind, NULL)) == NULL)
+                goto held;
+        } else if (read == READ_DENSE && d->want_xor) {
             uint64_t x, s;
             digest_dense(address, count, kind, &out, &x, &s);
             if ((fingerprint = fingerprint_text(x, s)) == NULL)
                 goto held;
-        } else {
+        } else if (read == READ_STRIDED) {  /* the elements gathered in C order, as float_stats_strided */
+            uint8_t *buffer = gathered(&view);
+            if (buffer == NULL)
+                goto held;
+            compute_buffer(buffer, count, kind, &out);
+            PyMem_Free(buffer);
+        } else {  /* dense memory, read in place (a permuted view: in memory order, the same statistics) */
             compute_buffer(address, count, kind, &out);
         }
-        if ((stats = stats_result(&out, count, kind_value, Py_None, 0.0)) == NULL)
+        if (read != READ_SCALAR && (stats = stats_result(&out, count, kind_value, Py_None, 0.0)) == NULL)
+            goto held;
+        if (d->want_xor && fingerprint == NULL &&
+            (fingerprint = described_fingerprint(read, address, count, kind, &view)) == NULL)
             goto held;
         if ((owner = PyObject_CallMethodNoArgs(tensor, d->attr[A_STORAGE])) == NULL)
             goto held;
@@ -1658,8 +1786,14 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
         int cached = PyDict_Contains(d->crc_cache, key);
         if (cached < 0 || (cached && PyDict_DelItem(d->crc_cache, key) < 0))
             goto held;
-        if ((entry = PyTuple_Pack(4, ref, stats, fingerprint != NULL ? fingerprint : Py_None, Py_None)) == NULL ||
-            PyDict_SetItem(d->stats_cache, key, entry) < 0)
+        if (read == READ_PERMUTED) {  /* the memory's entry: its own bytes' fingerprint unknown, the view's by layout */
+            if (fingerprint != NULL && ((views = PyDict_New()) == NULL || PyDict_SetItem(views, layout, fingerprint) < 0))
+                goto held;
+            entry = PyTuple_Pack(4, ref, stats, Py_None, views != NULL ? views : Py_None);
+        } else {
+            entry = PyTuple_Pack(4, ref, stats, fingerprint != NULL ? fingerprint : Py_None, Py_None);
+        }
+        if (entry == NULL || PyDict_SetItem(d->stats_cache, key, entry) < 0)
             goto held;
     }
     result = describer_desc(d, name, PyTuple_GET_ITEM(facts, 0), stats, grad, fingerprint);
@@ -1669,7 +1803,7 @@ held:
 done:
     Py_XDECREF(dtype); Py_XDECREF(size); Py_XDECREF(facts); Py_XDECREF(flag); Py_XDECREF(ptr); Py_XDECREF(version);
     Py_XDECREF(grad); Py_XDECREF(key); Py_XDECREF(hit); Py_XDECREF(stats); Py_XDECREF(fingerprint); Py_XDECREF(owner);
-    Py_XDECREF(ref); Py_XDECREF(entry);
+    Py_XDECREF(ref); Py_XDECREF(entry); Py_XDECREF(strides); Py_XDECREF(layout); Py_XDECREF(views);
     return result;
 }
 

@@ -106,6 +106,13 @@ def _tensor_zoo():
            torch.nn.Parameter(torch.randn(2, 2)), torch.ones(70000), torch.tensor(2.5), torch.zeros(0),
            torch.arange(6), torch.tensor([True, False]), base.t(), base[:, 1:3], torch.randn(4, 4, dtype=torch.complex64),
            torch.randn(4, 4, dtype=torch.complex64).conj(), torch._neg_view(torch.randn(5)), torch.randn(3).expand(4, 3)]
+    # strided views, described in C too: a permuted 3-d memory met first through its views (its own bytes'
+    # fingerprint unknown until the memory itself comes), a slice with a step, a broadcast with a size-1 dimension,
+    # 0-d tensors of each float kind, a transpose of a float16 memory
+    cube = torch.randn(3, 5, 7)
+    zoo += [cube.permute(2, 0, 1), cube.transpose(0, 1), cube, cube[:, ::2, 1:], torch.randn(1, 6).expand(3, 1, 6)[:, :, ::3],
+            torch.tensor(-1.5, dtype=torch.float64), torch.tensor(0.25, dtype=torch.bfloat16),
+            torch.tensor(float("nan")), torch.randn(9, 4).half().t(), torch.randn(4, 1, 3).transpose(0, 2)]
     with torch.inference_mode():
         zoo.append(torch.randn(6))
     return zoo
