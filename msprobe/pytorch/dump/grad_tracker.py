@@ -21,6 +21,8 @@ entry is emitted when every consumer has run (or, when no input needs a grad, wh
 arrived); entries still incomplete at the end of the step are emitted by `flush()` with null where
 nothing arrived.
 """
+from collections import OrderedDict
+
 import torch
 from torch.autograd.graph import get_gradient_edge
 
@@ -55,6 +57,22 @@ def _edge_of(tensor):
         # without its wrappers and checks (2.2 instead of 5 us; the hooks call begin() with grad enabled)
         return tensor.view_as(tensor).grad_fn.next_functions[0][0], 0
     return get_gradient_edge(tensor).node, 0
+
+
+def _hook_output(value, hook, handles):
+    """`value.register_hook(hook)` for a plain tensor without torch's Python wrapper (its handle object and weak
+    reference): the same two steps (the tensor's hook dict, registered once on its grad_fn), the hook keyed by
+    itself; `handles` gets (dict, key) to pop at removal. A subclass (which may route hooks through
+    __torch_function__) takes register_hook."""
+    if type(value) is not _Tensor:
+        handles.append(value.register_hook(hook))
+        return
+    hooks = value._backward_hooks
+    if hooks is None:
+        hooks = value._backward_hooks = OrderedDict()
+        value.grad_fn._register_hook_dict(value)
+    hooks[hook] = hook
+    handles.append((hooks, hook))
 
 
 def flat_tensors(value, found):
@@ -110,17 +128,31 @@ class GradTracker:
     def __init__(self, collector, pause):
         self.collector = collector
         self.pause = pause
-        self.handles = []
+        self.handles = []  # RemovableHandles, and (hook dict, key) of the outputs' hooks (_hook_output)
         self.pending = []
+        # id(leaf) -> (leaf, its AccumulateGrad node) until removal: a parameter used by many calls of a step is asked
+        # for its node once (a view op each time otherwise); holding the node keeps it the leaf's accumulator
+        self._leaf_edges = {}
 
     # -- forward side -----------------------------------------------------------------------
     def begin(self, call, args, kwargs):
         """Before the call: note the gradient edge of every grad-requiring tensor input."""
         pending = _PendingBackward(call)
         edges = pending.edges
+        leaf_edges = self._leaf_edges
 
         def slot_of(tensor):
-            node, output_nr = _edge_of(tensor)
+            node = tensor.grad_fn
+            if node is not None:
+                output_nr = tensor.output_nr
+            else:
+                known = leaf_edges.get(id(tensor))
+                if known is not None and known[0] is tensor:
+                    node = known[1]
+                else:
+                    node = _edge_of(tensor)[0]
+                    leaf_edges[id(tensor)] = (tensor, node)
+                output_nr = 0
             slot = (id(node), output_nr)
             if slot not in edges:
                 edges[slot] = slot
@@ -162,7 +194,7 @@ class GradTracker:
                 through = edges.get((id(node), output_nr)) if edges else None
                 if through is not None:
                     pending.contributions_left += 1
-                self.handles.append(value.register_hook(self._output_hook(pending, position, through)))
+                _hook_output(value, self._output_hook(pending, position, through), self.handles)
                 if single:
                     roots.append((node, output_nr))
         if edges:
@@ -274,6 +306,10 @@ class GradTracker:
     def remove(self):
         self.flush()
         for handle in self.handles:
-            handle.remove()
+            if type(handle) is tuple:
+                handle[0].pop(handle[1], None)
+            else:
+                handle.remove()
         self.handles = []
         self.pending = []
+        self._leaf_edges = {}
