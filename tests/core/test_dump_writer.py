@@ -182,3 +182,22 @@ def test_a_step_that_cannot_be_encoded_on_the_training_thread_is_reported_not_ra
     assert "1 JSON file sets (step 0)" in writer.report()
     assert not (tmp_path / "step0" / "rank" / "dump.json").exists()
     assert _load(tmp_path / "step1" / "rank" / "dump.json") == _as_json(DUMP)
+
+
+def test_entry_lines_in_c_writes_the_python_loops_bytes(monkeypatch):
+    pytest.importorskip("orjson")
+    from msprobe.core.dump import json_files, native
+
+    assert native.entry_lines is not None  # built in place for the tests (setup.py build_ext --inplace)
+    shared = ["File a.py, line 3, in f, \n relu(x)"]
+    cases = [{}, {"data": {}}, {"a": {}}, {'k"x': "v,}", "b": [1, {"c": "]"}]}, {"x": None, "y": "null"},
+             {"data": {"a": {"s": "\u2028 \u00e9 \"q\" \\ \n"}, "b": [math.nan], "c": (1, None), "d": 2 ** 70,
+                       "e": {"Max": -math.inf, "Min": None}}},
+             {"a": [], "b": [[]], "c": "{"}, {1: "an int key"}, {"s": shared, "t": shared, "u": list(shared)}, DUMP,
+             STACK, {"task": "x", "data": {"Functional.relu.0.forward": DUMP["data"]["Functional.relu.0.forward"]}}]
+    fast = [json_files.encode_dump_bytes(case) for case in cases]
+    monkeypatch.setattr(native, "entry_lines", None)
+    assert fast == [json_files.encode_dump_bytes(case) for case in cases]
+    assert json.loads(fast[5])["data"]["e"]["Max"] == -math.inf and json.loads(fast[7]) == {"1": "an int key"}
+    with pytest.raises(TypeError):
+        native.entry_lines([], 1, json.dumps, str)

@@ -61,7 +61,15 @@ def _key(key):
     return orjson.dumps(key) if orjson is not None and type(key) is str else _compact(str(key)).encode("utf-8")
 
 
+def _fallback(value):
+    return _compact(value).encode("utf-8")
+
+
 def _entries(mapping, indent, share_gil):
+    if orjson is not None and native.entry_lines is not None and type(mapping) is dict:
+        text = native.entry_lines(mapping, indent, orjson.dumps, _fallback)  # the loop below, in C
+        if text is not None:
+            return text
     pad = b" " * indent
     memo = {}  # stack.json: every call from one code location shares one list object
     lines = []
