@@ -48,7 +48,8 @@ class ForwardCall:
     __slots__ = ("key", "name", "index", "is_module", "dump", "entry", "parent", "parent_backward",
                  "list_matched", "stack", "step", "tensors", "function", "_backward_name")
 
-    def __init__(self, key: str, index: int, is_module: bool, parent: Optional[Any], step: int) -> None:
+    def __init__(self, key: str, index: int, is_module: bool, parent: Optional[Any], step: int,
+                 keeps_tensors: bool = True) -> None:
         self.key, self.index, self.is_module, self.step = key, index, is_module, step
         self.name = f"{key}.forward.{index}" if is_module else f"{key}.{index}.forward"
         if parent is None:
@@ -59,7 +60,9 @@ class ForwardCall:
         self.entry: Dict[str, Any] = {}
         self.list_matched = False
         self.stack = None
-        self.tensors: List[tuple] = []  # the task's candidate tensors (see tasks.Task.tensor_seen)
+        # the task's candidate tensors (see tasks.Task.tensor_seen); a task without tensor_seen keeps none: one empty
+        # tuple for all its calls (an empty list each was a tenth of what a step left to the garbage collector)
+        self.tensors: Any = [] if keeps_tensors else ()
         self.function = None
         self._backward_name: Optional[str] = None
 
@@ -148,6 +151,9 @@ class DumpCollector:
         walks = self._tensor_class is not None and native.describe_seq is not None and native.describe_map is not None
         self._walk_seq = native.describe_seq if walks else None
         self._walk_map = native.describe_map if walks else None
+        # records off the garbage collector's lists where their items allow it (native.untrack): the step's young
+        # collection, run when stop() puts the collector's threshold back, walked each record otherwise
+        self._untrack = native.untrack if walks else None
         self.active = False
         self.finished = False  # the task ended the dump (overflow_nums reached)
         wants = config.wants  # data_mode, resolved once: these are asked on every call
@@ -166,6 +172,7 @@ class DumpCollector:
         self._task_before = type(self.task).before_call is not Task.before_call
         self._task_after = type(self.task).after_call is not Task.after_call
         self._task_admits_all = type(self.task).admit is Task.admit  # then records go straight in, unwrapped
+        self._keeps_tensors = self.task.tensor_seen is not None
         # RNG audit (rng_audit.py): the random state each random call starts from, in fingerprint dumps
         self._random_state = adapter.random_state if config.summary_mode == "xor" else None
         if getattr(config, "async_dump", False):
@@ -249,7 +256,7 @@ class DumpCollector:
         index = self.counters.get(key, 0)
         self.counters[key] = index + 1
         call = ForwardCall(key, index, is_module, self.module_stack[-1] if self.module_stack else None,
-                           self.current_step)
+                           self.current_step, self._keeps_tensors)
         call_filter = self.filter
         call.dump = dump = True if call_filter.unfiltered else call_filter.enter(call)
         if is_module:
@@ -318,7 +325,9 @@ class DumpCollector:
             records = self.records
             if records.on_tensor is not None:  # file stems: tasks that save
                 entry["output"] = records.describe_output(output, f"{call.name}.output")
-            elif self._tensor_class is not None and isinstance(output, self._tensor_class):  # most calls
+            elif self._walk_seq is not None and isinstance(output, self._tensor_class):  # most calls
+                entry["output"] = self._walk_seq((output,), self._tensor_class, records.describe_tensor, records.describe)
+            elif self._tensor_class is not None and isinstance(output, self._tensor_class):
                 entry["output"] = (records.describe_tensor(output),)
             elif self._walk_seq is not None and isinstance(output, (list, tuple)):
                 entry["output"] = self._walk_seq(output, self._tensor_class, records.describe_tensor, records.describe)
@@ -328,6 +337,8 @@ class DumpCollector:
             entry["parameters"] = {str(k): self.records.describe(v, f"{call.name}.parameters.{k}")
                                    for k, v in parameters.items()}
         if entry:  # data_mode without forward data: no forward entry (only its backward)
+            if self._untrack is not None:
+                self._untrack(entry)
             if self._task_admits_all:  # _commit_entry, inlined: it runs for every recorded call
                 name = call.name
                 self.data[name] = entry
@@ -361,7 +372,7 @@ class DumpCollector:
             return
         name = call.backward_name
         entry = {}
-        tensors: List[tuple] = []
+        tensors: Any = [] if self._keeps_tensors else ()
         self.task.sink = tensors
         records = self.records
         walk = self._walk_seq
@@ -377,6 +388,8 @@ class DumpCollector:
             if self.want_backward_output:
                 entry["output"] = records.describe_args(grads_of_inputs, f"{name}.output")
         if entry:
+            if self._untrack is not None:
+                self._untrack(entry)
             if self._task_admits_all:  # what commit() does with it, without the Record
                 self._commit_entry(name, entry, call.parent_backward, None)
             else:

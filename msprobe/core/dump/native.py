@@ -29,6 +29,10 @@ JSON encoder asks it of entries whose orjson text holds a null: orjson writes th
 `entry_lines(mapping, indent, dumps, fallback) -> bytes | None`: json_files.py's one-entry-a-line layout of a dict, each
 key and value encoded by `dumps` (orjson.dumps), `fallback` (the json module) for what dumps refuses or writes as a null
 standing for NaN or an infinity; None when a key is not a str.
+`untrack(obj) -> bool`: a tuple or dict none of whose items is a tracked container taken off the garbage collector's
+lists (CPython does so itself at the first collection that visits it; a dump step's records were half of what its
+young collection walked); whether obj is untracked now. describe_seq / describe_map / tensor_describer untrack what
+they make the same way.
 `stack_key(frame) -> bytes` names the code object and bytecode offset of a frame and of every caller above it
 (Python 3.11+): stack.py's cache key, walked in C.
 Long float32 / float16 / bfloat16 buffers (128 K elements or more) are reduced by the calling thread and a small
@@ -42,14 +46,14 @@ kernels, which give the same Max/Min/Mean and a Norm equal to within float32 rou
 import os
 
 __all__ = ["minmax_sumsq", "float_stats", "bucket_stats", "fingerprint", "stats_fingerprint", "float_stats_strided",
-           "fingerprint_strided", "stack_key", "describe_seq", "describe_map", "tensor_describer", "nonfinite", "entry_lines", "FLOAT16", "BFLOAT16"]
+           "fingerprint_strided", "stack_key", "describe_seq", "describe_map", "tensor_describer", "nonfinite", "entry_lines", "untrack", "FLOAT16", "BFLOAT16"]
 
 # the `itemsize` that names a 16-bit float buffer (widened to float32 exactly); the built module's own
 # values replace these below
 FLOAT16, BFLOAT16 = 2, 258
 minmax_sumsq = float_stats = bucket_stats = fingerprint = stack_key = float_stats_strided = fingerprint_strided = None
 stats_fingerprint = None
-describe_seq = describe_map = tensor_describer = nonfinite = entry_lines = None
+describe_seq = describe_map = tensor_describer = nonfinite = entry_lines = untrack = None
 if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
     try:
         from msprobe.core.dump._fast_stats import (  # type: ignore[no-redef]
@@ -83,6 +87,6 @@ if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
         except ImportError:
             tensor_describer = None
         try:  # a build older than the JSON encoder's check: json_files.py walks in Python
-            from msprobe.core.dump._fast_stats import entry_lines, nonfinite  # type: ignore[no-redef]
+            from msprobe.core.dump._fast_stats import entry_lines, nonfinite, untrack  # type: ignore[no-redef]
         except ImportError:
-            nonfinite = entry_lines = None
+            nonfinite = entry_lines = untrack = None
