@@ -46,7 +46,8 @@ kernels, which give the same Max/Min/Mean and a Norm equal to within float32 rou
 import os
 
 __all__ = ["minmax_sumsq", "float_stats", "bucket_stats", "fingerprint", "stats_fingerprint", "float_stats_strided",
-           "fingerprint_strided", "stack_key", "describe_seq", "describe_map", "tensor_describer", "nonfinite", "entry_lines", "untrack", "FLOAT16", "BFLOAT16"]
+           "fingerprint_strided", "stack_key", "describe_seq", "describe_map", "tensor_describer", "nonfinite", "entry_lines",
+           "untrack", "FLOAT16", "BFLOAT16"]
 
 # the `itemsize` that names a 16-bit float buffer (widened to float32 exactly); the built module's own
 # values replace these below
