@@ -68,8 +68,8 @@ def test_workers_share_the_devices_in_turn():
 def test_run_ut_processes_reuse_freed_memory_instead_of_faulting_in_fresh_pages():
     # each API allocates and frees arrays of the same sizes again; without keep_freed_memory glibc
     # maps large blocks afresh every time (one page fault per 4 KB). Counted per repetition: with it, the heap
-    # still grows now and then (where the address-space layout makes glibc extend it elsewhere: 0 to 20,000
-    # faults over 20 repetitions, a run failed a bound on the total), but most repetitions fault in nothing
+    # still grows in one or two repetitions of some runs (0 to 20,000 faults over 20 repetitions from one run to
+    # the next, the same script; a bound on the total failed once in the full suite), but most fault in nothing
     script = ("import json, resource, sys, torch\n"
               "from msprobe.core.run_ut.runner import keep_freed_memory\n"
               "if sys.argv[1] == '1': assert keep_freed_memory()\n"
