@@ -82,4 +82,16 @@ static inline int arg_long(PyObject *value, long *out)
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
+/* a PyMem buffer moved to `capacity` bytes (its contents kept); 0, or -1 with MemoryError set (the buffer as it was) */
+static inline int mem_resize(char **data, Py_ssize_t capacity)
+{
+    char *grown = PyMem_Realloc(*data, (size_t)capacity);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *data = grown;
+    return 0;
+}
+
 #endif

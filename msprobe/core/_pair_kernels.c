@@ -614,13 +614,8 @@ static int outbuf_grow(outbuf_t *b, Py_ssize_t extra)
         if (_PyBytes_Resize(&b->bytes, cap) < 0)
             return -1;
         b->data = PyBytes_AS_STRING(b->bytes);
-    } else {
-        char *grown = PyMem_Realloc(b->data, (size_t)cap);
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        b->data = grown;
+    } else if (mem_resize(&b->data, cap) < 0) {
+        return -1;
     }
     b->cap = cap;
     return 0;

@@ -2043,12 +2043,8 @@ static int buffer_put(text_buffer_t *b, const char *bytes, Py_ssize_t count)
 {
     if (b->size + count > b->capacity) {
         Py_ssize_t capacity = b->capacity * 2 > b->size + count ? b->capacity * 2 : b->size + count + 4096;
-        char *grown = PyMem_Realloc(b->data, (size_t)capacity);
-        if (grown == NULL) {
-            PyErr_NoMemory();
+        if (mem_resize(&b->data, capacity) < 0)
             return -1;
-        }
-        b->data = grown;
         b->capacity = capacity;
     }
     memcpy(b->data + b->size, bytes, (size_t)count);

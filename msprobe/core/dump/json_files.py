@@ -2,7 +2,7 @@
 
 `encode_dump_bytes` gives the UTF-8 text of dump.json / stack.json / construct.json / debug.json (the content of
 `json.dumps(obj, indent=1)`, one entry per line, encoded by orjson or the json module's C encoder; with orjson
-a small step's files take ~2 ms, and the writer encodes them on the training thread: dump_writer.md).
+a small step's files take ~2 ms, and the writer encodes them on the training thread: writer.py).
 `write_json_files` writes a step's files as a set: every file goes to a temporary name first and only when
 all of them are complete are they renamed into place, so a full disk leaves either the whole new set or none
 of it (the temporary files are removed), never a dump.json without its stack.json. Used by the writer thread
