@@ -43,26 +43,27 @@ def _nonfinite_walk(value, depth=0):
 _nonfinite = native.nonfinite or _nonfinite_walk
 
 
+def _fallback(value):
+    """Compact JSON bytes of one value by the json module (NaN, Infinity, -Infinity written as the reference's files
+    hold them; ints of any size)."""
+    return _compact(value).encode("utf-8")
+
+
 def _encode(value):
-    """Compact JSON bytes of one value. orjson writes NaN and Infinity as null (the json module writes NaN,
-    Infinity, -Infinity, as the reference's files hold them): a text holding a null whose value holds such a
-    float is encoded again by the json module (None and NaN-free nulls keep orjson's text)."""
+    """Compact JSON bytes of one value. orjson writes NaN and Infinity as null: a text holding a null whose value
+    holds such a float is encoded again by the json module (None and NaN-free nulls keep orjson's text)."""
     if orjson is not None:
         try:
             text = orjson.dumps(value)
         except TypeError:  # a value orjson does not take (e.g. an int over 64 bits)
-            return _compact(value).encode("utf-8")
+            return _fallback(value)
         if b"null" not in text or not _nonfinite(value):
             return text
-    return _compact(value).encode("utf-8")
+    return _fallback(value)
 
 
 def _key(key):
-    return orjson.dumps(key) if orjson is not None and type(key) is str else _compact(str(key)).encode("utf-8")
-
-
-def _fallback(value):
-    return _compact(value).encode("utf-8")
+    return orjson.dumps(key) if orjson is not None and type(key) is str else _fallback(str(key))
 
 
 def _entries(mapping, indent, share_gil):

@@ -7,8 +7,9 @@ thread pool, links the duplicates, then writes the JSON files as one set (json_f
 JSON text is encoded on the training thread when the step is handed over (~2 ms for a step of 800 records, one
 pass, no GIL contention), and the background thread only writes bytes; without it the objects go to the JSON
 helper process (json_helper.py). Encoding in the background cost more than it saved: on a machine whose cores
-run the framework's threads (torch starts one per core), a second encoder takes CPU from them, and a step of a
-small model ran ~20 % slower while the previous step's files were being encoded. Hence:
+run the framework's threads (torch starts one per core), a second encoder takes CPU from them: torch's own ops
+ran 2-3x slower in a small Llama's dumped steps on a 2-core machine while the previous step's files were being
+encoded, and the whole step ~12 % slower. Hence:
 
 - stop() and step() return at once: a step's files are written while the next step runs;
 - at most one step is in flight: handing over step k first waits until step k-1 is on disk (bounded memory);
