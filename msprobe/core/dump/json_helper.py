@@ -1,11 +1,9 @@
 """The JSON files of a dump, encoded and written by a helper process where orjson is missing.
 
 With orjson (a base dependency) the writer encodes a step's files on the training thread (writer.py); this
-helper serves installs without it, where the json module's encoder would hold the GIL for ~10 ms a step.
-
-A JSON encoder holds the GIL for as long as it runs (Python's json module ~10 ms per step for a
-small GPT, orjson ~2 ms), and a training thread, which gives the GIL up in every framework op, then
-waits up to a switch interval (5 ms) to get it back each time. `marshal` serialises the same dicts,
+helper serves installs without it. The json module's encoder holds the GIL for as long as it runs (~10 ms a
+step for a small GPT), and a training thread, which gives the GIL up in every framework op, would then wait up
+to a switch interval (5 ms) to get it back each time. `marshal` serialises the same dicts,
 tuples and floats in ~1 ms; a helper process (plain Python, no framework imported) unmarshals them,
 encodes the JSON and writes the step's files as a set (json_files.py), without our GIL.
 
