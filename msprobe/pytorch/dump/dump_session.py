@@ -34,8 +34,10 @@ class TorchDumpSession:
 
         self.regions = find_regions(models)
         with self.hooks.installing():
-            self.hooks.callback(self.tracker.remove)  # undone last: pending backward entries are flushed
+            # undone last: the young threshold comes back after the tracker has dropped the step's pending records
+            # and hooks, so the collection that follows walks the survivors only, not the whole step's bookkeeping
             fewer_collections(self.hooks)  # the step's records would otherwise set off full collections
+            self.hooks.callback(self.tracker.remove)  # pending backward entries are flushed
             if level in ("L0", "mix"):
                 from msprobe.pytorch.dump.module_hooks import ModuleHooks
 

@@ -72,6 +72,32 @@ def test_stop_leaves_torch_exactly_as_it_was(tmp_path, level):
     _assert_same_state(before, torch_state(model))
 
 
+def test_young_threshold_comes_back_after_the_tracker_dropped_the_steps_records(tmp_path, monkeypatch):
+    """The collection that follows stop() walks what survives the step, not the grad tracker's pending records and
+    hooks (on a small Llama that walk was 3.5 ms a step instead of 1): the threshold is restored last."""
+    from msprobe.core.dump import session as session_module
+
+    model = TinyTransformer()
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"), model=model)
+    debugger.start()
+    tracker = debugger.session.tracker  # the window's TorchDumpSession
+    model(torch.randint(0, 20, (1, 3))).float().pow(2).mean().backward()
+    assert tracker.pending and tracker.handles  # the step left pending records and hooks behind
+    seen = []
+    real_set_threshold = gc.set_threshold
+
+    def set_threshold(*threshold):
+        seen.append((threshold, len(tracker.pending), len(tracker.handles)))
+        real_set_threshold(*threshold)
+
+    monkeypatch.setattr(session_module.gc, "set_threshold", set_threshold)
+    debugger.stop()
+    monkeypatch.undo()
+    debugger.close()
+    assert len(seen) == 1 and seen[0][0][0] < 50_000  # the window's raised threshold, put back once
+    assert seen[0][1:] == (0, 0)  # by then the tracker had let go of everything it held for the step
+
+
 @pytest.mark.parametrize("failing", ["api_mode", "collectives", "aten_mode"])
 def test_a_failing_install_leaves_nothing_behind(tmp_path, monkeypatch, failing):
     from msprobe.pytorch.dump.api_hooks import ApiDumpMode
