@@ -21,6 +21,7 @@ entry is emitted when every consumer has run (or, when no input needs a grad, wh
 arrived); entries still incomplete at the end of the step are emitted by `flush()` with null where
 nothing arrived.
 """
+import os
 from collections import OrderedDict
 
 import torch
@@ -73,6 +74,19 @@ def _hook_output(value, hook, handles):
         value.grad_fn._register_hook_dict(value)
     hooks[hook] = hook
     handles.append((hooks, hook))
+
+
+# begin() and watch_outputs() for a call with one tensor output, in C (_grad_walk.c: the same reads, keys and hooks);
+# None when the extension was not built or MSPROBE_NATIVE_STATS=0 (the switch of every C path of the dump)
+_begin_layout = _watch_single = None
+if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
+    try:
+        from msprobe.pytorch.dump import _grad_walk
+    except ImportError:  # built without a C compiler
+        pass
+    else:
+        _grad_walk.configure(_Tensor, _STRIDED, OrderedDict, lambda tensor: _edge_of(tensor)[0])
+        _begin_layout, _watch_single = _grad_walk.begin_layout, _grad_walk.watch_single
 
 
 def flat_tensors(value, found):
@@ -138,6 +152,11 @@ class GradTracker:
     def begin(self, call, args, kwargs):
         """Before the call: note the gradient edge of every grad-requiring tensor input."""
         pending = _PendingBackward(call)
+        if _begin_layout is not None and (kwargs is None or type(kwargs) is dict):
+            pending.args_layout, pending.kw_layout = _begin_layout(args, kwargs, self._leaf_edges, pending.edges,
+                                                                   pending.nodes)
+            pending.seq_start = _next_sequence_nr()
+            return pending
         edges = pending.edges
         leaf_edges = self._leaf_edges
 
@@ -179,6 +198,9 @@ class GradTracker:
     def watch_outputs(self, pending, output):
         """After the call: hook the output grads and the consumers of the inputs."""
         single = isinstance(output, _Tensor)  # most calls: one tensor out
+        if single and _watch_single is not None:
+            _watch_single(self, pending, output)
+            return
         positions = (output,) if single else _output_positions(output)
         pending.out_count = len(positions)
         edges = pending.edges

@@ -2,6 +2,7 @@
 describe_map) the descriptors of RecordBuilder's Python walk, the C descriptor (native.tensor_describer) those of
 RecordBuilder.describe_tensor and its cache entries, the collector's inlined stack lookup the stacks of
 StackCapture.capture, and a dump taken with them the bytes of a dump taken without them."""
+import contextlib
 import enum
 import filecmp
 
@@ -13,6 +14,7 @@ from hf_models import tiny_llama, train_lm
 from msprobe.core.dump import native, stack
 from msprobe.core.dump.record import RecordBuilder
 from msprobe.pytorch import PrecisionDebugger
+from msprobe.pytorch.dump import grad_tracker
 from msprobe.pytorch.dump.adapter import TorchAdapter
 from pt_dump_helpers import write_config
 
@@ -170,6 +172,8 @@ def test_c_descriptor_is_not_used_with_file_stems_or_md5():
 
 def _dump_llama(root, level, monkeypatch, fast, mode="statistics"):
     if not fast:  # the general paths: the records' Python walk and describe_tensor, capture() for every stack
+        monkeypatch.setattr(grad_tracker, "_begin_layout", None)  # and the grad tracker's Python walks
+        monkeypatch.setattr(grad_tracker, "_watch_single", None)
         monkeypatch.setattr(native, "describe_seq", None)
         monkeypatch.setattr(native, "describe_map", None)
         monkeypatch.setattr(native, "tensor_describer", None)
@@ -182,6 +186,7 @@ def _dump_llama(root, level, monkeypatch, fast, mode="statistics"):
     collector = debugger.collector
     assert (collector._walk_seq is not None) is fast and (collector._stack_key is not None) is fast
     assert ("describe_tensor" in vars(collector.records)) is fast
+    assert (grad_tracker._watch_single is not None) is fast
     losses, _ = train_lm(model, debugger)
     debugger.close()
     monkeypatch.undo()
@@ -226,3 +231,89 @@ def test_keyword_arguments_of_any_mapping_type_are_described_alike(tmp_path):
     assert entries[0]["input_kwargs"]["dim"] == {"type": "int", "value": 1}
     assert entries[0]["input_kwargs"]["other"]["shape"] == (2, 3)
     assert all(_same(entry, entries[0]) for entry in entries[1:])
+
+
+class _Marked(torch.Tensor):
+    """A tensor subclass: its hooks go through register_hook, not the hook dict."""
+
+
+def _grad_calls():
+    """(args, kwargs, function) of calls whose grad walks differ: leaves and non-leaves, a list argument, keyword
+    tensors and `out`, a tensor passed twice, an input returned unchanged, a call of several nodes, a subclass."""
+    torch.manual_seed(0)
+    leaf = torch.randn(4, 8, requires_grad=True)
+    weight = torch.nn.Parameter(torch.randn(6, 8))
+    inner = leaf * 2
+    plain = torch.randn(4, 8)
+    ints = torch.arange(4)
+    marked = torch.randn(4, 8).as_subclass(_Marked).requires_grad_()
+    return [
+        ((inner, weight), {}, torch.nn.functional.linear),
+        ((inner.view(2, 2, 8), weight), {"bias": None}, torch.nn.functional.linear),  # 3-d: several nodes
+        (([inner, plain, leaf], 1), {}, torch.cat),
+        ((inner, inner), {}, torch.mul),  # one edge for both
+        ((inner,), {"p": 0.0, "training": False}, torch.nn.functional.dropout),  # the input itself comes back
+        ((leaf,), {"other": inner, "alpha": 2}, torch.add),
+        ((plain, ints.float().view(4, 1)), {}, torch.add),  # no grad anywhere
+        ((marked, leaf), {}, torch.add),
+        ((inner.detach(),), {}, torch.relu),  # no grad in, none out
+    ]
+
+
+def _walked(fast, args, kwargs, function):
+    """The tracker's state after begin / the call / watch_outputs, in terms that do not depend on object ids."""
+    tracker = grad_tracker.GradTracker(collector=None, pause=contextlib.nullcontext)
+    saved = grad_tracker._begin_layout, grad_tracker._watch_single
+    if not fast:
+        grad_tracker._begin_layout = grad_tracker._watch_single = None
+    try:
+        class Call:
+            key = "Torch.f"
+
+        pending = tracker.begin(Call, args, kwargs)
+        output = function(*args, **kwargs)
+        tracker.watch_outputs(pending, output)
+    finally:
+        grad_tracker._begin_layout, grad_tracker._watch_single = saved
+    nodes = {id(node): index for index, node in enumerate(pending.nodes)}
+
+    def slot(value):
+        if isinstance(value, list):
+            return [slot(item) for item in value]
+        return None if value is None else (nodes[value[0]], value[1])
+    hooks = [type(handle).__name__ if type(handle) is not tuple else ("dict", handle[0].get(handle[1]) is handle[1])
+             for handle in tracker.handles]
+    return {"args": [slot(item) for item in pending.args_layout], "kwargs": [slot(item) for item in pending.kw_layout],
+            "nodes": [type(node).__name__ for node in pending.nodes], "out_count": pending.out_count,
+            "outputs_left": sorted(pending.outputs_left), "contributions_left": pending.contributions_left,
+            "hooks": hooks, "kept": tracker.pending == [pending], "leaves": len(tracker._leaf_edges)}, tracker, output
+
+
+@pytest.mark.skipif(grad_tracker._watch_single is None, reason="needs the C extension built in place")
+@pytest.mark.parametrize("case", range(len(_grad_calls())))
+def test_c_grad_walk_leaves_the_tracker_as_the_python_walk_does(case):
+    # each walk on tensors of its own (the same values): the hooks of one must not fire in the other's backward
+    fast, fast_tracker, fast_out = _walked(True, *_grad_calls()[case])
+    slow, slow_tracker, slow_out = _walked(False, *_grad_calls()[case])
+    assert fast == slow
+    if case == 1:  # the 3-d linear: a view, mm and transpose nodes lead to the two inputs
+        assert fast["contributions_left"] == 2 and fast["args"] == [(0, 0), (1, 0)]
+    if case == 4:  # the input returned unchanged: its grad passes through the output hook
+        assert fast["contributions_left"] == 1 and fast["outputs_left"] == [0]
+    # the hooks registered by either walk see the same grads in the backward
+    grads = {}
+    for side, tracker, output in (("fast", fast_tracker, fast_out), ("slow", slow_tracker, slow_out)):
+        emitted = []
+
+        def emit(pending, sink=emitted):  # what _emit would hand to the collector
+            pending.done = True
+            sink.append((list(pending.output_grads.values()), dict(pending.input_grads)))
+        tracker._emit = emit
+        if output.requires_grad:
+            output.sum().backward(retain_graph=True)
+        grads[side] = emitted
+        tracker.remove()
+    assert len(grads["fast"]) == len(grads["slow"]) == (1 if fast["kept"] else 0)
+    for (fast_out_grads, fast_in), (slow_out_grads, slow_in) in zip(grads["fast"], grads["slow"]):
+        assert all(torch.equal(a, b) for a, b in zip(fast_out_grads, slow_out_grads))
+        assert [torch.equal(a, b) for a, b in zip(fast_in.values(), slow_in.values())] == [True] * len(slow_in)
