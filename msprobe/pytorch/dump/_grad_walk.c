@@ -276,8 +276,10 @@ static PyObject *edge_key(PyObject *node, PyObject *output_nr)
     return key;
 }
 
-/* GradTracker._hook_consumers for one root (node, output_nr) */
-static int hook_consumers(PyObject *tracker, PyObject *pending, PyObject *edges, PyObject *root, PyObject *root_nr)
+/* GradTracker._hook_consumers for one root, the output's node; root_is_input: the output's edge is an input's (an
+ * input returned unchanged), which has no consumer in the call. Hook handles go to `handles` (tracker.handles). */
+static int hook_consumers(PyObject *tracker, PyObject *pending, PyObject *edges, PyObject *handles, PyObject *root,
+                          int root_is_input)
 {
     PyObject *start_obj = PyObject_GetAttr(pending, s_seq_start);
     if (start_obj == NULL)
@@ -290,14 +292,7 @@ static int hook_consumers(PyObject *tracker, PyObject *pending, PyObject *edges,
     int rc = -1;
     if (seen == NULL || stack == NULL || consumers == NULL)
         goto done;
-    key = edge_key(root, root_nr);
-    if (key == NULL)
-        goto done;
-    int known = PyDict_Contains(edges, key);
-    Py_CLEAR(key);
-    if (known < 0)
-        goto done;
-    if (!known) {
+    if (!root_is_input) {
         int fresh = newer(root, start);
         if (fresh < 0)
             goto done;
@@ -384,9 +379,7 @@ static int hook_consumers(PyObject *tracker, PyObject *pending, PyObject *edges,
         PyObject *handle = hook == NULL ? NULL :
             PyObject_CallMethodOneArg(PyTuple_GET_ITEM(consumer, 0), s_register_hook, hook);
         Py_XDECREF(hook);
-        PyObject *handles = handle == NULL ? NULL : PyObject_GetAttr(tracker, s_handles);
-        int appended = handles == NULL ? -1 : PyList_Append(handles, handle);
-        Py_XDECREF(handles);
+        int appended = handle == NULL ? -1 : PyList_Append(handles, handle);
         Py_XDECREF(handle);
         if (appended < 0)
             goto done;
@@ -399,13 +392,11 @@ done:
     return rc;
 }
 
-/* grad_tracker._hook_output: the hook in the tensor's own hook dict (registered once on its grad_fn), (dict, hook)
- * to the handles; a tensor subclass takes register_hook */
-static int hook_output(PyObject *tracker, PyObject *value, PyObject *hook)
+/* grad_tracker._hook_output: the hook in the tensor's own hook dict (registered once on `node`, its grad_fn),
+ * (dict, hook) to `handles`; a tensor subclass takes register_hook */
+static int hook_output(PyObject *value, PyObject *node, PyObject *hook, PyObject *handles)
 {
-    PyObject *handles = PyObject_GetAttr(tracker, s_handles), *entry = NULL;
-    if (handles == NULL)
-        return -1;
+    PyObject *entry = NULL;
     if (Py_TYPE(value) != (PyTypeObject *)tensor_type) {
         entry = PyObject_CallMethodOneArg(value, s_register_hook, hook);
     } else {
@@ -413,12 +404,10 @@ static int hook_output(PyObject *tracker, PyObject *value, PyObject *hook)
         if (hooks == Py_None) {
             Py_DECREF(hooks);
             hooks = PyObject_CallNoArgs(ordered_dict);
-            PyObject *node = NULL, *done = NULL;
+            PyObject *done = NULL;
             if (hooks == NULL || PyObject_SetAttr(value, s_backward_hooks, hooks) < 0 ||
-                (node = PyObject_GetAttr(value, s_grad_fn)) == NULL ||
                 (done = PyObject_CallMethodOneArg(node, s_register_hook_dict, value)) == NULL)
                 Py_CLEAR(hooks);
-            Py_XDECREF(node);
             Py_XDECREF(done);
         }
         if (hooks != NULL && PyObject_SetItem(hooks, hook, hook) == 0)
@@ -427,7 +416,6 @@ static int hook_output(PyObject *tracker, PyObject *value, PyObject *hook)
     }
     int rc = entry == NULL ? -1 : PyList_Append(handles, entry);
     Py_XDECREF(entry);
-    Py_DECREF(handles);
     return rc;
 }
 
@@ -439,10 +427,13 @@ static PyObject *watch_single(PyObject *Py_UNUSED(self), PyObject *const *argv, 
         return NULL;
     }
     PyObject *tracker = argv[0], *pending = argv[1], *value = argv[2];
-    PyObject *edges = NULL, *node = NULL, *output_nr = NULL, *outputs_left = NULL;
+    PyObject *edges = NULL, *handles = NULL, *node = NULL, *output_nr = NULL, *outputs_left = NULL;
     PyObject *result = NULL;
+    int root_is_input = 0;
     if (PyObject_SetAttr(pending, s_out_count, one) < 0 || (edges = PyObject_GetAttr(pending, s_edges)) == NULL)
         return NULL;
+    if ((handles = PyObject_GetAttr(tracker, s_handles)) == NULL)
+        goto done;
     if (!PyDict_Check(edges)) {
         PyErr_SetString(PyExc_TypeError, "watch_single: pending.edges must be a dict");
         goto done;
@@ -474,18 +465,20 @@ static PyObject *watch_single(PyObject *Py_UNUSED(self), PyObject *const *argv, 
                     through = Py_None;
                 }
             }
-            if (through != Py_None && add_to_attr(pending, s_contributions_left, one) < 0)
+            root_is_input = through != Py_None;
+            if (root_is_input && add_to_attr(pending, s_contributions_left, one) < 0)
                 goto done;
             PyObject *hook = PyObject_CallMethodObjArgs(tracker, s_output_hook, pending, zero, through, NULL);
             if (hook == NULL)
                 goto done;
-            int rc = hook_output(tracker, value, hook);
+            int rc = hook_output(value, node, hook, handles);
             Py_DECREF(hook);
             if (rc < 0)
                 goto done;
         }
     }
-    if (PyDict_GET_SIZE(edges) && node != NULL && hook_consumers(tracker, pending, edges, node, output_nr) < 0)
+    if (PyDict_GET_SIZE(edges) && node != NULL &&
+        hook_consumers(tracker, pending, edges, handles, node, root_is_input) < 0)
         goto done;
     /* kept while an output grad or an input's contribution is still to come */
     PyObject *left = PyObject_GetAttr(pending, s_outputs_left);
@@ -508,6 +501,7 @@ static PyObject *watch_single(PyObject *Py_UNUSED(self), PyObject *const *argv, 
     result = Py_NewRef(Py_None);
 done:
     Py_XDECREF(edges);
+    Py_XDECREF(handles);
     Py_XDECREF(node);
     Py_XDECREF(output_nr);
     Py_XDECREF(outputs_left);
