@@ -8,11 +8,12 @@ bulk: 1e-7 -> 1e-07 (repr pads the exponent to two digits) and 0.0000123 -> 1.23
 the exponent from 1e-5 down, orjson from 1e-7). On first use the result is checked against repr on
 values of every magnitude; without orjson, or if an orjson release writes anything else, repr is used.
 """
-import os
 import random
 import re
 
 import numpy as np
+
+from msprobe.core.native_switch import native_enabled
 
 try:
     import orjson
@@ -23,7 +24,7 @@ __all__ = ["float_reprs", "joined_reprs", "joined_ints"]
 
 # the C form of the rewrites and of the row joining (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0: Python
 _NATIVE = _NATIVE_ROWS = None
-if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
+if native_enabled():
     try:
         from msprobe.core._pair_kernels import json_floats_as_repr as _NATIVE  # type: ignore[no-redef]
         from msprobe.core._pair_kernels import json_rows_as_repr as _NATIVE_ROWS  # type: ignore[no-redef]

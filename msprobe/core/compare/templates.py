@@ -20,10 +20,11 @@ every other cell of that table must equal the real table's. Without orjson no te
 """
 import itertools
 import operator
-import os
 import re
 
 import numpy as np
+
+from msprobe.core.native_switch import native_enabled
 
 try:
     import orjson
@@ -37,7 +38,7 @@ STAT_COLUMNS = ("max", "min", "mean", "norm")
 _VALUE_NUMBER = {b'": ': re.compile(rb'": (-?[0-9][0-9.eE+-]*)'), b'":': re.compile(rb'":(-?[0-9][0-9.eE+-]*)')}
 _NATIVE_SPLIT = None  # the C form of the split (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0: the regex
 _NATIVE_FILL = None  # the C form of a template's match (fill_numbers); MSPROBE_NATIVE_STATS=0: split and compare
-if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
+if native_enabled():
     try:
         from msprobe.core._pair_kernels import fill_numbers as _NATIVE_FILL  # type: ignore[no-redef]
         from msprobe.core._pair_kernels import split_value_numbers as _NATIVE_SPLIT  # type: ignore[no-redef]

@@ -17,12 +17,13 @@ import numpy as np
 from msprobe.core.compare import float_text
 from msprobe.core.compare.float_text import float_reprs, joined_ints, joined_reprs
 from msprobe.core.compare.zipwrite import ZipWriter
+from msprobe.core.native_switch import native_enabled
 from msprobe.core.paths import FILE_MODE
 
 # the C row writer and kinds test (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0 or a build without a C
 # compiler: Python
 _NATIVE_XML = _NATIVE_KINDS = _NATIVE_FIRSTS = None
-if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
+if native_enabled():
     try:
         from msprobe.core._pair_kernels import cell_kinds as _NATIVE_KINDS  # type: ignore[no-redef]
         from msprobe.core._pair_kernels import first_places as _NATIVE_FIRSTS  # type: ignore[no-redef]

@@ -43,7 +43,7 @@ All are None when the extension was not built
 (no C compiler at install time) or when MSPROBE_NATIVE_STATS=0: adapters then use their framework
 kernels, which give the same Max/Min/Mean and a Norm equal to within float32 rounding.
 """
-import os
+from msprobe.core.native_switch import native_enabled
 
 __all__ = ["minmax_sumsq", "float_stats", "bucket_stats", "fingerprint", "stats_fingerprint", "float_stats_strided",
            "fingerprint_strided", "stack_key", "describe_seq", "describe_map", "tensor_describer", "nonfinite", "entry_lines",
@@ -55,7 +55,7 @@ FLOAT16, BFLOAT16 = 2, 258
 minmax_sumsq = float_stats = bucket_stats = fingerprint = stack_key = float_stats_strided = fingerprint_strided = None
 stats_fingerprint = None
 describe_seq = describe_map = tensor_describer = nonfinite = entry_lines = untrack = None
-if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
+if native_enabled():
     try:
         from msprobe.core.dump._fast_stats import (  # type: ignore[no-redef]
             BFLOAT16, FLOAT16, bucket_stats, float_stats, minmax_sumsq)

@@ -21,11 +21,12 @@ entry is emitted when every consumer has run (or, when no input needs a grad, wh
 arrived); entries still incomplete at the end of the step are emitted by `flush()` with null where
 nothing arrived.
 """
-import os
 from collections import OrderedDict
 
 import torch
 from torch.autograd.graph import get_gradient_edge
+
+from msprobe.core.native_switch import native_enabled
 
 __all__ = ["GradTracker"]
 
@@ -79,7 +80,7 @@ def _hook_output(value, hook, handles):
 # begin() and watch_outputs() for a call with one tensor output, in C (_grad_walk.c: the same reads, keys and hooks);
 # None when the extension was not built or MSPROBE_NATIVE_STATS=0 (the switch of every C path of the dump)
 _begin_layout = _watch_single = None
-if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
+if native_enabled():
     try:
         from msprobe.pytorch.dump import _grad_walk
     except ImportError:  # built without a C compiler

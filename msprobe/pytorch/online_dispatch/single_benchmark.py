@@ -14,10 +14,11 @@ Rule (the single-benchmark standard of msprobe 1.2.1's online_dispatch, with the
 - NaN/Inf must sit at the same positions with the same values; integer and bool outputs must be equal.
 Cosine and the overall max abs error (the documented 1.2.1 pass rule) are reported as extra columns.
 """
-import os
 from typing import Dict
 
 import numpy as np
+
+from msprobe.core.native_switch import native_enabled
 
 __all__ = ["THRESHOLDS", "SMALL_VALUE", "PASS", "FAIL", "judge_output", "judge_buffers", "FLOAT16", "BFLOAT16"]
 
@@ -31,7 +32,7 @@ THRESHOLDS = {"float16": (2.0 ** -11, 2.0 ** -10), "bfloat16": (2.0 ** -8, 2.0 *
 # the buffer kinds of the C kernel: 4 float32, 8 float64, and these for the 16-bit floats
 FLOAT16, BFLOAT16 = 2, 258
 _judge_pair = None
-if os.environ.get("MSPROBE_NATIVE_STATS", "1") != "0":
+if native_enabled():
     try:
         from msprobe.core._pair_kernels import BFLOAT16, FLOAT16, judge_pair as _judge_pair
     except ImportError:  # built without a compiler: judge_output (numpy) serves
