@@ -15,6 +15,11 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
+
+#ifndef Py_TPFLAGS_HAVE_VECTORCALL
+#define Py_TPFLAGS_HAVE_VECTORCALL _Py_TPFLAGS_HAVE_VECTORCALL
+#endif
 
 #if PY_VERSION_HEX < 0x030A0000
 static inline PyObject *Py_NewRef(PyObject *obj)
@@ -508,6 +513,543 @@ done:
     return result;
 }
 
+/* ---- the lane: a recorded API call's whole bookkeeping in one C call ------------------------------------------
+ * api_hooks.ApiDumpMode.__torch_function__'s Python path (the reference) runs, for one call: DumpCollector.begin_forward, GradTracker.begin,
+ * the call, DumpCollector.end_forward and GradTracker.watch_outputs, each a Python frame of attribute reads and
+ * branches around C walks. For the common case (a statistics-like task that admits every record, no call filter, no
+ * file stems, no RNG audit, the stack of this call site already captured) the lane does the same steps in the same
+ * order with the same objects: the ForwardCall and _PendingBackward it makes are the Python classes' own instances
+ * (their slots filled as their __init__ fills them), the descriptors come from the collector's describers, the
+ * grad walks are begin_layout and watch_single above. Anything else is handed back, before any side effect: the
+ * lane returns `reference` and the mode runs its Python path. A failure of the bookkeeping goes to collector.guard
+ * as there: the call runs undumped.
+ *
+ * Lane(collector, tracker, forward_call, pending_type, no_subclass, grad_enabled, next_sequence_nr, reference)
+ * lane(key, func, args, kwargs) -> the call's output, or `reference` (nothing done: the caller takes its own path)
+ * next_sequence_nr None: no grad tracking (the mode's track_grads off).
+ */
+enum { FC_KEY, FC_NAME, FC_INDEX, FC_IS_MODULE, FC_DUMP, FC_ENTRY, FC_PARENT, FC_PARENT_BACKWARD, FC_LIST_MATCHED,
+       FC_STACK, FC_STEP, FC_TENSORS, FC_FUNCTION, FC_BACKWARD_NAME, FC_COUNT };
+static const char *const fc_names[FC_COUNT] = {"key", "name", "index", "is_module", "dump", "entry", "parent",
+    "parent_backward", "list_matched", "stack", "step", "tensors", "function", "_backward_name"};
+enum { PB_CALL, PB_ARGS_LAYOUT, PB_KW_LAYOUT, PB_EDGES, PB_NODES, PB_SEQ_START, PB_INPUT_GRADS, PB_OUTPUT_GRADS,
+       PB_OUT_COUNT, PB_CONTRIBUTIONS_LEFT, PB_OUTPUTS_LEFT, PB_DONE, PB_COUNT };
+static const char *const pb_names[PB_COUNT] = {"call", "args_layout", "kw_layout", "edges", "nodes", "seq_start",
+    "input_grads", "output_grads", "out_count", "contributions_left", "outputs_left", "done"};
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *collector, *tracker, *call_type, *pending_type, *no_subclass, *grad_enabled, *next_seq, *reference;
+    Py_ssize_t fc_offset[FC_COUNT], pb_offset[PB_COUNT];
+    int construct;                      /* level != "L1": construct.json gets the parent */
+    Py_ssize_t calls, fallbacks;        /* calls done here / handed back (lane.counts()) */
+} lane_t;
+
+static PyObject *s_records, *s_on_tensor, *s_describe_tensor, *s_describe, *s_describe_output, *s_counters,
+    *s_module_stack, *s_current_step, *s_stack_key, *s_stack_cache, *s_data, *s_stacks, *s_construct, *s_dirty,
+    *s_active, *s_guard, *s_report, *s_walk_seq, *s_walk_map, *s_untrack, *s_tensor_class, *s_name, *s_backward_name,
+    *s_leaf_edges, *s_watch_outputs, *s_enter, *s_exit, *s_input_args, *s_input_kwargs, *s_output, *s_forward_suffix,
+    *s_level, *s_l1, *s_stack_capture, *s_capture;
+
+/* the slot offsets of a __slots__ class (its member descriptors), checked to be object slots */
+static int slot_offsets(PyObject *type, const char *const *names, int count, Py_ssize_t *offsets)
+{
+    if (!PyType_Check(type)) {
+        PyErr_SetString(PyExc_TypeError, "Lane: a class expected");
+        return -1;
+    }
+    for (int i = 0; i < count; i++) {
+        PyObject *descr = PyDict_GetItemString(((PyTypeObject *)type)->tp_dict, names[i]); /* borrowed */
+        if (descr == NULL || Py_TYPE(descr) != &PyMemberDescr_Type ||
+            ((PyMemberDescrObject *)descr)->d_member->type != T_OBJECT_EX) {
+            PyErr_Format(PyExc_TypeError, "Lane: %s.%s is not a slot", ((PyTypeObject *)type)->tp_name, names[i]);
+            return -1;
+        }
+        offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+    }
+    return 0;
+}
+
+/* a new instance of a __slots__ class with its slots set to `values` (new references, stolen; NULL ones fail) */
+static PyObject *filled(PyObject *type, const Py_ssize_t *offsets, PyObject **values, int count)
+{
+    PyObject *obj = NULL;
+    for (int i = 0; i < count; i++)
+        if (values[i] == NULL)
+            goto fail;
+    obj = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 0);
+    if (obj == NULL)
+        goto fail;
+    for (int i = 0; i < count; i++)
+        *(PyObject **)((char *)obj + offsets[i]) = values[i];
+    return obj;
+fail:
+    for (int i = 0; i < count; i++)
+        Py_XDECREF(values[i]);
+    return NULL;
+}
+
+/* manager.__exit__(None, None, None), an exception already set kept as it is (0, or -1 with an exception set) */
+static int leave_context(PyObject *manager)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *args[4] = {manager, Py_None, Py_None, Py_None};
+    PyObject *done = PyObject_VectorcallMethod(s_exit, args, 4, NULL);
+    if (type != NULL) {  /* the earlier failure wins */
+        Py_XDECREF(done);
+        PyErr_Restore(type, value, traceback);
+        return -1;
+    }
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
+static PyObject *enter_context(PyObject *manager)
+{
+    return PyObject_CallMethodNoArgs(manager, s_enter);
+}
+
+/* collector.guard.report(key, exc) for the exception being raised, when it is an Exception (the Python path's except) */
+static int report_failure(lane_t *lane, PyObject *key)
+{
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return -1;
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL)
+        PyException_SetTraceback(value, traceback);
+    PyObject *guard = PyObject_GetAttr(lane->collector, s_guard), *done = NULL;
+    if (guard != NULL)
+        done = PyObject_CallMethodObjArgs(guard, s_report, key, value != NULL ? value : Py_None, NULL);
+    Py_XDECREF(guard);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
+static PyObject *call_function(PyObject *func, PyObject *args, PyObject *kwargs)
+{
+    return PyObject_Call(func, args, kwargs != Py_None && PyDict_GET_SIZE(kwargs) ? kwargs : NULL);
+}
+
+/* what the bookkeeping before the call made: the ForwardCall, its entry and stack, the pending backward or NULL */
+typedef struct {
+    PyObject *records, *call, *entry, *stack, *name, *parent, *pending, *walk, *describe_tensor, *describe;
+} lane_call_t;
+
+static void lane_call_clear(lane_call_t *c)
+{
+    Py_CLEAR(c->records); Py_CLEAR(c->call); Py_CLEAR(c->entry); Py_CLEAR(c->stack); Py_CLEAR(c->name);
+    Py_CLEAR(c->parent); Py_CLEAR(c->pending); Py_CLEAR(c->walk); Py_CLEAR(c->describe_tensor);
+    Py_CLEAR(c->describe);
+}
+
+/* 1: not for the lane (nothing changed); 0: c filled; -1: failed (exception set) */
+static int lane_begin(lane_t *lane, PyObject *key, PyObject *func, PyObject *args, PyObject *kwargs, lane_call_t *c)
+{
+    PyObject *col = lane->collector, *value = NULL, *tensor_class = NULL, *walk_map = NULL;
+    int rc = -1;
+    if ((c->records = PyObject_GetAttr(col, s_records)) == NULL || (value = PyObject_GetAttr(c->records, s_on_tensor))
+        == NULL)
+        return -1;
+    if (value != Py_None || !PyUnicode_CheckExact(key) || !PyTuple_CheckExact(args) ||
+        (kwargs != Py_None && !PyDict_CheckExact(kwargs))) {
+        Py_DECREF(value);
+        return 1;
+    }
+    Py_CLEAR(value);
+    /* the stack: the capture's cache by the C key of the caller's frames (begin_forward's lookup) */
+    PyObject *frame = (PyObject *)PyEval_GetFrame(), *stack_key = NULL, *cache = NULL;
+    if (frame == NULL)
+        return 1;
+    if ((stack_key = PyObject_GetAttr(col, s_stack_key)) == NULL || (cache = PyObject_GetAttr(col, s_stack_cache))
+        == NULL) {
+        Py_XDECREF(stack_key);
+        return -1;
+    }
+    if (stack_key == Py_None || !PyDict_Check(cache)) {
+        Py_DECREF(stack_key);
+        Py_DECREF(cache);
+        return 1;
+    }
+    value = PyObject_CallOneArg(stack_key, frame);
+    Py_DECREF(stack_key);
+    if (value == NULL) {
+        Py_DECREF(cache);
+        return -1;
+    }
+    c->stack = PyDict_GetItemWithError(cache, value);
+    Py_XINCREF(c->stack);
+    Py_DECREF(value);
+    Py_DECREF(cache);
+    value = NULL;
+    if (c->stack == NULL) {  /* a call site not seen yet: captured (capture(1): the caller of the lane, as the key) */
+        if (PyErr_Occurred())
+            return -1;
+        PyObject *capture = PyObject_GetAttr(col, s_stack_capture);
+        if (capture == NULL)
+            return -1;
+        c->stack = PyObject_CallMethodOneArg(capture, s_capture, one);
+        Py_DECREF(capture);
+        if (c->stack == NULL)
+            return -1;
+        if (c->stack == Py_None) {
+            Py_CLEAR(c->stack);
+            return 1;
+        }
+    }
+    /* the name: the key's count this step */
+    PyObject *counters = PyObject_GetAttr(col, s_counters), *index = NULL, *module_stack = NULL, *step = NULL;
+    PyObject *parent_backward = NULL;
+    if (counters == NULL)
+        return -1;
+    if (!PyDict_Check(counters)) {
+        Py_DECREF(counters);
+        return 1;
+    }
+    if ((index = PyDict_GetItemWithError(counters, key)) == NULL) {
+        if (PyErr_Occurred())
+            goto done;
+        index = zero;
+    }
+    Py_INCREF(index);
+    if ((value = PyNumber_Add(index, one)) == NULL || PyDict_SetItem(counters, key, value) < 0)
+        goto done;
+    Py_CLEAR(value);
+    if ((module_stack = PyObject_GetAttr(col, s_module_stack)) == NULL ||
+        (step = PyObject_GetAttr(col, s_current_step)) == NULL)
+        goto done;
+    if (PyList_Check(module_stack) && PyList_GET_SIZE(module_stack)) {
+        PyObject *parent = PyList_GET_ITEM(module_stack, PyList_GET_SIZE(module_stack) - 1);
+        Py_INCREF(parent);
+        c->parent = PyObject_GetAttr(parent, s_name);
+        parent_backward = c->parent == NULL ? NULL : PyObject_GetAttr(parent, s_backward_name);
+        Py_DECREF(parent);
+        if (parent_backward == NULL)
+            goto done;
+    } else if (!PyList_Check(module_stack)) {
+        PyErr_SetString(PyExc_TypeError, "collector.module_stack must be a list");
+        goto done;
+    } else {
+        c->parent = Py_NewRef(Py_None);
+        parent_backward = Py_NewRef(Py_None);
+    }
+    if ((c->name = PyUnicode_FromFormat("%U.%S%U", key, index, s_forward_suffix)) == NULL ||
+        (c->entry = PyDict_New()) == NULL)
+        goto done;
+    {
+        PyObject *values[FC_COUNT] = {Py_NewRef(key), Py_NewRef(c->name), Py_NewRef(index), Py_NewRef(Py_False),
+                                      Py_NewRef(Py_True), Py_NewRef(c->entry), Py_NewRef(c->parent),
+                                      Py_NewRef(parent_backward), Py_NewRef(Py_False), Py_NewRef(c->stack),
+                                      Py_NewRef(step), PyTuple_New(0), Py_NewRef(func), Py_NewRef(Py_None)};
+        if ((c->call = filled(lane->call_type, lane->fc_offset, values, FC_COUNT)) == NULL)
+            goto done;
+    }
+    /* the inputs' descriptors (begin_forward's C walks) */
+    if ((c->walk = PyObject_GetAttr(col, s_walk_seq)) == NULL || (walk_map = PyObject_GetAttr(col, s_walk_map)) == NULL
+        || (tensor_class = PyObject_GetAttr(col, s_tensor_class)) == NULL ||
+        (c->describe_tensor = PyObject_GetAttr(c->records, s_describe_tensor)) == NULL ||
+        (c->describe = PyObject_GetAttr(c->records, s_describe)) == NULL)
+        goto done;
+    {
+        PyObject *walk_args[4] = {args, tensor_class, c->describe_tensor, c->describe};
+        if ((value = PyObject_Vectorcall(c->walk, walk_args, 4, NULL)) == NULL ||
+            PyDict_SetItem(c->entry, s_input_args, value) < 0)
+            goto done;
+        Py_CLEAR(value);
+        if (kwargs == Py_None || !PyDict_GET_SIZE(kwargs)) {
+            value = PyDict_New();
+        } else {
+            walk_args[0] = kwargs;
+            value = PyObject_Vectorcall(walk_map, walk_args, 4, NULL);
+        }
+        if (value == NULL || PyDict_SetItem(c->entry, s_input_kwargs, value) < 0)
+            goto done;
+        Py_CLEAR(value);
+    }
+    /* GradTracker.begin: the inputs' gradient edges */
+    if (lane->next_seq != Py_None) {
+        if ((value = PyObject_CallNoArgs(lane->grad_enabled)) == NULL)
+            goto done;
+        int enabled = PyObject_IsTrue(value);
+        Py_CLEAR(value);
+        if (enabled < 0)
+            goto done;
+        if (enabled) {
+            PyObject *leaf_edges = PyObject_GetAttr(lane->tracker, s_leaf_edges), *layouts = NULL, *seq = NULL;
+            PyObject *edges = PyDict_New(), *nodes = PyList_New(0);
+            if (leaf_edges != NULL && edges != NULL && nodes != NULL) {
+                PyObject *walk_args[5] = {args, kwargs, leaf_edges, edges, nodes};
+                layouts = begin_layout(NULL, walk_args, 5);
+            }
+            if (layouts != NULL)
+                seq = PyObject_CallNoArgs(lane->next_seq);
+            Py_XDECREF(leaf_edges);
+            if (seq == NULL || !PyTuple_CheckExact(layouts) || PyTuple_GET_SIZE(layouts) != 2) {
+                Py_XDECREF(layouts);
+                Py_XDECREF(seq);
+                Py_XDECREF(edges);
+                Py_XDECREF(nodes);
+                goto done;
+            }
+            PyObject *values[PB_COUNT] = {Py_NewRef(c->call), Py_NewRef(PyTuple_GET_ITEM(layouts, 0)),
+                                          Py_NewRef(PyTuple_GET_ITEM(layouts, 1)), edges, nodes, seq, PyDict_New(),
+                                          PyDict_New(), Py_NewRef(zero), Py_NewRef(zero), PySet_New(NULL),
+                                          Py_NewRef(Py_False)};
+            Py_DECREF(layouts);
+            if ((c->pending = filled(lane->pending_type, lane->pb_offset, values, PB_COUNT)) == NULL)
+                goto done;
+        }
+    }
+    rc = 0;
+done:
+    Py_XDECREF(counters);
+    Py_XDECREF(index);
+    Py_XDECREF(value);
+    Py_XDECREF(module_stack);
+    Py_XDECREF(step);
+    Py_XDECREF(parent_backward);
+    Py_XDECREF(tensor_class);
+    Py_XDECREF(walk_map);
+    return rc;
+}
+
+/* end_forward and watch_outputs; 0 or -1 (exception set) */
+static int lane_end(lane_t *lane, lane_call_t *c, PyObject *output)
+{
+    PyObject *col = lane->collector, *value = NULL, *tensor_class = NULL, *target = NULL;
+    int rc = -1;
+    if ((value = PyObject_GetAttr(col, s_active)) == NULL)
+        return -1;
+    int active = PyObject_IsTrue(value);
+    Py_CLEAR(value);
+    if (active < 0 || (tensor_class = PyObject_GetAttr(col, s_tensor_class)) == NULL)
+        return -1;
+    int single = Py_TYPE(output) == (PyTypeObject *)tensor_class ? 1 : PyObject_IsInstance(output, tensor_class);
+    if (single < 0)
+        goto done;
+    if (!active)  /* stopped meanwhile: end_forward records nothing, the grads are still watched */
+        goto watch;
+    if (single || PyList_Check(output) || PyTuple_Check(output)) {
+        PyObject *items = single ? PyTuple_Pack(1, output) : Py_NewRef(output);
+        PyObject *walk_args[4] = {items, tensor_class, c->describe_tensor, c->describe};
+        value = items == NULL ? NULL : PyObject_Vectorcall(c->walk, walk_args, 4, NULL);
+        Py_XDECREF(items);
+    } else {
+        value = PyObject_CallMethodObjArgs(c->records, s_describe_output, output, Py_None, NULL);
+    }
+    if (value == NULL || PyDict_SetItem(c->entry, s_output, value) < 0)
+        goto done;
+    Py_CLEAR(value);
+    if ((value = PyObject_GetAttr(col, s_untrack)) == NULL)
+        goto done;
+    if (value != Py_None) {
+        PyObject *done_untrack = PyObject_CallOneArg(value, c->entry);
+        if (done_untrack == NULL)
+            goto done;
+        Py_DECREF(done_untrack);
+    }
+    Py_CLEAR(value);
+    if ((target = PyObject_GetAttr(col, s_data)) == NULL || PyObject_SetItem(target, c->name, c->entry) < 0)
+        goto done;
+    Py_CLEAR(target);
+    if ((target = PyObject_GetAttr(col, s_stacks)) == NULL || PyObject_SetItem(target, c->name, c->stack) < 0)
+        goto done;
+    Py_CLEAR(target);
+    if (lane->construct && ((target = PyObject_GetAttr(col, s_construct)) == NULL ||
+                            PyObject_SetItem(target, c->name, c->parent) < 0))
+        goto done;
+    Py_CLEAR(target);
+    if (PyObject_SetAttr(col, s_dirty, Py_True) < 0)
+        goto done;
+watch:
+    if (c->pending != NULL) {
+        if (single) {
+            PyObject *watch_args[3] = {lane->tracker, c->pending, output};
+            value = watch_single(NULL, watch_args, 3);
+        } else {
+            value = PyObject_CallMethodObjArgs(lane->tracker, s_watch_outputs, c->pending, output, NULL);
+        }
+        if (value == NULL)
+            goto done;
+        Py_CLEAR(value);
+    }
+    rc = 0;
+done:
+    Py_XDECREF(value);
+    Py_XDECREF(target);
+    Py_XDECREF(tensor_class);
+    return rc;
+}
+
+static PyObject *lane_vectorcall(PyObject *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames)
+{
+    lane_t *lane = (lane_t *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 4 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "lane(key, func, args, kwargs)");
+        return NULL;
+    }
+    PyObject *key = argv[0], *func = argv[1], *args = argv[2], *kwargs = argv[3], *manager, *done;
+    lane_call_t c = {0};
+    if ((manager = PyObject_CallNoArgs(lane->no_subclass)) == NULL)
+        return NULL;
+    if ((done = enter_context(manager)) == NULL) {
+        Py_DECREF(manager);
+        return NULL;
+    }
+    Py_DECREF(done);
+    int begun = lane_begin(lane, key, func, args, kwargs, &c);
+    int left = leave_context(manager);  /* a failure of the bookkeeping stays set for the report below */
+    Py_DECREF(manager);
+    if (begun >= 0 && left < 0) {
+        lane_call_clear(&c);
+        return NULL;
+    }
+    if (begun == 1) {  /* not for the lane: the caller takes the reference path, from the start */
+        lane_call_clear(&c);
+        lane->fallbacks++;
+        return Py_NewRef(lane->reference);
+    }
+    if (begun < 0) {  /* the bookkeeping failed: reported, the call runs undumped */
+        lane_call_clear(&c);
+        if (report_failure(lane, key) < 0)
+            return NULL;
+        return call_function(func, args, kwargs);
+    }
+    lane->calls++;
+    PyObject *output = call_function(func, args, kwargs);
+    if (output == NULL) {
+        lane_call_clear(&c);
+        return NULL;
+    }
+    if ((manager = PyObject_CallNoArgs(lane->no_subclass)) == NULL || (done = enter_context(manager)) == NULL) {
+        Py_XDECREF(manager);
+        lane_call_clear(&c);
+        Py_DECREF(output);
+        return NULL;
+    }
+    Py_DECREF(done);
+    int ended = lane_end(lane, &c, output);
+    left = leave_context(manager);  /* with the end's failure still set: left as it is, then reported */
+    Py_DECREF(manager);
+    lane_call_clear(&c);
+    if ((ended < 0 && report_failure(lane, key) < 0) || (ended == 0 && left < 0)) {
+        Py_DECREF(output);
+        return NULL;
+    }
+    return output;
+}
+
+#define LANE_FIELDS(X) X(collector) X(tracker) X(call_type) X(pending_type) X(no_subclass) X(grad_enabled) \
+    X(next_seq) X(reference)
+
+static int lane_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    lane_t *lane = (lane_t *)self;
+#define VISIT(field) Py_VISIT(lane->field);
+    LANE_FIELDS(VISIT)
+#undef VISIT
+    return 0;
+}
+
+static int lane_clear(PyObject *self)
+{
+    lane_t *lane = (lane_t *)self;
+#define CLEAR(field) Py_CLEAR(lane->field);
+    LANE_FIELDS(CLEAR)
+#undef CLEAR
+    return 0;
+}
+
+static void lane_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    lane_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *lane_counts(PyObject *self, PyObject *Py_UNUSED(args))
+{
+    lane_t *lane = (lane_t *)self;
+    return Py_BuildValue("(nn)", lane->calls, lane->fallbacks);
+}
+
+static PyMethodDef lane_methods[] = {
+    {"counts", lane_counts, METH_NOARGS, "counts() -> (calls recorded here, calls handed back)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds);
+
+static PyTypeObject lane_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "msprobe.pytorch.dump._grad_walk.Lane",
+    .tp_basicsize = sizeof(lane_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Lane(collector, tracker, forward_call, pending_type, no_subclass, grad_enabled, next_sequence_nr, "
+              "reference): lane(key, func, args, kwargs) records one API call as ApiDumpMode's Python path does.",
+    .tp_new = lane_new,
+    .tp_dealloc = lane_dealloc,
+    .tp_traverse = lane_traverse,
+    .tp_clear = lane_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(lane_t, vectorcall),
+    .tp_methods = lane_methods,
+};
+
+static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *collector, *tracker, *call_type, *pending_type, *no_subclass, *grad_enabled, *next_seq, *reference;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds)) {
+        PyErr_SetString(PyExc_TypeError, "Lane takes positional arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "Lane", 8, 8, &collector, &tracker, &call_type, &pending_type, &no_subclass,
+                           &grad_enabled, &next_seq, &reference))
+        return NULL;
+    if (tensor_type == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Lane: configure() first");
+        return NULL;
+    }
+    lane_t *lane = (lane_t *)type->tp_alloc(type, 0);
+    if (lane == NULL)
+        return NULL;
+    lane->vectorcall = lane_vectorcall;
+    lane->collector = Py_NewRef(collector);
+    lane->tracker = Py_NewRef(tracker);
+    lane->call_type = Py_NewRef(call_type);
+    lane->pending_type = Py_NewRef(pending_type);
+    lane->no_subclass = Py_NewRef(no_subclass);
+    lane->grad_enabled = Py_NewRef(grad_enabled);
+    lane->next_seq = Py_NewRef(next_seq);
+    lane->reference = Py_NewRef(reference);
+    PyObject *level = NULL;
+    if (slot_offsets(call_type, fc_names, FC_COUNT, lane->fc_offset) < 0 ||
+        slot_offsets(pending_type, pb_names, PB_COUNT, lane->pb_offset) < 0 ||
+        (level = PyObject_GetAttr(collector, s_level)) == NULL) {
+        Py_DECREF(lane);
+        return NULL;
+    }
+    int l1 = PyObject_RichCompareBool(level, s_l1, Py_EQ);
+    Py_DECREF(level);
+    if (l1 < 0) {
+        Py_DECREF(lane);
+        return NULL;
+    }
+    lane->construct = !l1;
+    return (PyObject *)lane;
+}
+
 static PyObject *configure(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize_t nargs)
 {
     if (nargs != 4 || !PyType_Check(argv[0]) || !PyCallable_Check(argv[2]) || !PyCallable_Check(argv[3])) {
@@ -560,8 +1102,54 @@ PyMODINIT_FUNC PyInit__grad_walk(void)
     INTERN(s_pending, "pending");
     INTERN(s_output_hook, "_output_hook");
     INTERN(s_consumer_hook, "_consumer_hook");
+    INTERN(s_records, "records");
+    INTERN(s_on_tensor, "on_tensor");
+    INTERN(s_describe_tensor, "describe_tensor");
+    INTERN(s_describe, "describe");
+    INTERN(s_describe_output, "describe_output");
+    INTERN(s_counters, "counters");
+    INTERN(s_module_stack, "module_stack");
+    INTERN(s_current_step, "current_step");
+    INTERN(s_stack_key, "_stack_key");
+    INTERN(s_stack_cache, "_stack_cache");
+    INTERN(s_data, "data");
+    INTERN(s_stacks, "stacks");
+    INTERN(s_construct, "construct");
+    INTERN(s_dirty, "dirty");
+    INTERN(s_active, "active");
+    INTERN(s_guard, "guard");
+    INTERN(s_report, "report");
+    INTERN(s_walk_seq, "_walk_seq");
+    INTERN(s_walk_map, "_walk_map");
+    INTERN(s_untrack, "_untrack");
+    INTERN(s_tensor_class, "_tensor_class");
+    INTERN(s_name, "name");
+    INTERN(s_backward_name, "backward_name");
+    INTERN(s_leaf_edges, "_leaf_edges");
+    INTERN(s_watch_outputs, "watch_outputs");
+    INTERN(s_enter, "__enter__");
+    INTERN(s_exit, "__exit__");
+    INTERN(s_input_args, "input_args");
+    INTERN(s_input_kwargs, "input_kwargs");
+    INTERN(s_output, "output");
+    INTERN(s_forward_suffix, ".forward");
+    INTERN(s_level, "level");
+    INTERN(s_l1, "L1");
+    INTERN(s_stack_capture, "stack_capture");
+    INTERN(s_capture, "capture");
 #undef INTERN
     if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL)
         return NULL;
-    return PyModule_Create(&module);
+    if (PyType_Ready(&lane_type) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&lane_type);
+    if (PyModule_AddObject(m, "Lane", (PyObject *)&lane_type) < 0) {
+        Py_DECREF(&lane_type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

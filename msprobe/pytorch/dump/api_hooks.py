@@ -8,17 +8,25 @@ hooks) run their bookkeeping in the session's `paused()`, which turns torch func
 `a * b` reaches `__torch_function__` as Tensor.mul, like `a.mul(b)`. To write "Tensor.__mul__" as
 1.2.1 does, `install()` also wraps the Tensor operators (api_names.operator_names): the wrapper
 marks the call it is about to make, and the mode takes the name from the mark.
+
+A recorded call's bookkeeping (the collector's begin_forward / end_forward, the grad tracker's begin / watch_outputs)
+runs in one C call where the extension is built and the collector's common case holds (`DumpCollector.lane_ok`): the
+lane (_grad_walk.c's Lane) does what the Python path below does, step for step, and hands back the calls it does not
+take (with MSPROBE_NATIVE_STATS=0 there is no lane).
 """
 import threading
 
 import torch
 from torch.overrides import TorchFunctionMode
 
+from msprobe.core.dump.collector import ForwardCall
+from msprobe.pytorch.dump import grad_tracker
 from msprobe.pytorch.dump.api_names import api_table, operator_names
 
 __all__ = ["ApiDumpMode"]
 
 _NoSubclassDispatch = torch._C.DisableTorchFunctionSubclass
+_REFERENCE = object()  # what the lane returns for a call it leaves to the Python path
 
 
 class _OperatorMark(threading.local):
@@ -36,9 +44,11 @@ class ApiDumpMode(TorchFunctionMode):
         self.table = api_table()
         self.mark = _OperatorMark()
         self.silenced = False  # module_dump: only that module records
+        self.lane = None
 
     def install(self, session):
         """Wrap the operators and enter the mode, both undone when `session` closes."""
+        self.lane = _lane_for(self.collector, self.tracker if self.track_grads else None)
         for name in operator_names():
             session.patch(torch.Tensor, name, _marking(self.mark, f"Tensor.{name}", getattr(torch.Tensor, name)))
         session.enter(self)
@@ -57,6 +67,11 @@ class ApiDumpMode(TorchFunctionMode):
                 key = None
         if key is None or self.silenced or not self.collector.active:
             return func(*args, **kwargs)
+        lane = self.lane
+        if lane is not None:
+            output = lane(key, func, args, kwargs)  # what follows, in C
+            if output is not _REFERENCE:
+                return output
         collector = self.collector
         try:  # a dump failure must not reach the user's code (see core/dump/guard.py)
             # our bookkeeping must not pay for nn.Parameter's Python __torch_function__ on every .shape
@@ -80,6 +95,15 @@ class ApiDumpMode(TorchFunctionMode):
         except Exception as exc:  # noqa: BLE001
             collector.guard.report(key, exc)
         return output
+
+
+def _lane_for(collector, tracker):
+    """The C lane for this collector (None: the Python path only): its common case, the extension, the switch."""
+    if grad_tracker.Lane is None or not collector.lane_ok:
+        return None
+    return grad_tracker.Lane(collector, tracker, ForwardCall, grad_tracker.PendingBackward, _NoSubclassDispatch,
+                             torch.is_grad_enabled, None if tracker is None else grad_tracker.next_sequence_nr,
+                             _REFERENCE)
 
 
 def _marking(mark, key, operator):

@@ -30,7 +30,7 @@ from msprobe.core.native_switch import native_enabled
 
 __all__ = ["GradTracker"]
 
-_next_sequence_nr = torch._C._autograd._get_sequence_nr
+_next_sequence_nr = next_sequence_nr = torch._C._autograd._get_sequence_nr
 
 
 _Tensor = torch.Tensor
@@ -77,9 +77,10 @@ def _hook_output(value, hook, handles):
     handles.append((hooks, hook))
 
 
-# begin() and watch_outputs() for a call with one tensor output, in C (_grad_walk.c: the same reads, keys and hooks);
-# None when the extension was not built or MSPROBE_NATIVE_STATS=0 (the switch of every C path of the dump)
-_begin_layout = _watch_single = None
+# begin() and watch_outputs() for a call with one tensor output, in C (_grad_walk.c: the same reads, keys and hooks),
+# and the API mode's lane (api_hooks.py); None when the extension was not built or MSPROBE_NATIVE_STATS=0 (the switch
+# of every C path of the dump)
+_begin_layout = _watch_single = Lane = None
 if native_enabled():
     try:
         from msprobe.pytorch.dump import _grad_walk
@@ -87,7 +88,7 @@ if native_enabled():
         pass
     else:
         _grad_walk.configure(_Tensor, _STRIDED, OrderedDict, lambda tensor: _edge_of(tensor)[0])
-        _begin_layout, _watch_single = _grad_walk.begin_layout, _grad_walk.watch_single
+        _begin_layout, _watch_single, Lane = _grad_walk.begin_layout, _grad_walk.watch_single, _grad_walk.Lane
 
 
 def flat_tensors(value, found):
@@ -116,6 +117,7 @@ def _output_positions(output):
 
 
 class _PendingBackward:
+    # _grad_walk.c's Lane fills these slots as __init__ does (it checks they are slots)
     __slots__ = ("call", "args_layout", "kw_layout", "edges", "nodes", "seq_start", "input_grads",
                  "output_grads", "out_count", "contributions_left", "outputs_left", "done")
 
@@ -132,6 +134,9 @@ class _PendingBackward:
         self.contributions_left = 0
         self.outputs_left = set()
         self.done = False
+
+
+PendingBackward = _PendingBackward  # for the lane (api_hooks.py)
 
 
 class GradTracker:

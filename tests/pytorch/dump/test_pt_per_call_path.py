@@ -5,6 +5,7 @@ StackCapture.capture, and a dump taken with them the bytes of a dump taken witho
 import contextlib
 import enum
 import filecmp
+import json
 
 import numpy as np
 import pytest
@@ -317,3 +318,86 @@ def test_c_grad_walk_leaves_the_tracker_as_the_python_walk_does(case):
     for (fast_out_grads, fast_in), (slow_out_grads, slow_in) in zip(grads["fast"], grads["slow"]):
         assert all(torch.equal(a, b) for a, b in zip(fast_out_grads, slow_out_grads))
         assert [torch.equal(a, b) for a, b in zip(fast_in.values(), slow_in.values())] == [True] * len(slow_in)
+
+
+def _dump_llama_lane(root, monkeypatch, lane, level):
+    """A tiny Llama's dump with every C path on, the mode's lane on or off; the lanes made, for their counts."""
+    from msprobe.pytorch.dump import api_hooks
+
+    made = []
+    real = api_hooks._lane_for
+
+    def recording(collector, tracker):
+        made.append(real(collector, tracker))
+        return made[-1]
+    monkeypatch.setattr(api_hooks, "_lane_for", recording)
+    if not lane:
+        monkeypatch.setattr(grad_tracker, "Lane", None)
+    root.mkdir()
+    torch.manual_seed(0)
+    model = tiny_llama()
+    debugger = PrecisionDebugger(config_path=write_config(root, "statistics", level), model=model)
+    losses, _ = train_lm(model, debugger)
+    debugger.close()
+    monkeypatch.undo()
+    return losses, made
+
+
+@pytest.mark.skipif(grad_tracker.Lane is None, reason="needs the C extension built in place")
+@pytest.mark.parametrize("level", ["L1", "mix"])
+def test_the_lane_writes_the_dump_the_python_path_writes(tmp_path, monkeypatch, level):
+    (lane_losses, lanes), (python_losses, none) = [
+        _dump_llama_lane(tmp_path / side, monkeypatch, side == "lane", level) for side in ("lane", "python")]
+    assert [loss.item() for loss in lane_losses] == [loss.item() for loss in python_losses]
+    assert lanes and none and all(lane is not None for lane in lanes) and all(lane is None for lane in none)
+    recorded, handed_back = (sum(lane.counts()[i] for lane in lanes) for i in (0, 1))
+    assert recorded > 100 and handed_back == 0  # every API call took the lane
+    steps = sorted(p.name for p in (tmp_path / "lane" / "dump").iterdir())
+    assert steps and steps == sorted(p.name for p in (tmp_path / "python" / "dump").iterdir())
+    for step in steps:
+        lane_dir, python_dir = (tmp_path / side / "dump" / step / "rank" for side in ("lane", "python"))
+        for name in ("dump.json", "stack.json", "construct.json"):
+            assert filecmp.cmp(lane_dir / name, python_dir / name, shallow=False), (step, name)
+        data = json.loads((lane_dir / "dump.json").read_text())["data"]
+        assert any(name.endswith(".backward") for name in data)  # the grads the lane's tracker walk hooked
+
+
+@pytest.mark.skipif(grad_tracker.Lane is None, reason="needs the C extension built in place")
+def test_the_lane_hands_back_what_it_does_not_take_before_touching_anything(tmp_path):
+    from msprobe.core.config import load_config
+    from msprobe.core.dump.collector import DumpCollector
+    from msprobe.pytorch.dump import api_hooks
+
+    collector = DumpCollector(load_config(write_config(tmp_path, "statistics", "L1")), TorchAdapter())
+    tracker = grad_tracker.GradTracker(collector, contextlib.nullcontext)
+    lane = api_hooks._lane_for(collector, tracker)
+    assert lane is not None and collector.lane_ok
+    collector.start(0)
+    x = torch.ones(3, requires_grad=True)
+    # arguments not as torch passes them (a list, a mapping that is no dict) and a key that is no str: handed back
+    for key, args, kwargs in (("Torch.add", [x, x], {}), ("Torch.add", (x, x), OrderedDictLike()), (7, (x, x), {})):
+        assert lane(key, torch.add, args, kwargs) is api_hooks._REFERENCE
+    assert collector.counters == {} and collector.data == {} and tracker.pending == [] and lane.counts() == (0, 3)
+    # a call it takes: named, described, its stack captured, its grads watched, the output returned as is
+    out = lane("Torch.mul", torch.mul, (x, x), None)
+    assert torch.equal(out, x * x) and lane.counts() == (1, 3)
+    entry = collector.data["Torch.mul.0.forward"]
+    assert list(entry) == ["input_args", "input_kwargs", "output"] and list(entry["output"][0]["shape"]) == [3]
+    assert collector.stacks["Torch.mul.0.forward"] and len(tracker.pending) == 1
+    call = tracker.pending[0].call
+    assert (call.name, call.index, call.dump, call.function, call.tensors) == ("Torch.mul.0.forward", 0, True,
+                                                                               torch.mul, ())
+    # a failing description: reported by the guard, the call runs undumped, training goes on
+    collector.records.describe_tensor = _raising
+    out = lane("Torch.mul", torch.mul, (x, x), None)
+    assert torch.equal(out, x * x) and "Torch.mul.1.forward" not in collector.data
+    assert collector.guard.failed == {"Torch.mul": 1}
+    tracker.remove()
+
+
+class OrderedDictLike(dict):
+    """A dict subclass: the lane takes exact dicts only."""
+
+
+def _raising(*_):
+    raise RuntimeError("statistics exploded")
