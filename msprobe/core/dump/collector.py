@@ -189,6 +189,9 @@ class DumpCollector:
 
     # -- lifecycle --------------------------------------------------------------------------
     def _reset_step(self):
+        previous = getattr(self, "records", None)
+        if previous is not None:  # its statistics are in the handed-over files: freed now, not by a later collection
+            previous.release()
         self.records = RecordBuilder(self.adapter, self.config.summary_mode, on_tensor=self.task.tensor_seen)
         self.counters = {}
         self.data = {}

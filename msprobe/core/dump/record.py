@@ -86,6 +86,13 @@ class RecordBuilder:
             self.describe_tensor = native.tensor_describer(self.describe_tensor, spec + (_DESC_KEYS,),
                                                            self._stats_cache, self._crc_cache, self.want_xor)
 
+    def release(self):
+        """The step is over: drop the C describer, whose slow path is this builder's own method (a cycle the garbage
+        collector would have to find, holding the step's cache entries until a later collection), and the caches."""
+        self.__dict__.pop("describe_tensor", None)
+        self._stats_cache.clear()
+        self._crc_cache.clear()
+
     # -- statistics -------------------------------------------------------------------------
     def forget(self, tensor):
         """Drop cached statistics and digests after tensors were changed behind their version counters

@@ -11,6 +11,8 @@
  * configure(tensor_type, strided_layout, ordered_dict_type, leaf_node) once; then
  * begin_layout(args, kwargs, leaf_edges, edges, nodes) -> (args_layout, kw_layout)
  * watch_single(tracker, pending, output) -> None
+ * OutputHook / ConsumerHook: the backward hooks' closures as callables (below)
+ * Lane: a recorded API call's whole bookkeeping (below)
  * Built as an optional extension: without it grad_tracker.py runs its Python path.
  */
 #define PY_SSIZE_T_CLEAN
@@ -511,6 +513,240 @@ done:
     Py_XDECREF(output_nr);
     Py_XDECREF(outputs_left);
     return result;
+}
+
+/* ---- the backward hooks: GradTracker._output_hook's and _consumer_hook's closures as C callables ----------------
+ * OutputHook(tracker, pending, position, through)(grad) and ConsumerHook(tracker, pending, links)(grad_inputs,
+ * grad_outputs) do what grad_tracker.py's on_output_grad and on_grads_sent do, line for line: the same attributes
+ * of the pending record read and written, tracker._add_input_grad for a second contribution and tracker._emit when
+ * the last grad came, both looked up on the tracker at each call. Both return None (the grads are not changed). */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *tracker, *pending, *position, *through;  /* ConsumerHook: `position` holds the links, through NULL */
+} hook_t;
+
+static PyObject *s_done, *s_output_grads, *s_input_grads, *s_add_input_grad, *s_emit;
+
+/* pending.<name> -= 1; the new value's truth (-1 on error) */
+static int decrement(PyObject *pending, PyObject *name)
+{
+    PyObject *value = PyObject_GetAttr(pending, name), *less;
+    if (value == NULL)
+        return -1;
+    less = PyNumber_Subtract(value, one);
+    Py_DECREF(value);
+    if (less == NULL)
+        return -1;
+    int rc = PyObject_SetAttr(pending, name, less);
+    int truth = rc < 0 ? -1 : PyObject_IsTrue(less);
+    Py_DECREF(less);
+    return truth;
+}
+
+/* pending.done's truth (-1 on error) */
+static int pending_done(PyObject *pending)
+{
+    PyObject *done = PyObject_GetAttr(pending, s_done);
+    if (done == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(done);
+    Py_DECREF(done);
+    return truth;
+}
+
+static PyObject *call_tracker(PyObject *tracker, PyObject *name, PyObject *pending, PyObject *slot, PyObject *grad)
+{
+    PyObject *args[4] = {tracker, pending, slot, grad};
+    return PyObject_VectorcallMethod(name, args, slot == NULL ? 2 : 4, NULL);
+}
+
+static PyObject *output_hook_call(PyObject *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames)
+{
+    hook_t *hook = (hook_t *)self;
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "an output hook takes the grad");
+        return NULL;
+    }
+    PyObject *grad = argv[0], *pending = hook->pending, *target, *done;
+    int finished = pending_done(pending);
+    if (finished)
+        return finished < 0 ? NULL : Py_NewRef(Py_None);
+    if ((target = PyObject_GetAttr(pending, s_output_grads)) == NULL)
+        return NULL;
+    int rc = PyObject_SetItem(target, hook->position, grad);
+    Py_DECREF(target);
+    if (rc < 0 || (target = PyObject_GetAttr(pending, s_outputs_left)) == NULL)
+        return NULL;
+    rc = PySet_Check(target) ? PySet_Discard(target, hook->position) : -1;
+    if (rc < 0 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "pending.outputs_left must be a set");
+    Py_DECREF(target);
+    if (rc < 0)
+        return NULL;
+    int contributions = -2;  /* not read yet */
+    if (hook->through != Py_None) {
+        if ((done = call_tracker(hook->tracker, s_add_input_grad, pending, hook->through, grad)) == NULL)
+            return NULL;
+        Py_DECREF(done);
+        if ((contributions = decrement(pending, s_contributions_left)) < 0)
+            return NULL;
+    }
+    if ((target = PyObject_GetAttr(pending, s_outputs_left)) == NULL)
+        return NULL;
+    int left = PyObject_IsTrue(target);
+    Py_DECREF(target);
+    if (left < 0)
+        return NULL;
+    if (!left && contributions == -2) {
+        if ((target = PyObject_GetAttr(pending, s_contributions_left)) == NULL)
+            return NULL;
+        contributions = PyObject_IsTrue(target);
+        Py_DECREF(target);
+        if (contributions < 0)
+            return NULL;
+    }
+    if (!left && !contributions) {
+        if ((done = call_tracker(hook->tracker, s_emit, pending, NULL, NULL)) == NULL)
+            return NULL;
+        Py_DECREF(done);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *consumer_hook_call(PyObject *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames)
+{
+    hook_t *hook = (hook_t *)self;
+    if (PyVectorcall_NARGS(nargsf) != 2 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a consumer hook takes (grad_inputs, grad_outputs)");
+        return NULL;
+    }
+    PyObject *grad_inputs = argv[0], *pending = hook->pending, *links = hook->position, *input_grads, *done;
+    int finished = pending_done(pending);
+    if (finished)
+        return finished < 0 ? NULL : Py_NewRef(Py_None);
+    if (!PyList_Check(links)) {
+        PyErr_SetString(PyExc_TypeError, "a consumer hook's links must be a list");
+        return NULL;
+    }
+    if ((input_grads = PyObject_GetAttr(pending, s_input_grads)) == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(links); i++) {
+        PyObject *link = PyList_GET_ITEM(links, i);
+        if (!PyTuple_Check(link) || PyTuple_GET_SIZE(link) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a consumer hook's links must be (index, slot) pairs");
+            goto fail;
+        }
+        PyObject *slot = PyTuple_GET_ITEM(link, 1);
+        PyObject *grad = PyObject_GetItem(grad_inputs, PyTuple_GET_ITEM(link, 0));
+        if (grad == NULL)
+            goto fail;
+        int rc = 0;
+        if (grad != Py_None) {
+            int known = PySequence_Contains(input_grads, slot);
+            if (known < 0) {
+                rc = -1;
+            } else if (known) {  /* a second contribution: summed (_add_input_grad) */
+                done = call_tracker(hook->tracker, s_add_input_grad, pending, slot, grad);
+                rc = done == NULL ? -1 : 0;
+                Py_XDECREF(done);
+            } else {
+                rc = PyObject_SetItem(input_grads, slot, grad);
+            }
+        }
+        Py_DECREF(grad);
+        if (rc < 0)
+            goto fail;
+    }
+    Py_DECREF(input_grads);
+    int left = decrement(pending, s_contributions_left);
+    if (left < 0)
+        return NULL;
+    if (!left) {
+        if ((done = call_tracker(hook->tracker, s_emit, pending, NULL, NULL)) == NULL)
+            return NULL;
+        Py_DECREF(done);
+    }
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(input_grads);
+    return NULL;
+}
+
+static int hook_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    hook_t *hook = (hook_t *)self;
+    Py_VISIT(hook->tracker);
+    Py_VISIT(hook->pending);
+    Py_VISIT(hook->position);
+    Py_VISIT(hook->through);
+    return 0;
+}
+
+static int hook_clear(PyObject *self)
+{
+    hook_t *hook = (hook_t *)self;
+    Py_CLEAR(hook->tracker);
+    Py_CLEAR(hook->pending);
+    Py_CLEAR(hook->position);
+    Py_CLEAR(hook->through);
+    return 0;
+}
+
+static void hook_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    hook_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds);
+
+static PyTypeObject output_hook_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "msprobe.pytorch.dump._grad_walk.OutputHook",
+    .tp_basicsize = sizeof(hook_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "OutputHook(tracker, pending, position, through): GradTracker._output_hook's on_output_grad.",
+    .tp_new = hook_new,
+    .tp_dealloc = hook_dealloc,
+    .tp_traverse = hook_traverse,
+    .tp_clear = hook_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(hook_t, vectorcall),
+};
+
+static PyTypeObject consumer_hook_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "msprobe.pytorch.dump._grad_walk.ConsumerHook",
+    .tp_basicsize = sizeof(hook_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "ConsumerHook(tracker, pending, links): GradTracker._consumer_hook's on_grads_sent.",
+    .tp_new = hook_new,
+    .tp_dealloc = hook_dealloc,
+    .tp_traverse = hook_traverse,
+    .tp_clear = hook_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(hook_t, vectorcall),
+};
+
+static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    int output = type == &output_hook_type;
+    PyObject *tracker, *pending, *position, *through = Py_None;
+    if ((kwds != NULL && PyDict_GET_SIZE(kwds)) ||
+        !PyArg_UnpackTuple(args, type->tp_name, output ? 4 : 3, output ? 4 : 3, &tracker, &pending, &position,
+                           &through))
+        return NULL;
+    hook_t *hook = (hook_t *)type->tp_alloc(type, 0);
+    if (hook == NULL)
+        return NULL;
+    hook->vectorcall = output ? output_hook_call : consumer_hook_call;
+    hook->tracker = Py_NewRef(tracker);
+    hook->pending = Py_NewRef(pending);
+    hook->position = Py_NewRef(position);
+    hook->through = Py_NewRef(through);
+    return (PyObject *)hook;
 }
 
 /* ---- the lane: a recorded API call's whole bookkeeping in one C call ------------------------------------------
@@ -1137,19 +1373,28 @@ PyMODINIT_FUNC PyInit__grad_walk(void)
     INTERN(s_l1, "L1");
     INTERN(s_stack_capture, "stack_capture");
     INTERN(s_capture, "capture");
+    INTERN(s_done, "done");
+    INTERN(s_output_grads, "output_grads");
+    INTERN(s_input_grads, "input_grads");
+    INTERN(s_add_input_grad, "_add_input_grad");
+    INTERN(s_emit, "_emit");
 #undef INTERN
     if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL)
         return NULL;
-    if (PyType_Ready(&lane_type) < 0)
+    if (PyType_Ready(&lane_type) < 0 || PyType_Ready(&output_hook_type) < 0 || PyType_Ready(&consumer_hook_type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    Py_INCREF(&lane_type);
-    if (PyModule_AddObject(m, "Lane", (PyObject *)&lane_type) < 0) {
-        Py_DECREF(&lane_type);
-        Py_DECREF(m);
-        return NULL;
+    PyTypeObject *types[3] = {&lane_type, &output_hook_type, &consumer_hook_type};
+    const char *names[3] = {"Lane", "OutputHook", "ConsumerHook"};
+    for (int i = 0; i < 3; i++) {
+        Py_INCREF(types[i]);
+        if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
+            Py_DECREF(types[i]);
+            Py_DECREF(m);
+            return NULL;
+        }
     }
     return m;
 }

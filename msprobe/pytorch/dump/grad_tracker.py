@@ -80,7 +80,7 @@ def _hook_output(value, hook, handles):
 # begin() and watch_outputs() for a call with one tensor output, in C (_grad_walk.c: the same reads, keys and hooks),
 # and the API mode's lane (api_hooks.py); None when the extension was not built or MSPROBE_NATIVE_STATS=0 (the switch
 # of every C path of the dump)
-_begin_layout = _watch_single = Lane = None
+_begin_layout = _watch_single = Lane = _OutputHook = _ConsumerHook = None
 if native_enabled():
     try:
         from msprobe.pytorch.dump import _grad_walk
@@ -89,6 +89,8 @@ if native_enabled():
     else:
         _grad_walk.configure(_Tensor, _STRIDED, OrderedDict, lambda tensor: _edge_of(tensor)[0])
         _begin_layout, _watch_single, Lane = _grad_walk.begin_layout, _grad_walk.watch_single, _grad_walk.Lane
+        # the closures of _output_hook / _consumer_hook below as C callables (the same reads and writes)
+        _OutputHook, _ConsumerHook = _grad_walk.OutputHook, _grad_walk.ConsumerHook
 
 
 def flat_tensors(value, found):
@@ -265,6 +267,9 @@ class GradTracker:
             self.handles.append(node.register_hook(self._consumer_hook(pending, links)))
 
     def _consumer_hook(self, pending, links):
+        if _ConsumerHook is not None:
+            return _ConsumerHook(self, pending, links)
+
         def on_grads_sent(grad_inputs, grad_outputs):
             if pending.done:
                 return
@@ -282,6 +287,9 @@ class GradTracker:
         return on_grads_sent
 
     def _output_hook(self, pending, position, through=None):
+        if _OutputHook is not None:
+            return _OutputHook(self, pending, position, through)
+
         def on_output_grad(grad):
             if pending.done:
                 return

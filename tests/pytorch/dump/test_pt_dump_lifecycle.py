@@ -2,6 +2,7 @@
 start/stop as a with block; a failing statistic at L2 or in a collective never reaches training."""
 import gc
 import types
+import weakref
 
 import pytest
 import torch
@@ -96,6 +97,27 @@ def test_young_threshold_comes_back_after_the_tracker_dropped_the_steps_records(
     debugger.close()
     assert len(seen) == 1 and seen[0][0][0] < 50_000  # the window's raised threshold, put back once
     assert seen[0][1:] == (0, 0)  # by then the tracker had let go of everything it held for the step
+
+
+def test_a_finished_steps_statistics_cache_is_freed_without_the_garbage_collector(tmp_path):
+    """The C describer's slow path is its builder's own method: a cycle that kept each step's cache entries (a third
+    of a small Llama's step objects) until a later collection found it. step() breaks it."""
+    model = TinyTransformer()
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"), model=model)
+    gc.collect()
+    gc.disable()
+    try:
+        debugger.start()
+        model(torch.randint(0, 20, (1, 3))).float().pow(2).mean().backward()
+        records = weakref.ref(debugger.collector.records)
+        cached = len(records()._stats_cache)
+        debugger.stop()
+        debugger.step()
+        assert cached > 10 and records() is None and debugger.collector.records._stats_cache == {}
+    finally:
+        gc.enable()
+        debugger.close()
+    assert len(load_rank(tmp_path / "dump", 0)[0]["data"]) > 10  # the step's files kept what the cache described
 
 
 @pytest.mark.parametrize("failing", ["api_mode", "collectives", "aten_mode"])

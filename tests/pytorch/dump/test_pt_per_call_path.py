@@ -175,6 +175,8 @@ def _dump_llama(root, level, monkeypatch, fast, mode="statistics"):
     if not fast:  # the general paths: the records' Python walk and describe_tensor, capture() for every stack
         monkeypatch.setattr(grad_tracker, "_begin_layout", None)  # and the grad tracker's Python walks
         monkeypatch.setattr(grad_tracker, "_watch_single", None)
+        monkeypatch.setattr(grad_tracker, "_OutputHook", None)  # and its backward hooks' Python closures
+        monkeypatch.setattr(grad_tracker, "_ConsumerHook", None)
         monkeypatch.setattr(native, "describe_seq", None)
         monkeypatch.setattr(native, "describe_map", None)
         monkeypatch.setattr(native, "tensor_describer", None)
@@ -264,9 +266,11 @@ def _grad_calls():
 def _walked(fast, args, kwargs, function):
     """The tracker's state after begin / the call / watch_outputs, in terms that do not depend on object ids."""
     tracker = grad_tracker.GradTracker(collector=None, pause=contextlib.nullcontext)
-    saved = grad_tracker._begin_layout, grad_tracker._watch_single
+    names = ("_begin_layout", "_watch_single", "_OutputHook", "_ConsumerHook")  # the walks and the hooks they make
+    saved = [getattr(grad_tracker, name) for name in names]
     if not fast:
-        grad_tracker._begin_layout = grad_tracker._watch_single = None
+        for name in names:
+            setattr(grad_tracker, name, None)
     try:
         class Call:
             key = "Torch.f"
@@ -275,7 +279,8 @@ def _walked(fast, args, kwargs, function):
         output = function(*args, **kwargs)
         tracker.watch_outputs(pending, output)
     finally:
-        grad_tracker._begin_layout, grad_tracker._watch_single = saved
+        for name, value in zip(names, saved):
+            setattr(grad_tracker, name, value)
     nodes = {id(node): index for index, node in enumerate(pending.nodes)}
 
     def slot(value):
@@ -284,6 +289,9 @@ def _walked(fast, args, kwargs, function):
         return None if value is None else (nodes[value[0]], value[1])
     hooks = [type(handle).__name__ if type(handle) is not tuple else ("dict", handle[0].get(handle[1]) is handle[1])
              for handle in tracker.handles]
+    # the hooks are the C callables on the fast side, the Python closures on the other
+    made = {type(hook).__name__ for handle in tracker.handles if type(handle) is tuple for hook in handle[0].values()}
+    assert not made or made == ({"OutputHook"} if fast else {"function"})
     return {"args": [slot(item) for item in pending.args_layout], "kwargs": [slot(item) for item in pending.kw_layout],
             "nodes": [type(node).__name__ for node in pending.nodes], "out_count": pending.out_count,
             "outputs_left": sorted(pending.outputs_left), "contributions_left": pending.contributions_left,
@@ -401,3 +409,36 @@ class OrderedDictLike(dict):
 
 def _raising(*_):
     raise RuntimeError("statistics exploded")
+
+
+@pytest.mark.skipif(grad_tracker._OutputHook is None, reason="needs the C extension built in place")
+def test_the_c_backward_hooks_write_the_dump_the_python_closures_write(tmp_path, monkeypatch):
+    sides = {}
+    for side in ("c", "python"):
+        if side == "python":
+            monkeypatch.setattr(grad_tracker, "_OutputHook", None)
+            monkeypatch.setattr(grad_tracker, "_ConsumerHook", None)
+        made = []
+        for name in ("_output_hook", "_consumer_hook"):
+            real = getattr(grad_tracker.GradTracker, name)
+            monkeypatch.setattr(grad_tracker.GradTracker, name,
+                                lambda self, *args, real=real, made=made: made.append(real(self, *args)) or made[-1])
+        root = tmp_path / side
+        root.mkdir()
+        torch.manual_seed(0)
+        model = tiny_llama()
+        debugger = PrecisionDebugger(config_path=write_config(root, "statistics", "mix"), model=model)
+        losses, _ = train_lm(model, debugger)
+        debugger.close()
+        monkeypatch.undo()
+        sides[side] = [loss.item() for loss in losses], {type(hook).__name__ for hook in made}
+    assert sides["c"][0] == sides["python"][0]
+    assert sides["c"][1] == {"OutputHook", "ConsumerHook"} and sides["python"][1] == {"function"}
+    steps = sorted(p.name for p in (tmp_path / "c" / "dump").iterdir())
+    assert steps and steps == sorted(p.name for p in (tmp_path / "python" / "dump").iterdir())
+    for step in steps:
+        c_dir, python_dir = (tmp_path / side / "dump" / step / "rank" for side in ("c", "python"))
+        assert filecmp.cmp(c_dir / "dump.json", python_dir / "dump.json", shallow=False), step
+        data = json.loads((c_dir / "dump.json").read_text())["data"]
+        backward = [entry for name, entry in data.items() if name.endswith(".backward") or ".backward." in name]
+        assert len(backward) > 50 and all(entry.get("input") for entry in backward[:50])
