@@ -11,7 +11,7 @@
  * configure(tensor_type, strided_layout, ordered_dict_type, leaf_node) once; then
  * begin_layout(args, kwargs, leaf_edges, edges, nodes) -> (args_layout, kw_layout)
  * watch_single(tracker, pending, output) -> None
- * OutputHook / ConsumerHook: the backward hooks' closures as callables (below)
+ * OutputHook / ConsumerHook: the backward hooks' closures as callables, emit(tracker, pending): _emit (below)
  * Lane: a recorded API call's whole bookkeeping (below)
  * Built as an optional extension: without it grad_tracker.py runs its Python path.
  */
@@ -37,6 +37,7 @@ static PyObject *s_requires_grad, *s_layout, *s_dtype, *s_is_floating_point, *s_
     *s_edges, *s_seq_start, *s_out_count, *s_outputs_left, *s_contributions_left, *s_handles, *s_pending,
     *s_output_hook, *s_consumer_hook;
 static PyObject *zero, *one;
+static PyObject *s_enter, *s_exit, *s_guard, *s_report, *s_backward_name;
 
 static int is_tensor(PyObject *value)
 {
@@ -749,6 +750,169 @@ static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)hook;
 }
 
+/* ---- GradTracker._emit in C: the backward entry's grads in the call's layout, handed to collector.backward ----
+ * emit(tracker, pending): what grad_tracker.py's _emit does, line for line: nothing when pending.done; else done set,
+ * the grads w.r.t. the inputs laid out as the call's arguments (a list argument's items in a list, None where no
+ * grad came or no grad was wanted), the grads w.r.t. the outputs by position, the pending record's grads and nodes
+ * let go, then collector.backward(call, of_outputs, of_inputs) inside tracker.pause(), a failure reported by
+ * collector.guard under the call's backward name. */
+static PyObject *s_pause, *s_backward, *s_call, *s_args_layout, *s_kw_layout, *s_nodes, *s_collector;
+
+/* grads.get(slot) if slot is not None else None (a new reference) */
+static PyObject *grad_of(PyObject *grads, PyObject *slot)
+{
+    if (slot == Py_None)
+        return Py_NewRef(Py_None);
+    PyObject *grad = PyDict_GetItemWithError(grads, slot);
+    if (grad == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    return Py_NewRef(grad);
+}
+
+/* of_inputs: each positional layout (a slot, None or a list of them), then the keyword slots */
+static PyObject *inputs_of(PyObject *grads, PyObject *args_layout, PyObject *kw_layout)
+{
+    if (!PyDict_Check(grads) || !PyList_Check(args_layout) || !PyList_Check(kw_layout)) {
+        PyErr_SetString(PyExc_TypeError, "emit: a pending record's grads and layouts must be a dict and lists");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(args_layout), k = PyList_GET_SIZE(kw_layout);
+    PyObject *of_inputs = PyList_New(n + k);
+    if (of_inputs == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n + k; i++) {
+        PyObject *layout = i < n ? PyList_GET_ITEM(args_layout, i) : PyList_GET_ITEM(kw_layout, i - n), *item;
+        if (i < n && PyList_Check(layout)) {
+            Py_ssize_t m = PyList_GET_SIZE(layout);
+            item = PyList_New(m);
+            for (Py_ssize_t j = 0; item != NULL && j < m; j++) {
+                PyObject *grad = grad_of(grads, PyList_GET_ITEM(layout, j));
+                if (grad == NULL)
+                    Py_CLEAR(item);
+                else
+                    PyList_SET_ITEM(item, j, grad);
+            }
+        } else {
+            item = grad_of(grads, layout);
+        }
+        if (item == NULL) {
+            Py_DECREF(of_inputs);
+            return NULL;
+        }
+        PyList_SET_ITEM(of_inputs, i, item);
+    }
+    return of_inputs;
+}
+
+static PyObject *emit(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "emit(tracker, pending)");
+        return NULL;
+    }
+    PyObject *tracker = argv[0], *pending = argv[1];
+    int finished = pending_done(pending);
+    if (finished)
+        return finished < 0 ? NULL : Py_NewRef(Py_None);
+    if (PyObject_SetAttr(pending, s_done, Py_True) < 0)
+        return NULL;
+    PyObject *grads = NULL, *args_layout = NULL, *kw_layout = NULL, *of_inputs = NULL, *of_outputs = NULL;
+    PyObject *output_grads = NULL, *count = NULL, *fresh = NULL, *call = NULL, *collector = NULL, *pause = NULL;
+    PyObject *done = NULL, *result = NULL;
+    if ((grads = PyObject_GetAttr(pending, s_input_grads)) == NULL ||
+        (args_layout = PyObject_GetAttr(pending, s_args_layout)) == NULL ||
+        (kw_layout = PyObject_GetAttr(pending, s_kw_layout)) == NULL ||
+        (of_inputs = inputs_of(grads, args_layout, kw_layout)) == NULL ||
+        (output_grads = PyObject_GetAttr(pending, s_output_grads)) == NULL ||
+        (count = PyObject_GetAttr(pending, s_out_count)) == NULL)
+        goto done;
+    Py_ssize_t outputs = PyLong_AsSsize_t(count);
+    if (outputs == -1 && PyErr_Occurred())
+        goto done;
+    if (outputs < 0)
+        outputs = 0;  /* range() of a negative count: no item */
+    if ((of_outputs = PyList_New(outputs)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < outputs; i++) {
+        PyObject *position = PyLong_FromSsize_t(i), *grad;
+        if (position == NULL)
+            goto done;
+        if (PyDict_Check(output_grads)) {
+            grad = PyDict_GetItemWithError(output_grads, position);
+            grad = grad != NULL ? Py_NewRef(grad) : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+        } else {
+            grad = PyObject_CallMethod(output_grads, "get", "O", position);
+        }
+        Py_DECREF(position);
+        if (grad == NULL)
+            goto done;
+        PyList_SET_ITEM(of_outputs, i, grad);
+    }
+    /* do not keep grads and graph nodes alive until the step ends */
+    if ((fresh = PyDict_New()) == NULL || PyObject_SetAttr(pending, s_input_grads, fresh) < 0)
+        goto done;
+    Py_CLEAR(fresh);
+    if ((fresh = PyDict_New()) == NULL || PyObject_SetAttr(pending, s_output_grads, fresh) < 0)
+        goto done;
+    Py_CLEAR(fresh);
+    if ((fresh = PyList_New(0)) == NULL || PyObject_SetAttr(pending, s_nodes, fresh) < 0)
+        goto done;
+    Py_CLEAR(fresh);
+    if ((call = PyObject_GetAttr(pending, s_call)) == NULL || (collector = PyObject_GetAttr(tracker, s_collector))
+        == NULL || (pause = PyObject_CallMethodNoArgs(tracker, s_pause)) == NULL)
+        goto done;
+    if ((done = PyObject_CallMethodNoArgs(pause, s_enter)) == NULL)
+        goto done;
+    Py_CLEAR(done);
+    done = PyObject_CallMethodObjArgs(collector, s_backward, call, of_outputs, of_inputs, NULL);
+    int failed = done == NULL;
+    Py_CLEAR(done);
+    if (failed && PyErr_ExceptionMatches(PyExc_Exception)) {  /* raised inside autograd it would abort backward() */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyErr_NormalizeException(&type, &value, &traceback);
+        if (traceback != NULL && value != NULL)
+            PyException_SetTraceback(value, traceback);
+        PyObject *guard = PyObject_GetAttr(collector, s_guard), *name = NULL;
+        if (guard != NULL && (name = PyObject_GetAttr(call, s_backward_name)) != NULL)
+            done = PyObject_CallMethodObjArgs(guard, s_report, name, value != NULL ? value : Py_None, NULL);
+        failed = done == NULL;
+        Py_CLEAR(done);
+        Py_XDECREF(guard);
+        Py_XDECREF(name);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+    }
+    {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyObject *exit_args[4] = {pause, Py_None, Py_None, Py_None};
+        if (type != NULL) {
+            exit_args[1] = type;
+            exit_args[2] = value != NULL ? value : Py_None;
+            exit_args[3] = traceback != NULL ? traceback : Py_None;
+        }
+        done = PyObject_VectorcallMethod(s_exit, exit_args, 4, NULL);
+        if (type != NULL) {  /* the failure that left the with block wins */
+            Py_XDECREF(done);
+            done = NULL;
+            PyErr_Restore(type, value, traceback);
+            failed = 1;
+        } else if (done == NULL) {
+            failed = 1;
+        }
+        Py_CLEAR(done);
+    }
+    if (!failed)
+        result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(grads); Py_XDECREF(args_layout); Py_XDECREF(kw_layout); Py_XDECREF(of_inputs); Py_XDECREF(of_outputs);
+    Py_XDECREF(output_grads); Py_XDECREF(count); Py_XDECREF(fresh); Py_XDECREF(call); Py_XDECREF(collector);
+    Py_XDECREF(pause);
+    return result;
+}
+
 /* ---- the lane: a recorded API call's whole bookkeeping in one C call ------------------------------------------
  * api_hooks.ApiDumpMode.__torch_function__'s Python path (the reference) runs, for one call: DumpCollector.begin_forward, GradTracker.begin,
  * the call, DumpCollector.end_forward and GradTracker.watch_outputs, each a Python frame of attribute reads and
@@ -777,6 +941,8 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *collector, *tracker, *call_type, *pending_type, *no_subclass, *grad_enabled, *next_seq, *reference;
+    /* the collector's fixed parts, read once: its C walks, tensor class, untrack, stack key and stack cache */
+    PyObject *walk_seq, *walk_map, *tensor_class, *untrack, *stack_key, *stack_cache;
     Py_ssize_t fc_offset[FC_COUNT], pb_offset[PB_COUNT];
     int construct;                      /* level != "L1": construct.json gets the parent */
     Py_ssize_t calls, fallbacks;        /* calls done here / handed back (lane.counts()) */
@@ -784,9 +950,8 @@ typedef struct {
 
 static PyObject *s_records, *s_on_tensor, *s_describe_tensor, *s_describe, *s_describe_output, *s_counters,
     *s_module_stack, *s_current_step, *s_stack_key, *s_stack_cache, *s_data, *s_stacks, *s_construct, *s_dirty,
-    *s_active, *s_guard, *s_report, *s_walk_seq, *s_walk_map, *s_untrack, *s_tensor_class, *s_name, *s_backward_name,
-    *s_leaf_edges, *s_watch_outputs, *s_enter, *s_exit, *s_input_args, *s_input_kwargs, *s_output, *s_forward_suffix,
-    *s_level, *s_l1, *s_stack_capture, *s_capture;
+    *s_active, *s_walk_seq, *s_walk_map, *s_untrack, *s_tensor_class, *s_name, *s_leaf_edges, *s_watch_outputs,
+    *s_input_args, *s_input_kwargs, *s_output, *s_forward_suffix, *s_level, *s_l1, *s_stack_capture, *s_capture;
 
 /* the slot offsets of a __slots__ class (its member descriptors), checked to be object slots */
 static int slot_offsets(PyObject *type, const char *const *names, int count, Py_ssize_t *offsets)
@@ -904,29 +1069,14 @@ static int lane_begin(lane_t *lane, PyObject *key, PyObject *func, PyObject *arg
     }
     Py_CLEAR(value);
     /* the stack: the capture's cache by the C key of the caller's frames (begin_forward's lookup) */
-    PyObject *frame = (PyObject *)PyEval_GetFrame(), *stack_key = NULL, *cache = NULL;
-    if (frame == NULL)
+    PyObject *frame = (PyObject *)PyEval_GetFrame();
+    if (frame == NULL || lane->stack_key == Py_None || !PyDict_Check(lane->stack_cache))
         return 1;
-    if ((stack_key = PyObject_GetAttr(col, s_stack_key)) == NULL || (cache = PyObject_GetAttr(col, s_stack_cache))
-        == NULL) {
-        Py_XDECREF(stack_key);
+    if ((value = PyObject_CallOneArg(lane->stack_key, frame)) == NULL)
         return -1;
-    }
-    if (stack_key == Py_None || !PyDict_Check(cache)) {
-        Py_DECREF(stack_key);
-        Py_DECREF(cache);
-        return 1;
-    }
-    value = PyObject_CallOneArg(stack_key, frame);
-    Py_DECREF(stack_key);
-    if (value == NULL) {
-        Py_DECREF(cache);
-        return -1;
-    }
-    c->stack = PyDict_GetItemWithError(cache, value);
+    c->stack = PyDict_GetItemWithError(lane->stack_cache, value);
     Py_XINCREF(c->stack);
     Py_DECREF(value);
-    Py_DECREF(cache);
     value = NULL;
     if (c->stack == NULL) {  /* a call site not seen yet: captured (capture(1): the caller of the lane, as the key) */
         if (PyErr_Occurred())
@@ -991,9 +1141,10 @@ static int lane_begin(lane_t *lane, PyObject *key, PyObject *func, PyObject *arg
             goto done;
     }
     /* the inputs' descriptors (begin_forward's C walks) */
-    if ((c->walk = PyObject_GetAttr(col, s_walk_seq)) == NULL || (walk_map = PyObject_GetAttr(col, s_walk_map)) == NULL
-        || (tensor_class = PyObject_GetAttr(col, s_tensor_class)) == NULL ||
-        (c->describe_tensor = PyObject_GetAttr(c->records, s_describe_tensor)) == NULL ||
+    c->walk = Py_NewRef(lane->walk_seq);
+    walk_map = Py_NewRef(lane->walk_map);
+    tensor_class = Py_NewRef(lane->tensor_class);
+    if ((c->describe_tensor = PyObject_GetAttr(c->records, s_describe_tensor)) == NULL ||
         (c->describe = PyObject_GetAttr(c->records, s_describe)) == NULL)
         goto done;
     {
@@ -1068,8 +1219,9 @@ static int lane_end(lane_t *lane, lane_call_t *c, PyObject *output)
         return -1;
     int active = PyObject_IsTrue(value);
     Py_CLEAR(value);
-    if (active < 0 || (tensor_class = PyObject_GetAttr(col, s_tensor_class)) == NULL)
+    if (active < 0)
         return -1;
+    tensor_class = Py_NewRef(lane->tensor_class);
     int single = Py_TYPE(output) == (PyTypeObject *)tensor_class ? 1 : PyObject_IsInstance(output, tensor_class);
     if (single < 0)
         goto done;
@@ -1086,15 +1238,12 @@ static int lane_end(lane_t *lane, lane_call_t *c, PyObject *output)
     if (value == NULL || PyDict_SetItem(c->entry, s_output, value) < 0)
         goto done;
     Py_CLEAR(value);
-    if ((value = PyObject_GetAttr(col, s_untrack)) == NULL)
-        goto done;
-    if (value != Py_None) {
-        PyObject *done_untrack = PyObject_CallOneArg(value, c->entry);
+    if (lane->untrack != Py_None) {
+        PyObject *done_untrack = PyObject_CallOneArg(lane->untrack, c->entry);
         if (done_untrack == NULL)
             goto done;
         Py_DECREF(done_untrack);
     }
-    Py_CLEAR(value);
     if ((target = PyObject_GetAttr(col, s_data)) == NULL || PyObject_SetItem(target, c->name, c->entry) < 0)
         goto done;
     Py_CLEAR(target);
@@ -1187,7 +1336,8 @@ static PyObject *lane_vectorcall(PyObject *self, PyObject *const *argv, size_t n
 }
 
 #define LANE_FIELDS(X) X(collector) X(tracker) X(call_type) X(pending_type) X(no_subclass) X(grad_enabled) \
-    X(next_seq) X(reference)
+    X(next_seq) X(reference) X(walk_seq) X(walk_map) X(tensor_class) X(untrack) \
+    X(stack_key) X(stack_cache)
 
 static int lane_traverse(PyObject *self, visitproc visit, void *arg)
 {
@@ -1270,7 +1420,13 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     lane->next_seq = Py_NewRef(next_seq);
     lane->reference = Py_NewRef(reference);
     PyObject *level = NULL;
-    if (slot_offsets(call_type, fc_names, FC_COUNT, lane->fc_offset) < 0 ||
+    if ((lane->walk_seq = PyObject_GetAttr(collector, s_walk_seq)) == NULL ||
+        (lane->walk_map = PyObject_GetAttr(collector, s_walk_map)) == NULL ||
+        (lane->tensor_class = PyObject_GetAttr(collector, s_tensor_class)) == NULL ||
+        (lane->untrack = PyObject_GetAttr(collector, s_untrack)) == NULL ||
+        (lane->stack_key = PyObject_GetAttr(collector, s_stack_key)) == NULL ||
+        (lane->stack_cache = PyObject_GetAttr(collector, s_stack_cache)) == NULL ||
+        slot_offsets(call_type, fc_names, FC_COUNT, lane->fc_offset) < 0 ||
         slot_offsets(pending_type, pb_names, PB_COUNT, lane->pb_offset) < 0 ||
         (level = PyObject_GetAttr(collector, s_level)) == NULL) {
         Py_DECREF(lane);
@@ -1304,6 +1460,8 @@ static PyMethodDef methods[] = {
      "configure(tensor_type, strided_layout, ordered_dict_type, leaf_node): what the walks compare with and call."},
     {"begin_layout", (PyCFunction)(void (*)(void))begin_layout, METH_FASTCALL,
      "begin_layout(args, kwargs, leaf_edges, edges, nodes) -> (args_layout, kw_layout): GradTracker.begin's walk."},
+    {"emit", (PyCFunction)(void (*)(void))emit, METH_FASTCALL,
+     "emit(tracker, pending): GradTracker._emit (the backward entry's grads handed to collector.backward)."},
     {"watch_single", (PyCFunction)(void (*)(void))watch_single, METH_FASTCALL,
      "watch_single(tracker, pending, output): GradTracker.watch_outputs for one tensor output."},
     {NULL, NULL, 0, NULL},
@@ -1378,6 +1536,13 @@ PyMODINIT_FUNC PyInit__grad_walk(void)
     INTERN(s_input_grads, "input_grads");
     INTERN(s_add_input_grad, "_add_input_grad");
     INTERN(s_emit, "_emit");
+    INTERN(s_pause, "pause");
+    INTERN(s_backward, "backward");
+    INTERN(s_call, "call");
+    INTERN(s_args_layout, "args_layout");
+    INTERN(s_kw_layout, "kw_layout");
+    INTERN(s_nodes, "nodes");
+    INTERN(s_collector, "collector");
 #undef INTERN
     if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL)
         return NULL;

@@ -80,7 +80,7 @@ def _hook_output(value, hook, handles):
 # begin() and watch_outputs() for a call with one tensor output, in C (_grad_walk.c: the same reads, keys and hooks),
 # and the API mode's lane (api_hooks.py); None when the extension was not built or MSPROBE_NATIVE_STATS=0 (the switch
 # of every C path of the dump)
-_begin_layout = _watch_single = Lane = _OutputHook = _ConsumerHook = None
+_begin_layout = _watch_single = Lane = _OutputHook = _ConsumerHook = _emit_native = None
 if native_enabled():
     try:
         from msprobe.pytorch.dump import _grad_walk
@@ -91,6 +91,7 @@ if native_enabled():
         _begin_layout, _watch_single, Lane = _grad_walk.begin_layout, _grad_walk.watch_single, _grad_walk.Lane
         # the closures of _output_hook / _consumer_hook below as C callables (the same reads and writes)
         _OutputHook, _ConsumerHook = _grad_walk.OutputHook, _grad_walk.ConsumerHook
+        _emit_native = _grad_walk.emit  # GradTracker._emit below
 
 
 def flat_tensors(value, found):
@@ -312,6 +313,9 @@ class GradTracker:
 
     # -- backward side ----------------------------------------------------------------------
     def _emit(self, pending):
+        if _emit_native is not None:
+            _emit_native(self, pending)
+            return
         if pending.done:
             return
         pending.done = True

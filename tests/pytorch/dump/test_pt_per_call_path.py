@@ -177,6 +177,7 @@ def _dump_llama(root, level, monkeypatch, fast, mode="statistics"):
         monkeypatch.setattr(grad_tracker, "_watch_single", None)
         monkeypatch.setattr(grad_tracker, "_OutputHook", None)  # and its backward hooks' Python closures
         monkeypatch.setattr(grad_tracker, "_ConsumerHook", None)
+        monkeypatch.setattr(grad_tracker, "_emit_native", None)
         monkeypatch.setattr(native, "describe_seq", None)
         monkeypatch.setattr(native, "describe_map", None)
         monkeypatch.setattr(native, "tensor_describer", None)
@@ -412,12 +413,13 @@ def _raising(*_):
 
 
 @pytest.mark.skipif(grad_tracker._OutputHook is None, reason="needs the C extension built in place")
-def test_the_c_backward_hooks_write_the_dump_the_python_closures_write(tmp_path, monkeypatch):
+def test_the_c_backward_hooks_and_emit_write_the_dump_the_python_closures_write(tmp_path, monkeypatch):
     sides = {}
     for side in ("c", "python"):
         if side == "python":
             monkeypatch.setattr(grad_tracker, "_OutputHook", None)
             monkeypatch.setattr(grad_tracker, "_ConsumerHook", None)
+            monkeypatch.setattr(grad_tracker, "_emit_native", None)
         made = []
         for name in ("_output_hook", "_consumer_hook"):
             real = getattr(grad_tracker.GradTracker, name)
@@ -442,3 +444,31 @@ def test_the_c_backward_hooks_write_the_dump_the_python_closures_write(tmp_path,
         data = json.loads((c_dir / "dump.json").read_text())["data"]
         backward = [entry for name, entry in data.items() if name.endswith(".backward") or ".backward." in name]
         assert len(backward) > 50 and all(entry.get("input") for entry in backward[:50])
+
+
+@pytest.mark.parametrize("native_emit", [True, False])
+def test_a_failing_backward_entry_is_reported_and_backward_goes_on(tmp_path, monkeypatch, native_emit):
+    from msprobe.core.dump.collector import DumpCollector
+
+    if native_emit and grad_tracker._emit_native is None:
+        pytest.skip("needs the C extension built in place")
+    if not native_emit:
+        monkeypatch.setattr(grad_tracker, "_emit_native", None)
+
+    def broken(self, call, grads_of_outputs, grads_of_inputs):
+        raise RuntimeError("backward entry exploded")
+
+    torch.manual_seed(0)
+    plain = tiny_llama()
+    plain_losses, _ = train_lm(plain, None)
+    monkeypatch.setattr(DumpCollector, "backward", broken)
+    torch.manual_seed(0)
+    model = tiny_llama()
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"), model=model)
+    losses, _ = train_lm(model, debugger)
+    debugger.close()
+    assert [loss.item() for loss in losses] == [loss.item() for loss in plain_losses]
+    failed = debugger.collector.guard.failed
+    assert "Functional.linear.0.backward" in failed and all(name.endswith(".backward") for name in failed)
+    data = json.loads((tmp_path / "dump" / "step0" / "rank" / "dump.json").read_text())["data"]
+    assert "Functional.linear.0.forward" in data and not any(name.endswith(".backward") for name in data)
