@@ -703,33 +703,25 @@ static void hook_dealloc(PyObject *self)
 
 static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds);
 
-static PyTypeObject output_hook_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "msprobe.pytorch.dump._grad_walk.OutputHook",
-    .tp_basicsize = sizeof(hook_t),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "OutputHook(tracker, pending, position, through): GradTracker._output_hook's on_output_grad.",
-    .tp_new = hook_new,
-    .tp_dealloc = hook_dealloc,
-    .tp_traverse = hook_traverse,
-    .tp_clear = hook_clear,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(hook_t, vectorcall),
-};
-
-static PyTypeObject consumer_hook_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "msprobe.pytorch.dump._grad_walk.ConsumerHook",
-    .tp_basicsize = sizeof(hook_t),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "ConsumerHook(tracker, pending, links): GradTracker._consumer_hook's on_grads_sent.",
-    .tp_new = hook_new,
-    .tp_dealloc = hook_dealloc,
-    .tp_traverse = hook_traverse,
-    .tp_clear = hook_clear,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(hook_t, vectorcall),
-};
+#define HOOK_TYPE(var, name, doc)                                                                             \
+    static PyTypeObject var = {                                                                               \
+        PyVarObject_HEAD_INIT(NULL, 0)                                                                        \
+        .tp_name = "msprobe.pytorch.dump._grad_walk." name,                                                   \
+        .tp_basicsize = sizeof(hook_t),                                                                       \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,                     \
+        .tp_doc = doc,                                                                                        \
+        .tp_new = hook_new,                                                                                   \
+        .tp_dealloc = hook_dealloc,                                                                           \
+        .tp_traverse = hook_traverse,                                                                         \
+        .tp_clear = hook_clear,                                                                               \
+        .tp_call = PyVectorcall_Call,                                                                         \
+        .tp_vectorcall_offset = offsetof(hook_t, vectorcall),                                                 \
+    };
+HOOK_TYPE(output_hook_type, "OutputHook",
+          "OutputHook(tracker, pending, position, through): GradTracker._output_hook's on_output_grad.")
+HOOK_TYPE(consumer_hook_type, "ConsumerHook",
+          "ConsumerHook(tracker, pending, links): GradTracker._consumer_hook's on_grads_sent.")
+#undef HOOK_TYPE
 
 static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {

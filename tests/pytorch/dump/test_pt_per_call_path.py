@@ -197,18 +197,26 @@ def _dump_llama(root, level, monkeypatch, fast, mode="statistics"):
     return losses
 
 
+def _same_dumps(root, left, right, names=("dump.json", "stack.json", "construct.json")):
+    """Both sides under `root` wrote the same steps and each file byte for byte; `left`'s rank folders."""
+    steps = sorted(p.name for p in (root / left / "dump").iterdir())
+    assert steps and steps == sorted(p.name for p in (root / right / "dump").iterdir())
+    folders = []
+    for step in steps:
+        left_dir, right_dir = (root / side / "dump" / step / "rank" for side in (left, right))
+        for name in names:
+            assert filecmp.cmp(left_dir / name, right_dir / name, shallow=False), (step, name)
+        folders.append(left_dir)
+    return folders
+
+
 @pytest.mark.parametrize("level,mode", [("L1", "statistics"), ("mix", "statistics"), ("L1", "xor"), ("L2", "xor")])
 def test_dump_with_the_fast_paths_is_the_dump_without_them(tmp_path, monkeypatch, level, mode):
     # one call line for both (stack.json names it)
     fast_losses, slow_losses = [_dump_llama(tmp_path / side, level, monkeypatch, side == "fast", mode)
                                 for side in ("fast", "slow")]
     assert [loss.item() for loss in fast_losses] == [loss.item() for loss in slow_losses]
-    steps = sorted(p.name for p in (tmp_path / "fast" / "dump").iterdir())
-    assert steps and steps == sorted(p.name for p in (tmp_path / "slow" / "dump").iterdir())
-    for step in steps:
-        fast_dir, slow_dir = (tmp_path / side / "dump" / step / "rank" for side in ("fast", "slow"))
-        for name in ("dump.json", "stack.json", "construct.json"):
-            assert filecmp.cmp(fast_dir / name, slow_dir / name, shallow=False), (step, name)
+    for fast_dir in _same_dumps(tmp_path, "fast", "slow"):
         assert (fast_dir / "dump.json").stat().st_size > 1000
 
 
@@ -361,12 +369,7 @@ def test_the_lane_writes_the_dump_the_python_path_writes(tmp_path, monkeypatch, 
     assert lanes and none and all(lane is not None for lane in lanes) and all(lane is None for lane in none)
     recorded, handed_back = (sum(lane.counts()[i] for lane in lanes) for i in (0, 1))
     assert recorded > 100 and handed_back == 0  # every API call took the lane
-    steps = sorted(p.name for p in (tmp_path / "lane" / "dump").iterdir())
-    assert steps and steps == sorted(p.name for p in (tmp_path / "python" / "dump").iterdir())
-    for step in steps:
-        lane_dir, python_dir = (tmp_path / side / "dump" / step / "rank" for side in ("lane", "python"))
-        for name in ("dump.json", "stack.json", "construct.json"):
-            assert filecmp.cmp(lane_dir / name, python_dir / name, shallow=False), (step, name)
+    for lane_dir in _same_dumps(tmp_path, "lane", "python"):
         data = json.loads((lane_dir / "dump.json").read_text())["data"]
         assert any(name.endswith(".backward") for name in data)  # the grads the lane's tracker walk hooked
 
@@ -436,11 +439,7 @@ def test_the_c_backward_hooks_and_emit_write_the_dump_the_python_closures_write(
         sides[side] = [loss.item() for loss in losses], {type(hook).__name__ for hook in made}
     assert sides["c"][0] == sides["python"][0]
     assert sides["c"][1] == {"OutputHook", "ConsumerHook"} and sides["python"][1] == {"function"}
-    steps = sorted(p.name for p in (tmp_path / "c" / "dump").iterdir())
-    assert steps and steps == sorted(p.name for p in (tmp_path / "python" / "dump").iterdir())
-    for step in steps:
-        c_dir, python_dir = (tmp_path / side / "dump" / step / "rank" for side in ("c", "python"))
-        assert filecmp.cmp(c_dir / "dump.json", python_dir / "dump.json", shallow=False), step
+    for c_dir in _same_dumps(tmp_path, "c", "python", ("dump.json",)):
         data = json.loads((c_dir / "dump.json").read_text())["data"]
         backward = [entry for name, entry in data.items() if name.endswith(".backward") or ".backward." in name]
         assert len(backward) > 50 and all(entry.get("input") for entry in backward[:50])
