@@ -12,7 +12,7 @@
  * begin_layout(args, kwargs, leaf_edges, edges, nodes) -> (args_layout, kw_layout)
  * watch_single(tracker, pending, output) -> None
  * OutputHook / ConsumerHook: the backward hooks' closures as callables, emit(tracker, pending): _emit (below)
- * Lane: a recorded API call's whole bookkeeping (below)
+ * Lane: a recorded API call's whole bookkeeping, ModeEntry: the mode's __torch_function__ around it (below)
  * Built as an optional extension: without it grad_tracker.py runs its Python path.
  */
 #define PY_SSIZE_T_CLEAN
@@ -1434,6 +1434,168 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)lane;
 }
 
+/* ---- the mode's __torch_function__ in C ------------------------------------------------------------------------
+ * ModeEntry(lane, mode, mark, table, collector, reference, record, python_tf), set as the mode instance's own
+ * __torch_function__ (torch calls it with (func, types, args, kwargs); `__self__` is the mode, as torch asks of a
+ * mode's method): what ApiDumpMode.__torch_function__ does, with no Python frame: the call's key from the operator
+ * mark (taken and cleared) or the API table (an unhashable function: no key), the call itself when it has no key,
+ * the mode is silenced or the collector inactive, else the lane, and mode.record(key, func, args, kwargs) (the
+ * Python path) for what the lane hands back. Any other calling convention goes to python_tf, the class's method. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *lane, *mode, *mark, *table, *collector, *reference, *record, *python_tf;
+} entry_t;
+
+static PyObject *s_key, *s_silenced;
+
+static PyObject *entry_vectorcall(PyObject *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames)
+{
+    entry_t *entry = (entry_t *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames != NULL || nargs < 2 || nargs > 4 || (nargs > 2 && !PyTuple_Check(argv[2])) ||
+        (nargs > 3 && argv[3] != Py_None && !PyDict_Check(argv[3])))
+        return PyObject_Vectorcall(entry->python_tf, argv, nargsf, kwnames);
+    PyObject *func = argv[0], *args = nargs > 2 ? argv[2] : NULL, *kwargs = nargs > 3 ? argv[3] : Py_None;
+    PyObject *empty = NULL, *key, *value, *output;
+    if (args == NULL && (args = empty = PyTuple_New(0)) == NULL)
+        return NULL;
+    if ((key = PyObject_GetAttr(entry->mark, s_key)) == NULL)
+        goto fail;
+    if (key != Py_None) {
+        if (PyObject_SetAttr(entry->mark, s_key, Py_None) < 0)
+            goto fail_key;
+    } else {
+        Py_DECREF(key);
+        if (PyDict_CheckExact(entry->table)) {
+            key = PyDict_GetItemWithError(entry->table, func);
+            Py_XINCREF(key);
+        } else {
+            key = PyObject_CallMethod(entry->table, "get", "O", func);
+        }
+        if (key == NULL) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {  /* no key; unhashable: no key */
+                PyErr_Clear();
+                key = Py_NewRef(Py_None);
+            } else {
+                goto fail;
+            }
+        }
+    }
+    int recorded = key != Py_None;
+    if (recorded) {
+        value = PyObject_GetAttr(entry->mode, s_silenced);
+        int silenced = value == NULL ? -1 : PyObject_IsTrue(value);
+        Py_XDECREF(value);
+        if (silenced < 0)
+            goto fail_key;
+        recorded = !silenced;
+    }
+    if (recorded) {
+        value = PyObject_GetAttr(entry->collector, s_active);
+        int active = value == NULL ? -1 : PyObject_IsTrue(value);
+        Py_XDECREF(value);
+        if (active < 0)
+            goto fail_key;
+        recorded = active;
+    }
+    if (!recorded) {
+        Py_DECREF(key);
+        output = call_function(func, args, kwargs);
+        Py_XDECREF(empty);
+        return output;
+    }
+    PyObject *lane_args[4] = {key, func, args, kwargs};
+    output = lane_vectorcall(entry->lane, lane_args, 4, NULL);
+    if (output == entry->reference) {  /* handed back: the Python path */
+        Py_DECREF(output);
+        PyObject *fresh = NULL;
+        if (kwargs == Py_None && (kwargs = fresh = PyDict_New()) == NULL)
+            goto fail_key;
+        PyObject *record_args[4] = {key, func, args, kwargs};
+        output = PyObject_Vectorcall(entry->record, record_args, 4, NULL);
+        Py_XDECREF(fresh);
+    }
+    Py_DECREF(key);
+    Py_XDECREF(empty);
+    return output;
+fail_key:
+    Py_DECREF(key);
+fail:
+    Py_XDECREF(empty);
+    return NULL;
+}
+
+#define ENTRY_FIELDS(X) X(lane) X(mode) X(mark) X(table) X(collector) X(reference) X(record) X(python_tf)
+
+static int entry_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    entry_t *entry = (entry_t *)self;
+#define VISIT(field) Py_VISIT(entry->field);
+    ENTRY_FIELDS(VISIT)
+#undef VISIT
+    return 0;
+}
+
+static int entry_clear(PyObject *self)
+{
+    entry_t *entry = (entry_t *)self;
+#define CLEAR(field) Py_CLEAR(entry->field);
+    ENTRY_FIELDS(CLEAR)
+#undef CLEAR
+    return 0;
+}
+
+static void entry_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    entry_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *fields[8];
+    if ((kwds != NULL && PyDict_GET_SIZE(kwds)) ||
+        !PyArg_UnpackTuple(args, "ModeEntry", 8, 8, &fields[0], &fields[1], &fields[2], &fields[3], &fields[4],
+                           &fields[5], &fields[6], &fields[7]))
+        return NULL;
+    if (Py_TYPE(fields[0]) != &lane_type) {
+        PyErr_SetString(PyExc_TypeError, "ModeEntry: a Lane first");
+        return NULL;
+    }
+    entry_t *entry = (entry_t *)type->tp_alloc(type, 0);
+    if (entry == NULL)
+        return NULL;
+    entry->vectorcall = entry_vectorcall;
+    PyObject **slots[8] = {&entry->lane, &entry->mode, &entry->mark, &entry->table, &entry->collector,
+                           &entry->reference, &entry->record, &entry->python_tf};
+    for (int i = 0; i < 8; i++)
+        *slots[i] = Py_NewRef(fields[i]);
+    return (PyObject *)entry;
+}
+
+static PyMemberDef entry_members[] = {
+    {"__self__", T_OBJECT, offsetof(entry_t, mode), READONLY, "the mode (torch asks a mode's method for it)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject entry_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "msprobe.pytorch.dump._grad_walk.ModeEntry",
+    .tp_basicsize = sizeof(entry_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "ModeEntry(lane, mode, mark, table, collector, reference, record, python_tf): the mode's "
+              "__torch_function__ (ApiDumpMode's Python method is the reference).",
+    .tp_new = entry_new,
+    .tp_dealloc = entry_dealloc,
+    .tp_traverse = entry_traverse,
+    .tp_clear = entry_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(entry_t, vectorcall),
+    .tp_members = entry_members,
+};
+
 static PyObject *configure(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize_t nargs)
 {
     if (nargs != 4 || !PyType_Check(argv[0]) || !PyCallable_Check(argv[2]) || !PyCallable_Check(argv[3])) {
@@ -1535,17 +1697,20 @@ PyMODINIT_FUNC PyInit__grad_walk(void)
     INTERN(s_kw_layout, "kw_layout");
     INTERN(s_nodes, "nodes");
     INTERN(s_collector, "collector");
+    INTERN(s_key, "key");
+    INTERN(s_silenced, "silenced");
 #undef INTERN
     if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL)
         return NULL;
-    if (PyType_Ready(&lane_type) < 0 || PyType_Ready(&output_hook_type) < 0 || PyType_Ready(&consumer_hook_type) < 0)
+    if (PyType_Ready(&lane_type) < 0 || PyType_Ready(&output_hook_type) < 0 || PyType_Ready(&consumer_hook_type) < 0 ||
+        PyType_Ready(&entry_type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    PyTypeObject *types[3] = {&lane_type, &output_hook_type, &consumer_hook_type};
-    const char *names[3] = {"Lane", "OutputHook", "ConsumerHook"};
-    for (int i = 0; i < 3; i++) {
+    PyTypeObject *types[4] = {&lane_type, &output_hook_type, &consumer_hook_type, &entry_type};
+    const char *names[4] = {"Lane", "OutputHook", "ConsumerHook", "ModeEntry"};
+    for (int i = 0; i < 4; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(types[i]);

@@ -12,7 +12,8 @@ marks the call it is about to make, and the mode takes the name from the mark.
 A recorded call's bookkeeping (the collector's begin_forward / end_forward, the grad tracker's begin / watch_outputs)
 runs in one C call where the extension is built and the collector's common case holds (`DumpCollector.lane_ok`): the
 lane (_grad_walk.c's Lane) does what the Python path below does, step for step, and hands back the calls it does not
-take (with MSPROBE_NATIVE_STATS=0 there is no lane).
+take (with MSPROBE_NATIVE_STATS=0 there is no lane). Where the lane runs, the method below is itself replaced on the
+mode instance by its C twin (_grad_walk.c's ModeEntry; not beside compiled regions).
 """
 import threading
 
@@ -36,8 +37,11 @@ class _OperatorMark(threading.local):
 class ApiDumpMode(TorchFunctionMode):
     """Reports each recorded API call to the collector; with `track_grads` also its backward."""
 
-    def __init__(self, collector, tracker, track_grads=True):
+    def __init__(self, collector, tracker, track_grads=True, direct=True):
         super().__init__()
+        # direct: __torch_function__ itself in C (_grad_walk.c's ModeEntry, set on this instance) where the lane runs;
+        # not beside compiled regions, whose tracing reads the mode's method
+        self.direct = direct
         self.collector = collector
         self.tracker = tracker
         self.track_grads = track_grads
@@ -49,6 +53,11 @@ class ApiDumpMode(TorchFunctionMode):
     def install(self, session):
         """Wrap the operators and enter the mode, both undone when `session` closes."""
         self.lane = _lane_for(self.collector, self.tracker if self.track_grads else None)
+        if self.lane is not None and self.direct and grad_tracker.ModeEntry is not None:
+            self.__dict__["__torch_function__"] = grad_tracker.ModeEntry(
+                self.lane, self, self.mark, self.table, self.collector, _REFERENCE, self.record,
+                self.__torch_function__)
+            session.callback(lambda: self.__dict__.pop("__torch_function__", None))
         for name in operator_names():
             session.patch(torch.Tensor, name, _marking(self.mark, f"Tensor.{name}", getattr(torch.Tensor, name)))
         session.enter(self)
@@ -69,9 +78,13 @@ class ApiDumpMode(TorchFunctionMode):
             return func(*args, **kwargs)
         lane = self.lane
         if lane is not None:
-            output = lane(key, func, args, kwargs)  # what follows, in C
+            output = lane(key, func, args, kwargs)  # what record() does, in C
             if output is not _REFERENCE:
                 return output
+        return self.record(key, func, args, kwargs)
+
+    def record(self, key, func, args, kwargs):
+        """A recorded call (`key`), its bookkeeping around it: the Python path (the reference of the lane)."""
         collector = self.collector
         try:  # a dump failure must not reach the user's code (see core/dump/guard.py)
             # our bookkeeping must not pay for nn.Parameter's Python __torch_function__ on every .shape

@@ -51,7 +51,8 @@ class TorchDumpSession:
                 from msprobe.pytorch.dump.distributed_hooks import DistributedHooks
 
                 DistributedHooks(collector, self.paused, self.reentrancy).install(self.hooks)
-                self.api_mode = ApiDumpMode(collector, self.tracker, self.track_grads).install(self.hooks)
+                self.api_mode = ApiDumpMode(collector, self.tracker, self.track_grads,
+                                            direct=not self.regions).install(self.hooks)
             if level == "L2":
                 from msprobe.pytorch.dump.aten_hooks import AtenDumpMode
 

@@ -80,7 +80,7 @@ def _hook_output(value, hook, handles):
 # begin() and watch_outputs() for a call with one tensor output, in C (_grad_walk.c: the same reads, keys and hooks),
 # and the API mode's lane (api_hooks.py); None when the extension was not built or MSPROBE_NATIVE_STATS=0 (the switch
 # of every C path of the dump)
-_begin_layout = _watch_single = Lane = _OutputHook = _ConsumerHook = _emit_native = None
+_begin_layout = _watch_single = Lane = ModeEntry = _OutputHook = _ConsumerHook = _emit_native = None
 if native_enabled():
     try:
         from msprobe.pytorch.dump import _grad_walk
@@ -89,6 +89,7 @@ if native_enabled():
     else:
         _grad_walk.configure(_Tensor, _STRIDED, OrderedDict, lambda tensor: _edge_of(tensor)[0])
         _begin_layout, _watch_single, Lane = _grad_walk.begin_layout, _grad_walk.watch_single, _grad_walk.Lane
+        ModeEntry = _grad_walk.ModeEntry  # the API mode's __torch_function__ around the lane (api_hooks.py)
         # the closures of _output_hook / _consumer_hook below as C callables (the same reads and writes)
         _OutputHook, _ConsumerHook = _grad_walk.OutputHook, _grad_walk.ConsumerHook
         _emit_native = _grad_walk.emit  # GradTracker._emit below

@@ -494,3 +494,33 @@ def test_remove_takes_every_hook_off_the_graph(fast):
     assert tracker.handles == [] and not any(key in hooks for hooks, key in kept)
     output.sum().backward()  # the graph is still there: none of our hooks runs
     assert emitted == []
+
+
+@pytest.mark.skipif(grad_tracker.ModeEntry is None, reason="needs the C extension built in place")
+def test_the_modes_c_entry_is_on_the_instance_for_the_window_only(tmp_path):
+    from pt_dump_helpers import load_rank
+
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"))
+    debugger.start()
+    mode = debugger.session.api_mode
+    entry = vars(mode).get("__torch_function__")
+    assert type(entry).__name__ == "ModeEntry" and entry.__self__ is mode
+    x = torch.ones(2, requires_grad=True)
+    (x * 3).sum().backward()
+    debugger.stop()
+    assert "__torch_function__" not in vars(mode)  # the class's method again, for whatever holds the mode
+    debugger.close()
+    data = load_rank(tmp_path / "dump")[0]["data"]
+    assert {"Tensor.__mul__.0.forward", "Tensor.__mul__.0.backward", "Tensor.sum.0.forward"} <= set(data)
+
+
+@pytest.mark.skipif(grad_tracker.ModeEntry is None, reason="needs the C extension built in place")
+def test_beside_a_compiled_region_the_mode_keeps_its_python_method(tmp_path):
+    # dynamo reads the mode's __torch_function__ when it traces under it: a compiled module keeps the Python one
+    model = torch.compile(torch.nn.Linear(4, 2), backend="eager")
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"), model=model)
+    debugger.start()
+    mode = debugger.session.api_mode
+    assert mode.lane is not None and "__torch_function__" not in vars(mode)
+    debugger.stop()
+    debugger.close()
