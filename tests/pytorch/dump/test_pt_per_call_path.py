@@ -19,7 +19,6 @@ from msprobe.pytorch.dump import grad_tracker
 from msprobe.pytorch.dump.adapter import TorchAdapter
 from pt_dump_helpers import write_config
 
-pytestmark = pytest.mark.skipif(native.describe_seq is None, reason="needs the C extension built in place")
 
 
 class Color(enum.IntEnum):
@@ -307,7 +306,6 @@ def _walked(fast, args, kwargs, function):
             "hooks": hooks, "kept": tracker.pending == [pending], "leaves": len(tracker._leaf_edges)}, tracker, output
 
 
-@pytest.mark.skipif(grad_tracker._watch_single is None, reason="needs the C extension built in place")
 @pytest.mark.parametrize("case", range(len(_grad_calls())))
 def test_c_grad_walk_leaves_the_tracker_as_the_python_walk_does(case):
     # each walk on tensors of its own (the same values): the hooks of one must not fire in the other's backward
@@ -337,6 +335,15 @@ def test_c_grad_walk_leaves_the_tracker_as_the_python_walk_does(case):
         assert [torch.equal(a, b) for a, b in zip(fast_in.values(), slow_in.values())] == [True] * len(slow_in)
 
 
+def test_the_extensions_are_built_and_switched_on():
+    """The C walks, describer and stack key (_fast_stats) and the lane, the mode's C entry, the backward hooks and emit
+    (_grad_walk) are built by `pip install`: the tests here compare them with the Python paths, which they would
+    otherwise compare with themselves."""
+    assert None not in (native.describe_seq, native.describe_map, native.tensor_describer, grad_tracker.Lane,
+                        grad_tracker.ModeEntry, grad_tracker._OutputHook, grad_tracker._ConsumerHook,
+                        grad_tracker._emit_native, grad_tracker._watch_single)
+
+
 def _dump_llama_lane(root, monkeypatch, lane, level):
     """A tiny Llama's dump with every C path on, the mode's lane on or off; the lanes made, for their counts."""
     from msprobe.pytorch.dump import api_hooks
@@ -360,7 +367,6 @@ def _dump_llama_lane(root, monkeypatch, lane, level):
     return losses, made
 
 
-@pytest.mark.skipif(grad_tracker.Lane is None, reason="needs the C extension built in place")
 @pytest.mark.parametrize("level", ["L1", "mix"])
 def test_the_lane_writes_the_dump_the_python_path_writes(tmp_path, monkeypatch, level):
     (lane_losses, lanes), (python_losses, none) = [
@@ -374,7 +380,6 @@ def test_the_lane_writes_the_dump_the_python_path_writes(tmp_path, monkeypatch, 
         assert any(name.endswith(".backward") for name in data)  # the grads the lane's tracker walk hooked
 
 
-@pytest.mark.skipif(grad_tracker.Lane is None, reason="needs the C extension built in place")
 def test_the_lane_hands_back_what_it_does_not_take_before_touching_anything(tmp_path):
     from msprobe.core.config import load_config
     from msprobe.core.dump.collector import DumpCollector
@@ -415,7 +420,6 @@ def _raising(*_):
     raise RuntimeError("statistics exploded")
 
 
-@pytest.mark.skipif(grad_tracker._OutputHook is None, reason="needs the C extension built in place")
 def test_the_c_backward_hooks_and_emit_write_the_dump_the_python_closures_write(tmp_path, monkeypatch):
     sides = {}
     for side in ("c", "python"):
@@ -449,8 +453,6 @@ def test_the_c_backward_hooks_and_emit_write_the_dump_the_python_closures_write(
 def test_a_failing_backward_entry_is_reported_and_backward_goes_on(tmp_path, monkeypatch, native_emit):
     from msprobe.core.dump.collector import DumpCollector
 
-    if native_emit and grad_tracker._emit_native is None:
-        pytest.skip("needs the C extension built in place")
     if not native_emit:
         monkeypatch.setattr(grad_tracker, "_emit_native", None)
 
@@ -483,8 +485,6 @@ def _hook_slot(handle):
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_remove_takes_every_hook_off_the_graph(fast):
-    if fast and grad_tracker._watch_single is None:
-        pytest.skip("needs the C extension built in place")
     state, tracker, output = _walked(fast, *_grad_calls()[1])  # the 3-d linear: an output hook, two consumer hooks
     kept = [_hook_slot(handle) for handle in tracker.handles]
     assert len(kept) == 3 and all(key in hooks for hooks, key in kept)
@@ -496,7 +496,6 @@ def test_remove_takes_every_hook_off_the_graph(fast):
     assert emitted == []
 
 
-@pytest.mark.skipif(grad_tracker.ModeEntry is None, reason="needs the C extension built in place")
 def test_the_modes_c_entry_is_on_the_instance_for_the_window_only(tmp_path):
     from pt_dump_helpers import load_rank
 
@@ -514,7 +513,6 @@ def test_the_modes_c_entry_is_on_the_instance_for_the_window_only(tmp_path):
     assert {"Tensor.__mul__.0.forward", "Tensor.__mul__.0.backward", "Tensor.sum.0.forward"} <= set(data)
 
 
-@pytest.mark.skipif(grad_tracker.ModeEntry is None, reason="needs the C extension built in place")
 def test_beside_a_compiled_region_the_mode_keeps_its_python_method(tmp_path):
     # dynamo reads the mode's __torch_function__ when it traces under it: a compiled module keeps the Python one
     model = torch.compile(torch.nn.Linear(4, 2), backend="eager")
