@@ -545,14 +545,14 @@ static int decrement(PyObject *pending, PyObject *name)
     return truth;
 }
 
-/* pending.done's truth (-1 on error) */
-static int pending_done(PyObject *pending)
+/* the truth of obj.<name> (-1 on error) */
+static int attr_truth(PyObject *obj, PyObject *name)
 {
-    PyObject *done = PyObject_GetAttr(pending, s_done);
-    if (done == NULL)
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL)
         return -1;
-    int truth = PyObject_IsTrue(done);
-    Py_DECREF(done);
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
     return truth;
 }
 
@@ -570,7 +570,7 @@ static PyObject *output_hook_call(PyObject *self, PyObject *const *argv, size_t 
         return NULL;
     }
     PyObject *grad = argv[0], *pending = hook->pending, *target, *done;
-    int finished = pending_done(pending);
+    int finished = attr_truth(pending, s_done);
     if (finished)
         return finished < 0 ? NULL : Py_NewRef(Py_None);
     if ((target = PyObject_GetAttr(pending, s_output_grads)) == NULL)
@@ -623,7 +623,7 @@ static PyObject *consumer_hook_call(PyObject *self, PyObject *const *argv, size_
         return NULL;
     }
     PyObject *grad_inputs = argv[0], *pending = hook->pending, *links = hook->position, *input_grads, *done;
-    int finished = pending_done(pending);
+    int finished = attr_truth(pending, s_done);
     if (finished)
         return finished < 0 ? NULL : Py_NewRef(Py_None);
     if (!PyList_Check(links)) {
@@ -742,6 +742,33 @@ static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)hook;
 }
 
+/* collector.guard.report(name, exc) for the exception being raised, when it is an Exception (the Python paths'
+ * `except Exception`): 0 (reported, the exception cleared), -1 (not an Exception, or the report raised: set). The name
+ * is `name`, or `owner.backward_name` (read once the failure is fetched) when name is NULL. */
+static int report_to_guard(PyObject *collector, PyObject *name, PyObject *owner)
+{
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return -1;
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL)
+        PyException_SetTraceback(value, traceback);
+    PyObject *guard = PyObject_GetAttr(collector, s_guard), *done = NULL;
+    PyObject *key = name != NULL ? Py_NewRef(name) : guard == NULL ? NULL : PyObject_GetAttr(owner, s_backward_name);
+    if (guard != NULL && key != NULL)
+        done = PyObject_CallMethodObjArgs(guard, s_report, key, value != NULL ? value : Py_None, NULL);
+    Py_XDECREF(key);
+    Py_XDECREF(guard);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
 /* ---- GradTracker._emit in C: the backward entry's grads in the call's layout, handed to collector.backward ----
  * emit(tracker, pending): what grad_tracker.py's _emit does, line for line: nothing when pending.done; else done set,
  * the grads w.r.t. the inputs laid out as the call's arguments (a list argument's items in a list, None where no
@@ -803,7 +830,7 @@ static PyObject *emit(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize
         return NULL;
     }
     PyObject *tracker = argv[0], *pending = argv[1];
-    int finished = pending_done(pending);
+    int finished = attr_truth(pending, s_done);
     if (finished)
         return finished < 0 ? NULL : Py_NewRef(Py_None);
     if (PyObject_SetAttr(pending, s_done, Py_True) < 0)
@@ -857,25 +884,8 @@ static PyObject *emit(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize
         goto done;
     Py_CLEAR(done);
     done = PyObject_CallMethodObjArgs(collector, s_backward, call, of_outputs, of_inputs, NULL);
-    int failed = done == NULL;
+    int failed = done == NULL && report_to_guard(collector, NULL, call) < 0;  /* raised in autograd: backward() ends */
     Py_CLEAR(done);
-    if (failed && PyErr_ExceptionMatches(PyExc_Exception)) {  /* raised inside autograd it would abort backward() */
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        PyErr_NormalizeException(&type, &value, &traceback);
-        if (traceback != NULL && value != NULL)
-            PyException_SetTraceback(value, traceback);
-        PyObject *guard = PyObject_GetAttr(collector, s_guard), *name = NULL;
-        if (guard != NULL && (name = PyObject_GetAttr(call, s_backward_name)) != NULL)
-            done = PyObject_CallMethodObjArgs(guard, s_report, name, value != NULL ? value : Py_None, NULL);
-        failed = done == NULL;
-        Py_CLEAR(done);
-        Py_XDECREF(guard);
-        Py_XDECREF(name);
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(traceback);
-    }
     {
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
@@ -1001,32 +1011,12 @@ static int leave_context(PyObject *manager)
     return 0;
 }
 
-static PyObject *enter_context(PyObject *manager)
+/* manager.__enter__(): 0, or -1 with an exception set */
+static int enter_context(PyObject *manager)
 {
-    return PyObject_CallMethodNoArgs(manager, s_enter);
-}
-
-/* collector.guard.report(key, exc) for the exception being raised, when it is an Exception (the Python path's except) */
-static int report_failure(lane_t *lane, PyObject *key)
-{
-    if (!PyErr_ExceptionMatches(PyExc_Exception))
-        return -1;
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    PyErr_NormalizeException(&type, &value, &traceback);
-    if (traceback != NULL && value != NULL)
-        PyException_SetTraceback(value, traceback);
-    PyObject *guard = PyObject_GetAttr(lane->collector, s_guard), *done = NULL;
-    if (guard != NULL)
-        done = PyObject_CallMethodObjArgs(guard, s_report, key, value != NULL ? value : Py_None, NULL);
-    Py_XDECREF(guard);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(traceback);
-    if (done == NULL)
-        return -1;
-    Py_DECREF(done);
-    return 0;
+    PyObject *done = PyObject_CallMethodNoArgs(manager, s_enter);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
 }
 
 static PyObject *call_function(PyObject *func, PyObject *args, PyObject *kwargs)
@@ -1207,10 +1197,7 @@ static int lane_end(lane_t *lane, lane_call_t *c, PyObject *output)
 {
     PyObject *col = lane->collector, *value = NULL, *tensor_class = NULL, *target = NULL;
     int rc = -1;
-    if ((value = PyObject_GetAttr(col, s_active)) == NULL)
-        return -1;
-    int active = PyObject_IsTrue(value);
-    Py_CLEAR(value);
+    int active = attr_truth(col, s_active);
     if (active < 0)
         return -1;
     tensor_class = Py_NewRef(lane->tensor_class);
@@ -1276,54 +1263,40 @@ static PyObject *lane_vectorcall(PyObject *self, PyObject *const *argv, size_t n
         PyErr_SetString(PyExc_TypeError, "lane(key, func, args, kwargs)");
         return NULL;
     }
-    PyObject *key = argv[0], *func = argv[1], *args = argv[2], *kwargs = argv[3], *manager, *done;
+    PyObject *key = argv[0], *func = argv[1], *args = argv[2], *kwargs = argv[3], *output = NULL;
     lane_call_t c = {0};
-    if ((manager = PyObject_CallNoArgs(lane->no_subclass)) == NULL)
-        return NULL;
-    if ((done = enter_context(manager)) == NULL) {
-        Py_DECREF(manager);
-        return NULL;
-    }
-    Py_DECREF(done);
+    /* one DisableTorchFunctionSubclass around the bookkeeping before the call and again after it (it keeps the
+       state it found at each __enter__, so one object serves both) */
+    PyObject *manager = PyObject_CallNoArgs(lane->no_subclass);
+    if (manager == NULL || enter_context(manager) < 0)
+        goto done;
     int begun = lane_begin(lane, key, func, args, kwargs, &c);
     int left = leave_context(manager);  /* a failure of the bookkeeping stays set for the report below */
-    Py_DECREF(manager);
-    if (begun >= 0 && left < 0) {
-        lane_call_clear(&c);
-        return NULL;
-    }
+    if (begun >= 0 && left < 0)
+        goto done;
     if (begun == 1) {  /* not for the lane: the caller takes the reference path, from the start */
-        lane_call_clear(&c);
         lane->fallbacks++;
-        return Py_NewRef(lane->reference);
+        output = Py_NewRef(lane->reference);
+        goto done;
     }
     if (begun < 0) {  /* the bookkeeping failed: reported, the call runs undumped */
-        lane_call_clear(&c);
-        if (report_failure(lane, key) < 0)
-            return NULL;
-        return call_function(func, args, kwargs);
+        if (report_to_guard(lane->collector, key, NULL) == 0)
+            output = call_function(func, args, kwargs);
+        goto done;
     }
     lane->calls++;
-    PyObject *output = call_function(func, args, kwargs);
-    if (output == NULL) {
-        lane_call_clear(&c);
-        return NULL;
-    }
-    if ((manager = PyObject_CallNoArgs(lane->no_subclass)) == NULL || (done = enter_context(manager)) == NULL) {
-        Py_XDECREF(manager);
-        lane_call_clear(&c);
-        Py_DECREF(output);
-        return NULL;
-    }
-    Py_DECREF(done);
+    if ((output = call_function(func, args, kwargs)) == NULL || enter_context(manager) < 0)
+        goto failed;
     int ended = lane_end(lane, &c, output);
     left = leave_context(manager);  /* with the end's failure still set: left as it is, then reported */
-    Py_DECREF(manager);
+    if ((ended < 0 && report_to_guard(lane->collector, key, NULL) < 0) || (ended == 0 && left < 0))
+        goto failed;
+    goto done;
+failed:
+    Py_CLEAR(output);
+done:
+    Py_XDECREF(manager);
     lane_call_clear(&c);
-    if ((ended < 0 && report_failure(lane, key) < 0) || (ended == 0 && left < 0)) {
-        Py_DECREF(output);
-        return NULL;
-    }
     return output;
 }
 
@@ -1435,7 +1408,7 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 }
 
 /* ---- the mode's __torch_function__ in C ------------------------------------------------------------------------
- * ModeEntry(lane, mode, mark, table, collector, reference, record, python_tf), set as the mode instance's own
+ * ModeEntry(lane, mode, mark, table, record, python_tf), set as the mode instance's own
  * __torch_function__ (torch calls it with (func, types, args, kwargs); `__self__` is the mode, as torch asks of a
  * mode's method): what ApiDumpMode.__torch_function__ does, with no Python frame: the call's key from the operator
  * mark (taken and cleared) or the API table (an unhashable function: no key), the call itself when it has no key,
@@ -1444,7 +1417,7 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *lane, *mode, *mark, *table, *collector, *reference, *record, *python_tf;
+    PyObject *lane, *mode, *mark, *table, *record, *python_tf;  /* the collector and `reference`: the lane's */
 } entry_t;
 
 static PyObject *s_key, *s_silenced;
@@ -1452,12 +1425,13 @@ static PyObject *s_key, *s_silenced;
 static PyObject *entry_vectorcall(PyObject *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames)
 {
     entry_t *entry = (entry_t *)self;
+    lane_t *lane = (lane_t *)entry->lane;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (kwnames != NULL || nargs < 2 || nargs > 4 || (nargs > 2 && !PyTuple_Check(argv[2])) ||
         (nargs > 3 && argv[3] != Py_None && !PyDict_Check(argv[3])))
         return PyObject_Vectorcall(entry->python_tf, argv, nargsf, kwnames);
     PyObject *func = argv[0], *args = nargs > 2 ? argv[2] : NULL, *kwargs = nargs > 3 ? argv[3] : Py_None;
-    PyObject *empty = NULL, *key, *value, *output;
+    PyObject *empty = NULL, *key, *output;
     if (args == NULL && (args = empty = PyTuple_New(0)) == NULL)
         return NULL;
     if ((key = PyObject_GetAttr(entry->mark, s_key)) == NULL)
@@ -1484,17 +1458,13 @@ static PyObject *entry_vectorcall(PyObject *self, PyObject *const *argv, size_t 
     }
     int recorded = key != Py_None;
     if (recorded) {
-        value = PyObject_GetAttr(entry->mode, s_silenced);
-        int silenced = value == NULL ? -1 : PyObject_IsTrue(value);
-        Py_XDECREF(value);
+        int silenced = attr_truth(entry->mode, s_silenced);
         if (silenced < 0)
             goto fail_key;
         recorded = !silenced;
     }
     if (recorded) {
-        value = PyObject_GetAttr(entry->collector, s_active);
-        int active = value == NULL ? -1 : PyObject_IsTrue(value);
-        Py_XDECREF(value);
+        int active = attr_truth(lane->collector, s_active);
         if (active < 0)
             goto fail_key;
         recorded = active;
@@ -1507,7 +1477,7 @@ static PyObject *entry_vectorcall(PyObject *self, PyObject *const *argv, size_t 
     }
     PyObject *lane_args[4] = {key, func, args, kwargs};
     output = lane_vectorcall(entry->lane, lane_args, 4, NULL);
-    if (output == entry->reference) {  /* handed back: the Python path */
+    if (output == lane->reference) {  /* handed back: the Python path */
         Py_DECREF(output);
         PyObject *fresh = NULL;
         if (kwargs == Py_None && (kwargs = fresh = PyDict_New()) == NULL)
@@ -1526,7 +1496,7 @@ fail:
     return NULL;
 }
 
-#define ENTRY_FIELDS(X) X(lane) X(mode) X(mark) X(table) X(collector) X(reference) X(record) X(python_tf)
+#define ENTRY_FIELDS(X) X(lane) X(mode) X(mark) X(table) X(record) X(python_tf)
 
 static int entry_traverse(PyObject *self, visitproc visit, void *arg)
 {
@@ -1555,10 +1525,10 @@ static void entry_dealloc(PyObject *self)
 
 static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    PyObject *fields[8];
+    PyObject *fields[6];
     if ((kwds != NULL && PyDict_GET_SIZE(kwds)) ||
-        !PyArg_UnpackTuple(args, "ModeEntry", 8, 8, &fields[0], &fields[1], &fields[2], &fields[3], &fields[4],
-                           &fields[5], &fields[6], &fields[7]))
+        !PyArg_UnpackTuple(args, "ModeEntry", 6, 6, &fields[0], &fields[1], &fields[2], &fields[3], &fields[4],
+                           &fields[5]))
         return NULL;
     if (Py_TYPE(fields[0]) != &lane_type) {
         PyErr_SetString(PyExc_TypeError, "ModeEntry: a Lane first");
@@ -1568,9 +1538,8 @@ static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (entry == NULL)
         return NULL;
     entry->vectorcall = entry_vectorcall;
-    PyObject **slots[8] = {&entry->lane, &entry->mode, &entry->mark, &entry->table, &entry->collector,
-                           &entry->reference, &entry->record, &entry->python_tf};
-    for (int i = 0; i < 8; i++)
+    PyObject **slots[6] = {&entry->lane, &entry->mode, &entry->mark, &entry->table, &entry->record, &entry->python_tf};
+    for (int i = 0; i < 6; i++)
         *slots[i] = Py_NewRef(fields[i]);
     return (PyObject *)entry;
 }
@@ -1585,7 +1554,7 @@ static PyTypeObject entry_type = {
     .tp_name = "msprobe.pytorch.dump._grad_walk.ModeEntry",
     .tp_basicsize = sizeof(entry_t),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "ModeEntry(lane, mode, mark, table, collector, reference, record, python_tf): the mode's "
+    .tp_doc = "ModeEntry(lane, mode, mark, table, record, python_tf): the mode's "
               "__torch_function__ (ApiDumpMode's Python method is the reference).",
     .tp_new = entry_new,
     .tp_dealloc = entry_dealloc,

@@ -55,8 +55,7 @@ class ApiDumpMode(TorchFunctionMode):
         self.lane = _lane_for(self.collector, self.tracker if self.track_grads else None)
         if self.lane is not None and self.direct and grad_tracker.ModeEntry is not None:
             self.__dict__["__torch_function__"] = grad_tracker.ModeEntry(
-                self.lane, self, self.mark, self.table, self.collector, _REFERENCE, self.record,
-                self.__torch_function__)
+                self.lane, self, self.mark, self.table, self.record, self.__torch_function__)
             session.callback(lambda: self.__dict__.pop("__torch_function__", None))
         for name in operator_names():
             session.patch(torch.Tensor, name, _marking(self.mark, f"Tensor.{name}", getattr(torch.Tensor, name)))

@@ -30,7 +30,7 @@ from msprobe.core.native_switch import native_enabled
 
 __all__ = ["GradTracker"]
 
-_next_sequence_nr = next_sequence_nr = torch._C._autograd._get_sequence_nr
+next_sequence_nr = torch._C._autograd._get_sequence_nr  # also the lane's (api_hooks.py)
 
 
 _Tensor = torch.Tensor
@@ -120,7 +120,7 @@ def _output_positions(output):
     return [None]
 
 
-class _PendingBackward:
+class PendingBackward:
     # _grad_walk.c's Lane fills these slots as __init__ does (it checks they are slots)
     __slots__ = ("call", "args_layout", "kw_layout", "edges", "nodes", "seq_start", "input_grads",
                  "output_grads", "out_count", "contributions_left", "outputs_left", "done")
@@ -138,9 +138,6 @@ class _PendingBackward:
         self.contributions_left = 0
         self.outputs_left = set()
         self.done = False
-
-
-PendingBackward = _PendingBackward  # for the lane (api_hooks.py)
 
 
 class GradTracker:
@@ -161,11 +158,11 @@ class GradTracker:
     # -- forward side -----------------------------------------------------------------------
     def begin(self, call, args, kwargs):
         """Before the call: note the gradient edge of every grad-requiring tensor input."""
-        pending = _PendingBackward(call)
+        pending = PendingBackward(call)
         if _begin_layout is not None and (kwargs is None or type(kwargs) is dict):
             pending.args_layout, pending.kw_layout = _begin_layout(args, kwargs, self._leaf_edges, pending.edges,
                                                                    pending.nodes)
-            pending.seq_start = _next_sequence_nr()
+            pending.seq_start = next_sequence_nr()
             return pending
         edges = pending.edges
         leaf_edges = self._leaf_edges
@@ -202,7 +199,7 @@ class GradTracker:
                     pending.kw_layout.append(slot_of(value))
                 elif isinstance(value, _Tensor):
                     pending.kw_layout.append(None)
-        pending.seq_start = _next_sequence_nr()
+        pending.seq_start = next_sequence_nr()
         return pending
 
     def watch_outputs(self, pending, output):
