@@ -36,7 +36,7 @@ static PyObject *s_requires_grad, *s_layout, *s_dtype, *s_is_floating_point, *s_
     *s_next_functions, *s_sequence_nr, *s_register_hook, *s_backward_hooks, *s_register_hook_dict, *s_out,
     *s_edges, *s_seq_start, *s_out_count, *s_outputs_left, *s_contributions_left, *s_handles, *s_pending,
     *s_output_hook, *s_consumer_hook;
-static PyObject *zero, *one;
+static PyObject *zero, *one, *minus_one;
 static PyObject *s_enter, *s_exit, *s_guard, *s_report, *s_backward_name;
 
 static int is_tensor(PyObject *value)
@@ -259,6 +259,7 @@ static int newer(PyObject *node, unsigned long long start)
     return value >= start;
 }
 
+/* obj.<name> += amount; the new value's truth (-1 on error) */
 static int add_to_attr(PyObject *obj, PyObject *name, PyObject *amount)
 {
     PyObject *value = PyObject_GetAttr(obj, name), *sum;
@@ -268,9 +269,9 @@ static int add_to_attr(PyObject *obj, PyObject *name, PyObject *amount)
     Py_DECREF(value);
     if (sum == NULL)
         return -1;
-    int rc = PyObject_SetAttr(obj, name, sum);
+    int truth = PyObject_SetAttr(obj, name, sum) < 0 ? -1 : PyObject_IsTrue(sum);
     Py_DECREF(sum);
-    return rc;
+    return truth;
 }
 
 /* (id(node), output_nr) */
@@ -529,22 +530,6 @@ typedef struct {
 
 static PyObject *s_done, *s_output_grads, *s_input_grads, *s_add_input_grad, *s_emit;
 
-/* pending.<name> -= 1; the new value's truth (-1 on error) */
-static int decrement(PyObject *pending, PyObject *name)
-{
-    PyObject *value = PyObject_GetAttr(pending, name), *less;
-    if (value == NULL)
-        return -1;
-    less = PyNumber_Subtract(value, one);
-    Py_DECREF(value);
-    if (less == NULL)
-        return -1;
-    int rc = PyObject_SetAttr(pending, name, less);
-    int truth = rc < 0 ? -1 : PyObject_IsTrue(less);
-    Py_DECREF(less);
-    return truth;
-}
-
 /* the truth of obj.<name> (-1 on error) */
 static int attr_truth(PyObject *obj, PyObject *name)
 {
@@ -590,7 +575,7 @@ static PyObject *output_hook_call(PyObject *self, PyObject *const *argv, size_t 
         if ((done = call_tracker(hook->tracker, s_add_input_grad, pending, hook->through, grad)) == NULL)
             return NULL;
         Py_DECREF(done);
-        if ((contributions = decrement(pending, s_contributions_left)) < 0)
+        if ((contributions = add_to_attr(pending, s_contributions_left, minus_one)) < 0)
             return NULL;
     }
     if ((target = PyObject_GetAttr(pending, s_outputs_left)) == NULL)
@@ -660,7 +645,7 @@ static PyObject *consumer_hook_call(PyObject *self, PyObject *const *argv, size_
             goto fail;
     }
     Py_DECREF(input_grads);
-    int left = decrement(pending, s_contributions_left);
+    int left = add_to_attr(pending, s_contributions_left, minus_one);
     if (left < 0)
         return NULL;
     if (!left) {
@@ -1669,7 +1654,8 @@ PyMODINIT_FUNC PyInit__grad_walk(void)
     INTERN(s_key, "key");
     INTERN(s_silenced, "silenced");
 #undef INTERN
-    if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL)
+    if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL ||
+        (minus_one = PyLong_FromLong(-1)) == NULL)
         return NULL;
     if (PyType_Ready(&lane_type) < 0 || PyType_Ready(&output_hook_type) < 0 || PyType_Ready(&consumer_hook_type) < 0 ||
         PyType_Ready(&entry_type) < 0)
