@@ -31,6 +31,47 @@ static inline PyObject *Py_NewRef(PyObject *obj)
 }
 #endif
 
+/* tp_traverse, tp_clear and tp_dealloc of a C type whose object fields FIELDS(X) lists (X(name) for each) */
+#define GC_FUNCTIONS(prefix, ctype, FIELDS)                                                                    \
+    static int prefix##_traverse(PyObject *self, visitproc visit, void *arg)                                 \
+    {                                                                                                          \
+        ctype *obj = (ctype *)self;                                                                            \
+        FIELDS(GC_VISIT_FIELD)                                                                                 \
+        return 0;                                                                                              \
+    }                                                                                                          \
+    static int prefix##_clear(PyObject *self)                                                                  \
+    {                                                                                                          \
+        ctype *obj = (ctype *)self;                                                                            \
+        FIELDS(GC_CLEAR_FIELD)                                                                                 \
+        return 0;                                                                                              \
+    }                                                                                                          \
+    static void prefix##_dealloc(PyObject *self)                                                               \
+    {                                                                                                          \
+        PyObject_GC_UnTrack(self);                                                                             \
+        prefix##_clear(self);                                                                                  \
+        Py_TYPE(self)->tp_free(self);                                                                          \
+    }
+#define GC_VISIT_FIELD(field) Py_VISIT(obj->field);
+#define GC_CLEAR_FIELD(field) Py_CLEAR(obj->field);
+
+/* a callable C type of those functions (vectorcall through the struct's `vectorcall` field), made by prefix##_new;
+ * the rest of the slots (methods, members) follow */
+#define CALLABLE_TYPE(var, ctype, prefix, name, doc, ...)                                                     \
+    static PyTypeObject var = {                                                                               \
+        PyVarObject_HEAD_INIT(NULL, 0)                                                                        \
+        .tp_name = "msprobe.pytorch.dump._grad_walk." name,                                                   \
+        .tp_basicsize = sizeof(ctype),                                                                        \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,                     \
+        .tp_doc = doc,                                                                                        \
+        .tp_new = prefix##_new,                                                                               \
+        .tp_dealloc = prefix##_dealloc,                                                                       \
+        .tp_traverse = prefix##_traverse,                                                                     \
+        .tp_clear = prefix##_clear,                                                                           \
+        .tp_call = PyVectorcall_Call,                                                                         \
+        .tp_vectorcall_offset = offsetof(ctype, vectorcall),                                                  \
+        __VA_ARGS__                                                                                           \
+    };
+
 static PyObject *tensor_type, *strided, *ordered_dict, *leaf_node;
 static PyObject *s_requires_grad, *s_layout, *s_dtype, *s_is_floating_point, *s_is_complex, *s_grad_fn, *s_output_nr,
     *s_next_functions, *s_sequence_nr, *s_register_hook, *s_backward_hooks, *s_register_hook_dict, *s_out,
@@ -659,54 +700,15 @@ fail:
     return NULL;
 }
 
-static int hook_traverse(PyObject *self, visitproc visit, void *arg)
-{
-    hook_t *hook = (hook_t *)self;
-    Py_VISIT(hook->tracker);
-    Py_VISIT(hook->pending);
-    Py_VISIT(hook->position);
-    Py_VISIT(hook->through);
-    return 0;
-}
-
-static int hook_clear(PyObject *self)
-{
-    hook_t *hook = (hook_t *)self;
-    Py_CLEAR(hook->tracker);
-    Py_CLEAR(hook->pending);
-    Py_CLEAR(hook->position);
-    Py_CLEAR(hook->through);
-    return 0;
-}
-
-static void hook_dealloc(PyObject *self)
-{
-    PyObject_GC_UnTrack(self);
-    hook_clear(self);
-    Py_TYPE(self)->tp_free(self);
-}
+#define HOOK_FIELDS(X) X(tracker) X(pending) X(position) X(through)
+GC_FUNCTIONS(hook, hook_t, HOOK_FIELDS)
 
 static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds);
 
-#define HOOK_TYPE(var, name, doc)                                                                             \
-    static PyTypeObject var = {                                                                               \
-        PyVarObject_HEAD_INIT(NULL, 0)                                                                        \
-        .tp_name = "msprobe.pytorch.dump._grad_walk." name,                                                   \
-        .tp_basicsize = sizeof(hook_t),                                                                       \
-        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,                     \
-        .tp_doc = doc,                                                                                        \
-        .tp_new = hook_new,                                                                                   \
-        .tp_dealloc = hook_dealloc,                                                                           \
-        .tp_traverse = hook_traverse,                                                                         \
-        .tp_clear = hook_clear,                                                                               \
-        .tp_call = PyVectorcall_Call,                                                                         \
-        .tp_vectorcall_offset = offsetof(hook_t, vectorcall),                                                 \
-    };
-HOOK_TYPE(output_hook_type, "OutputHook",
-          "OutputHook(tracker, pending, position, through): GradTracker._output_hook's on_output_grad.")
-HOOK_TYPE(consumer_hook_type, "ConsumerHook",
-          "ConsumerHook(tracker, pending, links): GradTracker._consumer_hook's on_grads_sent.")
-#undef HOOK_TYPE
+CALLABLE_TYPE(output_hook_type, hook_t, hook, "OutputHook",
+              "OutputHook(tracker, pending, position, through): GradTracker._output_hook's on_output_grad.")
+CALLABLE_TYPE(consumer_hook_type, hook_t, hook, "ConsumerHook",
+              "ConsumerHook(tracker, pending, links): GradTracker._consumer_hook's on_grads_sent.")
 
 static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -1289,30 +1291,7 @@ done:
     X(next_seq) X(reference) X(walk_seq) X(walk_map) X(tensor_class) X(untrack) \
     X(stack_key) X(stack_cache)
 
-static int lane_traverse(PyObject *self, visitproc visit, void *arg)
-{
-    lane_t *lane = (lane_t *)self;
-#define VISIT(field) Py_VISIT(lane->field);
-    LANE_FIELDS(VISIT)
-#undef VISIT
-    return 0;
-}
-
-static int lane_clear(PyObject *self)
-{
-    lane_t *lane = (lane_t *)self;
-#define CLEAR(field) Py_CLEAR(lane->field);
-    LANE_FIELDS(CLEAR)
-#undef CLEAR
-    return 0;
-}
-
-static void lane_dealloc(PyObject *self)
-{
-    PyObject_GC_UnTrack(self);
-    lane_clear(self);
-    Py_TYPE(self)->tp_free(self);
-}
+GC_FUNCTIONS(lane, lane_t, LANE_FIELDS)
 
 static PyObject *lane_counts(PyObject *self, PyObject *Py_UNUSED(args))
 {
@@ -1327,21 +1306,10 @@ static PyMethodDef lane_methods[] = {
 
 static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds);
 
-static PyTypeObject lane_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "msprobe.pytorch.dump._grad_walk.Lane",
-    .tp_basicsize = sizeof(lane_t),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Lane(collector, tracker, forward_call, pending_type, no_subclass, grad_enabled, next_sequence_nr, "
+CALLABLE_TYPE(lane_type, lane_t, lane, "Lane",
+              "Lane(collector, tracker, forward_call, pending_type, no_subclass, grad_enabled, next_sequence_nr, "
               "reference): lane(key, func, args, kwargs) records one API call as ApiDumpMode's Python path does.",
-    .tp_new = lane_new,
-    .tp_dealloc = lane_dealloc,
-    .tp_traverse = lane_traverse,
-    .tp_clear = lane_clear,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(lane_t, vectorcall),
-    .tp_methods = lane_methods,
-};
+              .tp_methods = lane_methods)
 
 static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -1483,30 +1451,7 @@ fail:
 
 #define ENTRY_FIELDS(X) X(lane) X(mode) X(mark) X(table) X(record) X(python_tf)
 
-static int entry_traverse(PyObject *self, visitproc visit, void *arg)
-{
-    entry_t *entry = (entry_t *)self;
-#define VISIT(field) Py_VISIT(entry->field);
-    ENTRY_FIELDS(VISIT)
-#undef VISIT
-    return 0;
-}
-
-static int entry_clear(PyObject *self)
-{
-    entry_t *entry = (entry_t *)self;
-#define CLEAR(field) Py_CLEAR(entry->field);
-    ENTRY_FIELDS(CLEAR)
-#undef CLEAR
-    return 0;
-}
-
-static void entry_dealloc(PyObject *self)
-{
-    PyObject_GC_UnTrack(self);
-    entry_clear(self);
-    Py_TYPE(self)->tp_free(self);
-}
+GC_FUNCTIONS(entry, entry_t, ENTRY_FIELDS)
 
 static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -1534,21 +1479,10 @@ static PyMemberDef entry_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
-static PyTypeObject entry_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "msprobe.pytorch.dump._grad_walk.ModeEntry",
-    .tp_basicsize = sizeof(entry_t),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "ModeEntry(lane, mode, mark, table, record, python_tf): the mode's "
-              "__torch_function__ (ApiDumpMode's Python method is the reference).",
-    .tp_new = entry_new,
-    .tp_dealloc = entry_dealloc,
-    .tp_traverse = entry_traverse,
-    .tp_clear = entry_clear,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(entry_t, vectorcall),
-    .tp_members = entry_members,
-};
+CALLABLE_TYPE(entry_type, entry_t, entry, "ModeEntry",
+              "ModeEntry(lane, mode, mark, table, record, python_tf): the mode's __torch_function__ "
+              "(ApiDumpMode's Python method is the reference).",
+              .tp_members = entry_members)
 
 static PyObject *configure(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize_t nargs)
 {
