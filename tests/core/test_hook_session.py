@@ -44,6 +44,36 @@ def test_failed_install_rolls_back_what_was_installed():
     assert log == ["a"] and Target.value == "class attribute" and session.closed
 
 
+def test_a_failing_undo_step_leaves_the_others_undone_and_is_raised_at_the_end():
+    log = []
+
+    class Manager:
+        def __enter__(self):
+            log.append("enter")
+            return "entered"
+
+        def __exit__(self, *exc_info):
+            log.append(("exit", exc_info))
+
+    def fails(name):
+        log.append(name)
+        raise ValueError(name)
+
+    session = HookSession()
+    with session.installing():
+        assert session.enter(Manager()) == "entered"
+        session.callback(fails, "first failure")
+        session.patch(Target, "value", "patched")
+        session.callback(fails, "second failure")
+        session.add_handle(Handle(log, "handle"))
+    with pytest.raises(ValueError, match="second failure"):  # the first to fail: undone last first
+        session.close()
+    assert log == ["enter", "handle", "second failure", "first failure", ("exit", (None, None, None))]
+    assert Target.value == "class attribute" and session.closed
+    session.close()  # nothing runs twice
+    assert len(log) == 5
+
+
 def test_reentrancy_is_per_thread():
     guard = Reentrancy()
     seen = []

@@ -34,6 +34,10 @@ class _OperatorMark(threading.local):
     key = None  # "Tensor.__mul__" from the operator wrapper, for the next __torch_function__ call
 
 
+_MARK = _OperatorMark()  # one a process: the operator wrappers that set it are built once (_marked)
+_MARKED = {}  # operator name -> (the operator it wraps, its wrapper), reused by every install()
+
+
 class ApiDumpMode(TorchFunctionMode):
     """Reports each recorded API call to the collector; with `track_grads` also its backward."""
 
@@ -46,7 +50,7 @@ class ApiDumpMode(TorchFunctionMode):
         self.tracker = tracker
         self.track_grads = track_grads
         self.table = api_table()
-        self.mark = _OperatorMark()
+        self.mark = _MARK
         self.silenced = False  # module_dump: only that module records
         self.lane = None
 
@@ -58,7 +62,7 @@ class ApiDumpMode(TorchFunctionMode):
                 self.lane, self, self.mark, self.table, self.record, self.__torch_function__)
             session.callback(lambda: self.__dict__.pop("__torch_function__", None))
         for name in operator_names():
-            session.patch(torch.Tensor, name, _marking(self.mark, f"Tensor.{name}", getattr(torch.Tensor, name)))
+            session.patch(torch.Tensor, name, _marked(name))
         session.enter(self)
         return self
 
@@ -116,6 +120,16 @@ def _lane_for(collector, tracker):
     return grad_tracker.Lane(collector, tracker, ForwardCall, grad_tracker.PendingBackward, _NoSubclassDispatch,
                              torch.is_grad_enabled, None if tracker is None else grad_tracker.next_sequence_nr,
                              _REFERENCE)
+
+
+def _marked(name):
+    """The marking wrapper of the operator Tensor.`name` is now (built at the first start(), or when something
+    else replaced the operator since)."""
+    operator = getattr(torch.Tensor, name)
+    cached = _MARKED.get(name)
+    if cached is None or cached[0] is not operator:
+        cached = _MARKED[name] = (operator, _marking(_MARK, f"Tensor.{name}", operator))
+    return cached[1]
 
 
 def _marking(mark, key, operator):

@@ -193,6 +193,7 @@ class _OperatorTable(Mapping):
         return len(self._registered())
 
 
+@functools.lru_cache(maxsize=1)
 def operator_names():
     """Tensor operators recorded under their own name (`a * b` -> "Tensor.__mul__", as 1.2.1 writes it).
 
@@ -200,7 +201,7 @@ def operator_names():
     Tensor.__mul__ can tell them apart, so these are wrapped while an API-level dump runs."""
     names = [n for n in _reference_lists()["tensor"] if n.startswith("__") and n.endswith("__")]
     names += [n for n in _REFLECTED if n not in names]
-    return [n for n in names if n not in _SELF_NAMING and hasattr(torch.Tensor, n)]
+    return tuple(n for n in names if n not in _SELF_NAMING and hasattr(torch.Tensor, n))
 
 
 def _npu_entries(names):
