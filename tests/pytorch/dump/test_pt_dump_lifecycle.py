@@ -124,13 +124,13 @@ def test_a_finished_steps_statistics_cache_is_freed_without_the_garbage_collecto
 def test_a_failing_install_leaves_nothing_behind(tmp_path, monkeypatch, failing):
     from msprobe.pytorch.dump.api_hooks import ApiDumpMode
     from msprobe.pytorch.dump.aten_hooks import AtenDumpMode
-    from msprobe.pytorch.dump.distributed_hooks import DistributedHooks
+    from msprobe.pytorch.dump import distributed_hooks
 
     def broken(*args, **kwargs):
         raise RuntimeError("install failed")
 
     target, name, level = {"api_mode": (ApiDumpMode, "install", "mix"),
-                           "collectives": (DistributedHooks, "_wrap", "mix"),
+                           "collectives": (distributed_hooks, "_wrapper", "mix"),
                            "aten_mode": (AtenDumpMode, "__enter__", "L2")}[failing]
     torch.manual_seed(0)
     plain = TinyTransformer()
@@ -143,6 +143,7 @@ def test_a_failing_install_leaves_nothing_behind(tmp_path, monkeypatch, failing)
     debugger.start()  # installs module hooks etc. first (at mix), then fails: all of it is undone
     _assert_same_state(before, torch_state(model))
     assert debugger.session is None and "PrecisionDebugger.start" in debugger.collector.guard.failed
+    assert not distributed_hooks._ACTIVE  # the collectives' wrappers record through nothing
     debugger.stop()
     debugger.step()
     assert train(model, debugger, steps=1) == plain_losses  # training goes on, undumped
@@ -231,3 +232,34 @@ def test_a_failing_statistic_in_a_collective_never_breaks_training(tmp_path, mon
     assert all(torch.equal(a, b) for a, b in zip(plain.parameters(), dumped.parameters()))
     assert debugger.collector.guard.failed.get("Distributed.all_reduce") == 2
     assert capsys.readouterr().out.count("cannot dump Distributed.all_reduce ") == 1
+
+
+def test_a_collective_kept_from_a_window_records_only_inside_one(tmp_path):
+    """The collectives' wrappers are built once and patched in at each start(): one kept past stop() runs the
+    collective unrecorded, and records again in the next window (through that window's hooks)."""
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        original = dist.all_reduce
+        debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"))
+        debugger.start()
+        kept = dist.all_reduce
+        assert kept is not original and kept.__wrapped__ is original
+        kept(torch.ones(3))
+        debugger.stop()
+        debugger.step()
+        assert dist.all_reduce is original
+        y = torch.full((3,), 2.0)
+        kept(y)  # outside a window: the plain collective
+        assert y.tolist() == [2.0, 2.0, 2.0]
+        debugger.start()
+        assert dist.all_reduce is kept  # the same wrapper
+        kept(torch.ones(2))
+        debugger.stop()
+        debugger.step()
+        debugger.close()
+    finally:
+        dist.destroy_process_group()
+    first, second = (load_rank(tmp_path / "dump", step, 0)[0]["data"] for step in (0, 1))
+    assert [n for n in first if n.startswith("Distributed.")] == ["Distributed.all_reduce.0.forward"]
+    assert [n for n in second if n.startswith("Distributed.")] == ["Distributed.all_reduce.0.forward"]
+    assert second["Distributed.all_reduce.0.forward"]["input_args"][0]["shape"] == [2]
