@@ -83,10 +83,19 @@ def test_operators_are_unwrapped_after_stop(tmp_path):
     assert torch.Tensor.__mul__ is not torch._C.TensorBase.__mul__
     x = torch.ones(2)
     assert hash(x) == id(x) and {x: 1}[x] == 1  # wrapping __eq__ keeps tensors hashable
+    wrapper = torch.Tensor.__mul__
+    debugger.stop()
+    debugger.step()
+    assert torch.Tensor.__mul__ is torch._C.TensorBase.__mul__
+    debugger.start()  # the same wrappers each window (built once a process), the same names
+    assert torch.Tensor.__mul__ is wrapper
+    x * x
     debugger.stop()
     debugger.close()
     assert {name: torch.Tensor.__dict__.get(name) for name in originals} == originals
     assert torch.Tensor.__mul__ is torch._C.TensorBase.__mul__
+    second = load_rank(tmp_path / "dump", 1)[0]["data"]
+    assert "Tensor.__mul__.0.forward" in second
 
 
 @pytest.mark.parametrize("content,message", [
