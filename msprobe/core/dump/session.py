@@ -54,8 +54,8 @@ class HookSession:
     def enter(self, manager: ContextManager[Any]) -> Any:
         """Enter a context manager now and exit it (with no exception) at close."""
         kind = type(manager)
-        exit_ = kind.__exit__  # type: ignore[attr-defined]
-        result = kind.__enter__(manager)  # type: ignore[attr-defined]
+        exit_ = kind.__exit__
+        result = kind.__enter__(manager)
         self._undo.append((exit_, (manager, None, None, None), _NO_KEYWORDS))
         return result
 
