@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from msprobe.core.dump.session import HookSession, Reentrancy
+from msprobe.core.dump.session import HookSession, Reentrancy, WrapperCache
 
 
 class Target:
@@ -72,6 +72,22 @@ def test_a_failing_undo_step_leaves_the_others_undone_and_is_raised_at_the_end()
     assert Target.value == "class attribute" and session.closed
     session.close()  # nothing runs twice
     assert len(log) == 5
+
+
+def test_a_wrapper_is_built_once_for_an_original_and_again_for_a_new_one():
+    built = []
+
+    def build(name, original):
+        built.append((name, original))
+        return lambda: ("wrapped", name, original())
+
+    cache = WrapperCache()
+    first, second = (lambda: 1), (lambda: 2)
+    wrapper = cache.get("f", first, build)
+    assert cache.get("f", first, build) is wrapper and wrapper() == ("wrapped", "f", 1)
+    replaced = cache.get("f", second, build)  # something else replaced the attribute: a wrapper of that
+    assert replaced is not wrapper and replaced() == ("wrapped", "f", 2)
+    assert built == [("f", first), ("f", second)]
 
 
 def test_reentrancy_is_per_thread():

@@ -27,7 +27,7 @@ import gc
 import threading
 from typing import Any, Callable, ContextManager, Dict, Iterator, List, Tuple
 
-__all__ = ["HookSession", "Reentrancy", "CollectWindow", "fewer_collections"]
+__all__ = ["HookSession", "WrapperCache", "Reentrancy", "CollectWindow", "fewer_collections"]
 
 _MISSING = object()
 _NO_KEYWORDS: Dict[str, Any] = {}  # shared, never written
@@ -93,6 +93,22 @@ class HookSession:
                     error = exc
         if error is not None:
             raise error
+
+
+class WrapperCache:
+    """The wrappers a window patches in, built once a process: a window pays only its setattrs, and stop() puts the
+    originals back as ever. A wrapper must find the window's state when it is called, not hold it."""
+
+    def __init__(self) -> None:
+        self._built: Dict[str, Tuple[Any, Any]] = {}  # name -> (the original, its wrapper)
+
+    def get(self, name: str, original: Any, build: Callable[[str, Any], Any]) -> Any:
+        """The wrapper of `original` under `name`: build(name, original) the first time, and again when something
+        else replaced the attribute since."""
+        built = self._built.get(name)
+        if built is None or built[0] is not original:
+            built = self._built[name] = (original, build(name, original))
+        return built[1]
 
 
 YOUNG_THRESHOLD = 50_000  # container allocations between young collections while a dump window is open

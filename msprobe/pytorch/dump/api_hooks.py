@@ -21,6 +21,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from msprobe.core.dump.collector import ForwardCall
+from msprobe.core.dump.session import WrapperCache
 from msprobe.pytorch.dump import grad_tracker
 from msprobe.pytorch.dump.api_names import api_table, operator_names
 
@@ -34,8 +35,8 @@ class _OperatorMark(threading.local):
     key = None  # "Tensor.__mul__" from the operator wrapper, for the next __torch_function__ call
 
 
-_MARK = _OperatorMark()  # one a process: the operator wrappers that set it are built once (_marked)
-_MARKED = {}  # operator name -> (the operator it wraps, its wrapper), reused by every install()
+_MARK = _OperatorMark()  # one a process: the operator wrappers that set it are built once (_MARKED)
+_MARKED = WrapperCache()  # operator name -> its marking wrapper, patched in by every install()
 
 
 class ApiDumpMode(TorchFunctionMode):
@@ -62,7 +63,7 @@ class ApiDumpMode(TorchFunctionMode):
                 self.lane, self, self.mark, self.table, self.record, self.__torch_function__)
             session.callback(lambda: self.__dict__.pop("__torch_function__", None))
         for name in operator_names():
-            session.patch(torch.Tensor, name, _marked(name))
+            session.patch(torch.Tensor, name, _MARKED.get(name, getattr(torch.Tensor, name), _marking))
         session.enter(self)
         return self
 
@@ -122,18 +123,10 @@ def _lane_for(collector, tracker):
                              _REFERENCE)
 
 
-def _marked(name):
-    """The marking wrapper of the operator Tensor.`name` is now (built at the first start(), or when something
-    else replaced the operator since)."""
-    operator = getattr(torch.Tensor, name)
-    cached = _MARKED.get(name)
-    if cached is None or cached[0] is not operator:
-        cached = _MARKED[name] = (operator, _marking(_MARK, f"Tensor.{name}", operator))
-    return cached[1]
+def _marking(name, operator):
+    """`operator` (Tensor.`name`, e.g. Tensor.__mul__) that names its __torch_function__ call "Tensor.`name`"."""
+    mark, key = _MARK, f"Tensor.{name}"
 
-
-def _marking(mark, key, operator):
-    """`operator` (e.g. Tensor.__mul__) that names its __torch_function__ call `key`."""
     def marked_operator(*args, **kwargs):
         mark.key = key
         try:
@@ -141,7 +134,7 @@ def _marking(mark, key, operator):
         finally:
             mark.key = None  # not consumed when torch functions are off (our own paused work)
 
-    marked_operator.__name__ = getattr(operator, "__name__", key.rsplit(".", 1)[-1])
+    marked_operator.__name__ = getattr(operator, "__name__", name)
     marked_operator.__doc__ = getattr(operator, "__doc__", None)
     marked_operator.__wrapped__ = operator
     return marked_operator

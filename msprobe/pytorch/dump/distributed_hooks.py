@@ -12,6 +12,7 @@ import functools
 
 import torch
 
+from msprobe.core.dump.session import WrapperCache
 from msprobe.pytorch.dump.api_names import distributed_api_names
 
 __all__ = ["DistributedHooks"]
@@ -78,14 +79,15 @@ class DistributedHooks:
 
 
 _ACTIVE = []  # the DistributedHooks installed now (the last one records)
-_WRAPPERS = {}  # collective name -> (the function it wraps, its wrapper): built once, patched in by every install()
+_WRAPPERS = WrapperCache()  # collective name -> its wrapper, patched in by every install()
 
 
 def _wrapper(name, original):
     """The wrapper of the collective `original` (torch.distributed.`name`): records through the installed hooks."""
-    cached = _WRAPPERS.get(name)
-    if cached is not None and cached[0] is original:
-        return cached[1]
+    return _WRAPPERS.get(name, original, _collective)
+
+
+def _collective(name, original):
     key = f"Distributed.{name}"
 
     @functools.wraps(original)
@@ -94,5 +96,4 @@ def _wrapper(name, original):
             return original(*args, **kwargs)
         return _ACTIVE[-1].record(key, original, args, kwargs)
 
-    _WRAPPERS[name] = (original, collective)
     return collective
