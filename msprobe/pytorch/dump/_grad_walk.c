@@ -13,6 +13,9 @@
  * watch_single(tracker, pending, output) -> None
  * OutputHook / ConsumerHook: the backward hooks' closures as callables, emit(tracker, pending): _emit (below)
  * Lane: a recorded API call's whole bookkeeping, ModeEntry: the mode's __torch_function__ around it (below)
+ * configure_defaults(...): the hooks and emit then skip GradTracker's factories and _emit and run DumpCollector.backward's
+ * common case themselves where those are still the classes' own; Paused: dump_session's pause; register_node_hook:
+ * torch's Node hook registration without its Python handle, for the consumer hooks (the dump window puts it in place)
  * Built as an optional extension: without it grad_tracker.py runs its Python path.
  */
 #define PY_SSIZE_T_CLEAN
@@ -78,6 +81,50 @@ static PyObject *s_requires_grad, *s_layout, *s_dtype, *s_is_floating_point, *s_
     *s_edges, *s_seq_start, *s_out_count, *s_outputs_left, *s_contributions_left, *s_handles, *s_pending,
     *s_output_hook, *s_consumer_hook;
 static PyObject *zero, *one, *minus_one;
+static PyObject *s_records, *s_on_tensor, *s_describe_tensor, *s_describe, *s_describe_output, *s_counters,
+    *s_module_stack, *s_current_step, *s_stack_key, *s_stack_cache, *s_data, *s_stacks, *s_construct, *s_dirty,
+    *s_active, *s_walk_seq, *s_walk_map, *s_untrack, *s_tensor_class, *s_name, *s_leaf_edges, *s_watch_outputs,
+    *s_input_args, *s_input_kwargs, *s_output, *s_forward_suffix, *s_level, *s_l1, *s_stack_capture, *s_capture;
+static PyObject *s_key, *s_silenced;
+static PyObject *s_dump;
+
+/* ---- shortcuts past Python methods that are still the classes' own ---------------------------------------------
+ * configure_defaults(tracker_globals, tracker_type, collector_type, register_hook) stores what the tracker's
+ * _output_hook, _consumer_hook and _emit and the collector's backward are in their classes, grad_tracker.py's module
+ * globals (its _OutputHook, _ConsumerHook, _emit_native switches) and torch's own Node hook registration (the
+ * original of register_node_hook below). Where a method is still the class's own (not replaced on the class or
+ * the instance: tests and tasks may) and its switch is on, the C code here does what that method would do without
+ * calling it (no Python frame); anything else calls the method. */
+static PyObject *tracker_globals, *orig_output_hook, *orig_consumer_hook, *orig_emit, *orig_backward;
+static PyObject *register_original;
+static PyObject *s_OutputHook, *s_ConsumerHook, *s_emit_native;
+
+static int is_default(PyObject *obj, PyObject *name, PyObject *original)
+{
+    if (original == NULL || _PyType_Lookup(Py_TYPE(obj), name) != original)
+        return 0;
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int has = PyDict_Contains(dict, name);
+    Py_DECREF(dict);
+    if (has < 0)
+        PyErr_Clear();
+    return has == 0;
+}
+
+/* grad_tracker.<name> is `value` (borrowed lookups; no exception left) */
+static int global_is(PyObject *name, PyObject *value)
+{
+    if (tracker_globals == NULL)
+        return 0;
+    PyObject *found = PyDict_GetItemWithError(tracker_globals, name);
+    if (found == NULL)
+        PyErr_Clear();
+    return found != NULL && found == value;
+}
 static PyObject *s_enter, *s_exit, *s_guard, *s_report, *s_backward_name;
 
 static int is_tensor(PyObject *value)
@@ -326,6 +373,9 @@ static PyObject *edge_key(PyObject *node, PyObject *output_nr)
     return key;
 }
 
+/* tracker._output_hook(pending, position, through) (output) or tracker._consumer_hook(pending, links) (defined below) */
+static PyObject *make_hook(int output, PyObject *tracker, PyObject *pending, PyObject *position, PyObject *through);
+
 /* GradTracker._hook_consumers for one root, the output's node; root_is_input: the output's edge is an input's (an
  * input returned unchanged), which has no consumer in the call. Hook handles go to `handles` (tracker.handles). */
 static int hook_consumers(PyObject *tracker, PyObject *pending, PyObject *edges, PyObject *handles, PyObject *root,
@@ -424,8 +474,7 @@ static int hook_consumers(PyObject *tracker, PyObject *pending, PyObject *edges,
         PyObject *consumer = PyList_GET_ITEM(consumers, i);
         if (add_to_attr(pending, s_contributions_left, one) < 0)
             goto done;
-        PyObject *hook = PyObject_CallMethodObjArgs(tracker, s_consumer_hook, pending, PyTuple_GET_ITEM(consumer, 1),
-                                                    NULL);
+        PyObject *hook = make_hook(0, tracker, pending, PyTuple_GET_ITEM(consumer, 1), NULL);
         PyObject *handle = hook == NULL ? NULL :
             PyObject_CallMethodOneArg(PyTuple_GET_ITEM(consumer, 0), s_register_hook, hook);
         Py_XDECREF(hook);
@@ -518,7 +567,7 @@ static PyObject *watch_single(PyObject *Py_UNUSED(self), PyObject *const *argv, 
             root_is_input = through != Py_None;
             if (root_is_input && add_to_attr(pending, s_contributions_left, one) < 0)
                 goto done;
-            PyObject *hook = PyObject_CallMethodObjArgs(tracker, s_output_hook, pending, zero, through, NULL);
+            PyObject *hook = make_hook(1, tracker, pending, zero, through);
             if (hook == NULL)
                 goto done;
             int rc = hook_output(value, node, hook, handles);
@@ -588,6 +637,9 @@ static PyObject *call_tracker(PyObject *tracker, PyObject *name, PyObject *pendi
     return PyObject_VectorcallMethod(name, args, slot == NULL ? 2 : 4, NULL);
 }
 
+/* tracker._emit(pending) (defined below) */
+static PyObject *tracker_emit(PyObject *tracker, PyObject *pending);
+
 static PyObject *output_hook_call(PyObject *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames)
 {
     hook_t *hook = (hook_t *)self;
@@ -634,7 +686,7 @@ static PyObject *output_hook_call(PyObject *self, PyObject *const *argv, size_t 
             return NULL;
     }
     if (!left && !contributions) {
-        if ((done = call_tracker(hook->tracker, s_emit, pending, NULL, NULL)) == NULL)
+        if ((done = tracker_emit(hook->tracker, pending)) == NULL)
             return NULL;
         Py_DECREF(done);
     }
@@ -690,7 +742,7 @@ static PyObject *consumer_hook_call(PyObject *self, PyObject *const *argv, size_
     if (left < 0)
         return NULL;
     if (!left) {
-        if ((done = call_tracker(hook->tracker, s_emit, pending, NULL, NULL)) == NULL)
+        if ((done = tracker_emit(hook->tracker, pending)) == NULL)
             return NULL;
         Py_DECREF(done);
     }
@@ -710,6 +762,20 @@ CALLABLE_TYPE(output_hook_type, hook_t, hook, "OutputHook",
 CALLABLE_TYPE(consumer_hook_type, hook_t, hook, "ConsumerHook",
               "ConsumerHook(tracker, pending, links): GradTracker._consumer_hook's on_grads_sent.")
 
+static PyObject *hook_make(PyTypeObject *type, PyObject *tracker, PyObject *pending, PyObject *position,
+                           PyObject *through)
+{
+    hook_t *hook = (hook_t *)type->tp_alloc(type, 0);
+    if (hook == NULL)
+        return NULL;
+    hook->vectorcall = type == &output_hook_type ? output_hook_call : consumer_hook_call;
+    hook->tracker = Py_NewRef(tracker);
+    hook->pending = Py_NewRef(pending);
+    hook->position = Py_NewRef(position);
+    hook->through = Py_NewRef(through);
+    return (PyObject *)hook;
+}
+
 static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     int output = type == &output_hook_type;
@@ -718,15 +784,20 @@ static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         !PyArg_UnpackTuple(args, type->tp_name, output ? 4 : 3, output ? 4 : 3, &tracker, &pending, &position,
                            &through))
         return NULL;
-    hook_t *hook = (hook_t *)type->tp_alloc(type, 0);
-    if (hook == NULL)
-        return NULL;
-    hook->vectorcall = output ? output_hook_call : consumer_hook_call;
-    hook->tracker = Py_NewRef(tracker);
-    hook->pending = Py_NewRef(pending);
-    hook->position = Py_NewRef(position);
-    hook->through = Py_NewRef(through);
-    return (PyObject *)hook;
+    return hook_make(type, tracker, pending, position, through);
+}
+
+/* the tracker's factory (GradTracker._output_hook / _consumer_hook: the C hook while grad_tracker's switch holds it)
+   made here where the factory is the class's own */
+static PyObject *make_hook(int output, PyObject *tracker, PyObject *pending, PyObject *position, PyObject *through)
+{
+    PyTypeObject *type = output ? &output_hook_type : &consumer_hook_type;
+    if (is_default(tracker, output ? s_output_hook : s_consumer_hook, output ? orig_output_hook : orig_consumer_hook)
+        && global_is(output ? s_OutputHook : s_ConsumerHook, (PyObject *)type))
+        return hook_make(type, tracker, pending, position, output ? through : Py_None);
+    if (output)
+        return PyObject_CallMethodObjArgs(tracker, s_output_hook, pending, position, through, NULL);
+    return PyObject_CallMethodObjArgs(tracker, s_consumer_hook, pending, position, NULL);
 }
 
 /* collector.guard.report(name, exc) for the exception being raised, when it is an Exception (the Python paths'
@@ -810,13 +881,10 @@ static PyObject *inputs_of(PyObject *grads, PyObject *args_layout, PyObject *kw_
     return of_inputs;
 }
 
-static PyObject *emit(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize_t nargs)
+static int backward_fast(PyObject *collector, PyObject *call, PyObject *of_outputs, PyObject *of_inputs);
+
+static PyObject *emit_impl(PyObject *tracker, PyObject *pending)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "emit(tracker, pending)");
-        return NULL;
-    }
-    PyObject *tracker = argv[0], *pending = argv[1];
     int finished = attr_truth(pending, s_done);
     if (finished)
         return finished < 0 ? NULL : Py_NewRef(Py_None);
@@ -870,7 +938,11 @@ static PyObject *emit(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize
     if ((done = PyObject_CallMethodNoArgs(pause, s_enter)) == NULL)
         goto done;
     Py_CLEAR(done);
-    done = PyObject_CallMethodObjArgs(collector, s_backward, call, of_outputs, of_inputs, NULL);
+    int taken = backward_fast(collector, call, of_outputs, of_inputs);
+    if (taken == 0)
+        done = PyObject_CallMethodObjArgs(collector, s_backward, call, of_outputs, of_inputs, NULL);
+    else
+        done = taken < 0 ? NULL : Py_NewRef(Py_None);
     int failed = done == NULL && report_to_guard(collector, NULL, call) < 0;  /* raised in autograd: backward() ends */
     Py_CLEAR(done);
     {
@@ -900,6 +972,145 @@ done:
     Py_XDECREF(output_grads); Py_XDECREF(count); Py_XDECREF(fresh); Py_XDECREF(call); Py_XDECREF(collector);
     Py_XDECREF(pause);
     return result;
+}
+
+static PyObject *emit(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "emit(tracker, pending)");
+        return NULL;
+    }
+    return emit_impl(argv[0], argv[1]);
+}
+
+static PyObject *tracker_emit(PyObject *tracker, PyObject *pending)
+{
+    PyObject *native = tracker_globals == NULL ? NULL : PyDict_GetItemWithError(tracker_globals, s_emit_native);
+    if (native == NULL)
+        PyErr_Clear();
+    /* GradTracker._emit hands the pending record to _emit_native, this module's emit, while the switch holds it */
+    if (native != NULL && PyCFunction_Check(native) && PyCFunction_GET_FUNCTION(native) == (PyCFunction)(void (*)(void))emit &&
+        is_default(tracker, s_emit, orig_emit))
+        return emit_impl(tracker, pending);
+    return call_tracker(tracker, s_emit, pending, NULL, NULL);
+}
+
+/* DumpCollector.backward's common case in C (collector.py's method is the reference: the same checks, the same entry
+ * in the same key order through the same C walks and describers, committed as _commit_entry commits it), for a
+ * collector whose backward is the class's own and whose lane runs (lane_ok: the C walks, a task that admits every
+ * record and keeps no tensors) and whose records name no files. 1: done (or nothing to record), 0: not taken,
+ * nothing touched (the method runs), -1: failed (exception set). */
+static PyObject *s_lane_ok, *s_task, *s_sink, *s_want_backward_input, *s_want_backward_output, *s_step,
+    *s_parent_backward, *s_backward_name_slot, *s_is_module, *s_index, *s_backward_dot, *s_dot_backward, *s_input,
+    *empty_tuple;
+
+static int backward_fast(PyObject *collector, PyObject *call, PyObject *of_outputs, PyObject *of_inputs)
+{
+    if (!is_default(collector, s_backward, orig_backward))
+        return 0;
+    int ok = attr_truth(collector, s_lane_ok);
+    if (ok <= 0)
+        return ok;
+    PyObject *records = PyObject_GetAttr(collector, s_records), *value = NULL, *name = NULL, *entry = NULL;
+    PyObject *walk = NULL, *tensor_class = NULL, *describe_tensor = NULL, *describe = NULL, *target = NULL;
+    PyObject *step = NULL, *current = NULL;
+    int rc = -1;
+    if (records == NULL || (value = PyObject_GetAttr(records, s_on_tensor)) == NULL)
+        goto done;
+    if (value != Py_None) {
+        rc = 0;
+        goto done;
+    }
+    Py_CLEAR(value);
+    /* if not call.dump or not self.active or call.step != self.current_step: return */
+    int truth = attr_truth(call, s_dump);
+    if (truth > 0)
+        truth = attr_truth(collector, s_active);
+    if (truth > 0) {
+        if ((step = PyObject_GetAttr(call, s_step)) == NULL ||
+            (current = PyObject_GetAttr(collector, s_current_step)) == NULL)
+            goto done;
+        truth = PyObject_RichCompareBool(step, current, Py_EQ);
+    }
+    if (truth <= 0) {
+        rc = truth < 0 ? -1 : 1;
+        goto done;
+    }
+    /* call.backward_name: the name kept in its slot, else made and kept as the property makes it */
+    if ((name = PyObject_GetAttr(call, s_backward_name_slot)) == NULL)
+        goto done;
+    if (name == Py_None) {
+        Py_CLEAR(name);
+        PyObject *key = PyObject_GetAttr(call, s_key), *index = key == NULL ? NULL : PyObject_GetAttr(call, s_index);
+        int module = index == NULL ? -1 : attr_truth(call, s_is_module);
+        if (module >= 0)
+            name = module ? PyUnicode_FromFormat("%U%U%S", key, s_backward_dot, index)
+                          : PyUnicode_FromFormat("%U.%S%U", key, index, s_dot_backward);
+        Py_XDECREF(key);
+        Py_XDECREF(index);
+        if (name == NULL || PyObject_SetAttr(call, s_backward_name_slot, name) < 0)
+            goto done;
+    }
+    if ((entry = PyDict_New()) == NULL || (target = PyObject_GetAttr(collector, s_task)) == NULL ||
+        PyObject_SetAttr(target, s_sink, empty_tuple) < 0)
+        goto done;
+    Py_CLEAR(target);
+    if ((walk = PyObject_GetAttr(collector, s_walk_seq)) == NULL ||
+        (tensor_class = PyObject_GetAttr(collector, s_tensor_class)) == NULL ||
+        (describe_tensor = PyObject_GetAttr(records, s_describe_tensor)) == NULL ||
+        (describe = PyObject_GetAttr(records, s_describe)) == NULL)
+        goto done;
+    PyObject *walk_args[4] = {NULL, tensor_class, describe_tensor, describe};
+    PyObject *const wanted[2] = {s_want_backward_input, s_want_backward_output};
+    PyObject *const grads[2] = {of_outputs, of_inputs}, *const keys[2] = {s_input, s_output};
+    for (int i = 0; i < 2; i++) {
+        int want = attr_truth(collector, wanted[i]);
+        if (want < 0)
+            goto done;
+        if (!want)
+            continue;
+        walk_args[0] = grads[i];
+        if ((value = PyObject_Vectorcall(walk, walk_args, 4, NULL)) == NULL || PyDict_SetItem(entry, keys[i], value) < 0)
+            goto done;
+        Py_CLEAR(value);
+    }
+    if (PyDict_GET_SIZE(entry)) {
+        if ((value = PyObject_GetAttr(collector, s_untrack)) == NULL)
+            goto done;
+        if (value != Py_None) {
+            PyObject *untracked = PyObject_CallOneArg(value, entry);
+            if (untracked == NULL)
+                goto done;
+            Py_DECREF(untracked);
+        }
+        Py_CLEAR(value);
+        /* _commit_entry(name, entry, call.parent_backward, None) */
+        if ((target = PyObject_GetAttr(collector, s_data)) == NULL || PyObject_SetItem(target, name, entry) < 0)
+            goto done;
+        Py_CLEAR(target);
+        if ((value = PyObject_GetAttr(collector, s_level)) == NULL)
+            goto done;
+        int l1 = PyObject_RichCompareBool(value, s_l1, Py_EQ);
+        Py_CLEAR(value);
+        if (l1 < 0)
+            goto done;
+        if (!l1) {
+            if ((value = PyObject_GetAttr(call, s_parent_backward)) == NULL ||
+                (target = PyObject_GetAttr(collector, s_construct)) == NULL ||
+                PyObject_SetItem(target, name, value) < 0)
+                goto done;
+            Py_CLEAR(value);
+            Py_CLEAR(target);
+        }
+        if (PyObject_SetAttr(collector, s_dirty, Py_True) < 0)
+            goto done;
+    }
+    rc = 1;
+done:
+    Py_XDECREF(records); Py_XDECREF(value); Py_XDECREF(name); Py_XDECREF(entry); Py_XDECREF(walk);
+    Py_XDECREF(tensor_class); Py_XDECREF(describe_tensor); Py_XDECREF(describe); Py_XDECREF(target); Py_XDECREF(step);
+    Py_XDECREF(current);
+    return rc;
 }
 
 /* ---- the lane: a recorded API call's whole bookkeeping in one C call ------------------------------------------
@@ -937,10 +1148,6 @@ typedef struct {
     Py_ssize_t calls, fallbacks;        /* calls done here / handed back (lane.counts()) */
 } lane_t;
 
-static PyObject *s_records, *s_on_tensor, *s_describe_tensor, *s_describe, *s_describe_output, *s_counters,
-    *s_module_stack, *s_current_step, *s_stack_key, *s_stack_cache, *s_data, *s_stacks, *s_construct, *s_dirty,
-    *s_active, *s_walk_seq, *s_walk_map, *s_untrack, *s_tensor_class, *s_name, *s_leaf_edges, *s_watch_outputs,
-    *s_input_args, *s_input_kwargs, *s_output, *s_forward_suffix, *s_level, *s_l1, *s_stack_capture, *s_capture;
 
 /* the slot offsets of a __slots__ class (its member descriptors), checked to be object slots */
 static int slot_offsets(PyObject *type, const char *const *names, int count, Py_ssize_t *offsets)
@@ -1373,7 +1580,6 @@ typedef struct {
     PyObject *lane, *mode, *mark, *table, *record, *python_tf;  /* the collector and `reference`: the lane's */
 } entry_t;
 
-static PyObject *s_key, *s_silenced;
 
 static PyObject *entry_vectorcall(PyObject *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames)
 {
@@ -1484,6 +1690,184 @@ CALLABLE_TYPE(entry_type, entry_t, entry, "ModeEntry",
               "(ApiDumpMode's Python method is the reference).",
               .tp_members = entry_members)
 
+/* ---- Paused: dump_session._Paused in C ---------------------------------------------------------------------------
+ * Paused(reentrancy): a context manager for our own work inside hooks: inside the reentrancy guard (Reentrancy.enter
+ * and leave: its thread-local `depth` counted up and down) and torch functions off (torch._C.DisableTorchFunction,
+ * configured), both restored on exit, also when the work raised. dump_session.py's _Paused is the reference. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *local, *off;
+} paused_t;
+
+static PyObject *disable_torch_function, *s_depth, *s_local_attr;
+
+/* local.depth += delta (a missing depth counts as 0 going up, as Reentrancy.enter's getattr default) */
+static int add_depth(PyObject *local, long delta)
+{
+    PyObject *depth = PyObject_GetAttr(local, s_depth), *sum;
+    if (depth == NULL) {
+        if (delta < 0 || !PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        depth = Py_NewRef(zero);
+    }
+    sum = PyNumber_Add(depth, delta > 0 ? one : minus_one);
+    Py_DECREF(depth);
+    if (sum == NULL)
+        return -1;
+    int rc = PyObject_SetAttr(local, s_depth, sum);
+    Py_DECREF(sum);
+    return rc;
+}
+
+static PyObject *paused_enter(PyObject *self, PyObject *Py_UNUSED(args))
+{
+    paused_t *p = (paused_t *)self;
+    if (add_depth(p->local, 1) < 0)
+        return NULL;
+    PyObject *done = PyObject_CallMethodNoArgs(p->off, s_enter);
+    if (done == NULL) {  /* leave the guard again, the failure kept */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        if (add_depth(p->local, -1) < 0) {
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(traceback);
+        } else {
+            PyErr_Restore(type, value, traceback);
+        }
+        return NULL;
+    }
+    Py_DECREF(done);
+    return Py_NewRef(self);
+}
+
+static PyObject *paused_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    paused_t *p = (paused_t *)self;
+    PyObject *exit = PyObject_GetAttr(p->off, s_exit), *done = NULL;
+    if (exit != NULL) {
+        done = PyObject_Vectorcall(exit, args, nargs, NULL);
+        Py_DECREF(exit);
+    }
+    /* finally: the guard left; a failure there replaces the earlier one, as in the Python class */
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (add_depth(p->local, -1) < 0) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        Py_XDECREF(done);
+        return NULL;
+    }
+    PyErr_Restore(type, value, traceback);
+    if (done == NULL)
+        return NULL;
+    Py_DECREF(done);
+    Py_RETURN_FALSE;
+}
+
+#define PAUSED_FIELDS(X) X(local) X(off)
+GC_FUNCTIONS(paused, paused_t, PAUSED_FIELDS)
+
+static PyObject *paused_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *reentrancy;
+    if ((kwds != NULL && PyDict_GET_SIZE(kwds)) || !PyArg_UnpackTuple(args, "Paused", 1, 1, &reentrancy))
+        return NULL;
+    if (disable_torch_function == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Paused: configure_defaults() first");
+        return NULL;
+    }
+    PyObject *local = PyObject_GetAttr(reentrancy, s_local_attr);
+    PyObject *off = local == NULL ? NULL : PyObject_CallNoArgs(disable_torch_function);
+    paused_t *p = off == NULL ? NULL : (paused_t *)type->tp_alloc(type, 0);
+    if (p == NULL) {
+        Py_XDECREF(local);
+        Py_XDECREF(off);
+        return NULL;
+    }
+    p->local = local;
+    p->off = off;
+    return (PyObject *)p;
+}
+
+static PyMethodDef paused_methods[] = {
+    {"__enter__", paused_enter, METH_NOARGS, "inside the reentrancy guard, torch functions off"},
+    {"__exit__", (PyCFunction)(void (*)(void))paused_exit, METH_FASTCALL, "both restored"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject paused_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "msprobe.pytorch.dump._grad_walk.Paused",
+    .tp_basicsize = sizeof(paused_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Paused(reentrancy): dump_session._Paused (our own work inside hooks: not recorded).",
+    .tp_new = paused_new,
+    .tp_dealloc = paused_dealloc,
+    .tp_traverse = paused_traverse,
+    .tp_clear = paused_clear,
+    .tp_methods = paused_methods,
+};
+
+/* ---- register_node_hook: torch's Node hook registration, without its Python handle for the consumer hooks ----------
+ * torch registers a hook on an autograd node (node.register_hook) by calling torch.autograd.function's
+ * _HookMixin._register_hook(backward_hooks, hook) -> (the node's hook dict, a handle): a Python frame, an
+ * OrderedDict made the first time and a RemovableHandle (another frame, a weak reference, a global counter) for
+ * every hook. The dump session puts this function in its place for the window (nothing else changes: the hook goes
+ * into the same dict, which torch calls the same way); for a ConsumerHook it keys the hook by itself and hands back
+ * (dict, hook) as the handle, which GradTracker.remove pops, as it does for the outputs' hooks; every other hook
+ * (the user's, in the window) goes to torch's own function. */
+static PyObject *register_node_hook(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize_t nargs)
+{
+    if (register_original == NULL) {
+        PyErr_SetString(PyExc_TypeError, "register_node_hook: configure_defaults() first");
+        return NULL;
+    }
+    if (nargs != 2 || Py_TYPE(argv[1]) != &consumer_hook_type ||
+        (argv[0] != Py_None && !PyObject_TypeCheck(argv[0], (PyTypeObject *)ordered_dict)))
+        return PyObject_Vectorcall(register_original, argv, nargs, NULL);
+    PyObject *hooks = argv[0] == Py_None ? PyObject_CallNoArgs(ordered_dict) : Py_NewRef(argv[0]), *handle = NULL;
+    PyObject *result = NULL;
+    if (hooks != NULL && PyObject_SetItem(hooks, argv[1], argv[1]) == 0 &&
+        (handle = PyTuple_Pack(2, hooks, argv[1])) != NULL)
+        result = PyTuple_Pack(2, hooks, handle);
+    Py_XDECREF(handle);
+    Py_XDECREF(hooks);
+    return result;
+}
+
+static PyObject *configure_defaults(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyDict_Check(argv[0]) || !PyType_Check(argv[1]) || !PyType_Check(argv[2]) ||
+        !PyCallable_Check(argv[3]) || !PyCallable_Check(argv[4])) {
+        PyErr_SetString(PyExc_TypeError, "configure_defaults(tracker_globals, tracker_type, collector_type, "
+                                         "register_hook, disable_torch_function)");
+        return NULL;
+    }
+    PyObject *tracker_dict = ((PyTypeObject *)argv[1])->tp_dict, *collector_dict = ((PyTypeObject *)argv[2])->tp_dict;
+    PyObject *found[4] = {PyDict_GetItemWithError(tracker_dict, s_output_hook),
+                          PyDict_GetItemWithError(tracker_dict, s_consumer_hook),
+                          PyDict_GetItemWithError(tracker_dict, s_emit),
+                          PyDict_GetItemWithError(collector_dict, s_backward)};
+    for (int i = 0; i < 4; i++) {
+        if (found[i] == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "configure_defaults: a method the shortcuts stand for is missing");
+            return NULL;
+        }
+    }
+    Py_XSETREF(tracker_globals, Py_NewRef(argv[0]));
+    Py_XSETREF(orig_output_hook, Py_NewRef(found[0]));
+    Py_XSETREF(orig_consumer_hook, Py_NewRef(found[1]));
+    Py_XSETREF(orig_emit, Py_NewRef(found[2]));
+    Py_XSETREF(orig_backward, Py_NewRef(found[3]));
+    Py_XSETREF(register_original, Py_NewRef(argv[3]));
+    Py_XSETREF(disable_torch_function, Py_NewRef(argv[4]));
+    Py_RETURN_NONE;
+}
+
 static PyObject *configure(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize_t nargs)
 {
     if (nargs != 4 || !PyType_Check(argv[0]) || !PyCallable_Check(argv[2]) || !PyCallable_Check(argv[3])) {
@@ -1504,6 +1888,12 @@ static PyMethodDef methods[] = {
      "begin_layout(args, kwargs, leaf_edges, edges, nodes) -> (args_layout, kw_layout): GradTracker.begin's walk."},
     {"emit", (PyCFunction)(void (*)(void))emit, METH_FASTCALL,
      "emit(tracker, pending): GradTracker._emit (the backward entry's grads handed to collector.backward)."},
+    {"configure_defaults", (PyCFunction)(void (*)(void))configure_defaults, METH_FASTCALL,
+     "configure_defaults(tracker_globals, tracker_type, collector_type, register_hook, disable_torch_function): the "
+     "methods the shortcuts stand for, torch's Node hook registration, torch._C.DisableTorchFunction."},
+    {"register_node_hook", (PyCFunction)(void (*)(void))register_node_hook, METH_FASTCALL,
+     "register_node_hook(backward_hooks, hook) -> (hooks, handle): torch's _HookMixin._register_hook, a consumer "
+     "hook's handle a (dict, hook) pair."},
     {"watch_single", (PyCFunction)(void (*)(void))watch_single, METH_FASTCALL,
      "watch_single(tracker, pending, output): GradTracker.watch_outputs for one tensor output."},
     {NULL, NULL, 0, NULL},
@@ -1587,19 +1977,40 @@ PyMODINIT_FUNC PyInit__grad_walk(void)
     INTERN(s_collector, "collector");
     INTERN(s_key, "key");
     INTERN(s_silenced, "silenced");
+    INTERN(s_dump, "dump");
+    INTERN(s_OutputHook, "_OutputHook");
+    INTERN(s_ConsumerHook, "_ConsumerHook");
+    INTERN(s_emit_native, "_emit_native");
+    INTERN(s_lane_ok, "lane_ok");
+    INTERN(s_task, "task");
+    INTERN(s_sink, "sink");
+    INTERN(s_want_backward_input, "want_backward_input");
+    INTERN(s_want_backward_output, "want_backward_output");
+    INTERN(s_step, "step");
+    INTERN(s_parent_backward, "parent_backward");
+    INTERN(s_backward_name_slot, "_backward_name");
+    INTERN(s_is_module, "is_module");
+    INTERN(s_index, "index");
+    INTERN(s_backward_dot, ".backward.");
+    INTERN(s_dot_backward, ".backward");
+    INTERN(s_input, "input");
+    INTERN(s_depth, "depth");
+    INTERN(s_local_attr, "_local");
 #undef INTERN
+    if ((empty_tuple = PyTuple_New(0)) == NULL)
+        return NULL;
     if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL ||
         (minus_one = PyLong_FromLong(-1)) == NULL)
         return NULL;
     if (PyType_Ready(&lane_type) < 0 || PyType_Ready(&output_hook_type) < 0 || PyType_Ready(&consumer_hook_type) < 0 ||
-        PyType_Ready(&entry_type) < 0)
+        PyType_Ready(&entry_type) < 0 || PyType_Ready(&paused_type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    PyTypeObject *types[4] = {&lane_type, &output_hook_type, &consumer_hook_type, &entry_type};
-    const char *names[4] = {"Lane", "OutputHook", "ConsumerHook", "ModeEntry"};
-    for (int i = 0; i < 4; i++) {
+    PyTypeObject *types[5] = {&lane_type, &output_hook_type, &consumer_hook_type, &entry_type, &paused_type};
+    const char *names[5] = {"Lane", "OutputHook", "ConsumerHook", "ModeEntry", "Paused"};
+    for (int i = 0; i < 5; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(types[i]);

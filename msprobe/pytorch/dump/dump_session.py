@@ -10,9 +10,13 @@ wrappers and the patched collectives; mix both plus the optimizer step hooks (co
 nodes are removed by the GradTracker, whose removal is the session's last undo step.
 """
 
+import functools
+
 import torch
+from torch.autograd.function import _HookMixin
 
 from msprobe.core.dump.session import HookSession, Reentrancy, fewer_collections
+from msprobe.pytorch.dump import grad_tracker
 
 __all__ = ["TorchDumpSession"]
 
@@ -21,12 +25,13 @@ class TorchDumpSession:
     """Installs the hooks for `level` on `models`; `close()` removes them all."""
 
     def __init__(self, collector, level, models):
-        from msprobe.pytorch.dump.grad_tracker import GradTracker
-
         self.collector = collector
         self.hooks = HookSession()
         self.reentrancy = Reentrancy()
-        self.tracker = GradTracker(collector, self.paused)
+        # our own work inside hooks: not recorded, and not even routed through the modes (every `tensor.shape` would
+        # otherwise be a Python __torch_function__ call); a partial: no Python frame where _Paused is the C one
+        self.paused = functools.partial(_Paused, self.reentrancy)
+        self.tracker = grad_tracker.GradTracker(collector, self.paused)
         wants = collector.config.wants
         self.track_grads = wants("backward", "input") or wants("backward", "output")
         self.api_mode = self.aten_mode = self.module_hooks = self.exclusive = None
@@ -38,6 +43,10 @@ class TorchDumpSession:
             # and hooks, so the collection that follows walks the survivors only, not the whole step's bookkeeping
             fewer_collections(self.hooks)  # the step's records would otherwise set off full collections
             self.hooks.callback(self.tracker.remove)  # pending backward entries are flushed
+            if self.track_grads and grad_tracker.register_node_hook is not None:
+                # the consumer hooks' Node registration without torch's Python handle (_grad_walk.c); other hooks
+                # registered in the window take torch's own path
+                self.hooks.patch(_HookMixin, "_register_hook", grad_tracker.register_node_hook)
             if level in ("L0", "mix"):
                 from msprobe.pytorch.dump.module_hooks import ModuleHooks
 
@@ -65,11 +74,6 @@ class TorchDumpSession:
 
     def _modes(self):
         return [mode for mode in (self.api_mode, self.aten_mode) if mode is not None]
-
-    def paused(self):
-        """Our own tensor work inside hooks: not recorded, and not even routed through the modes
-        (every `tensor.shape` would otherwise be a Python __torch_function__ call)."""
-        return _Paused(self.reentrancy)
 
     def close(self):
         self.hooks.close()
@@ -101,9 +105,10 @@ class TorchDumpSession:
 _NOBODY = object()
 
 
-class _Paused:
+class _PyPaused:
     """The context of `TorchDumpSession.paused()`: inside the reentrancy guard, torch functions off. A class
-    rather than a generator-based context manager: it runs two to four times per recorded call."""
+    rather than a generator-based context manager: it runs two to four times per recorded call. The reference of
+    _grad_walk.c's Paused, used where the extension is not built."""
     __slots__ = ("reentrancy", "off")
 
     def __init__(self, reentrancy):
@@ -125,6 +130,9 @@ class _Paused:
         finally:
             self.reentrancy.leave()
         return False
+
+
+_Paused = grad_tracker.Paused or _PyPaused
 
 
 def install_optimizer_parent(collector, session):

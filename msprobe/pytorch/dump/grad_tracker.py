@@ -24,6 +24,7 @@ nothing arrived.
 from collections import OrderedDict
 
 import torch
+from torch.autograd.function import _HookMixin
 from torch.autograd.graph import get_gradient_edge
 
 from msprobe.core.native_switch import native_enabled
@@ -81,6 +82,7 @@ def _hook_output(value, hook, handles):
 # and the API mode's lane (api_hooks.py); None when the extension was not built or MSPROBE_NATIVE_STATS=0 (the switch
 # of every C path of the dump)
 _begin_layout = _watch_single = Lane = ModeEntry = _OutputHook = _ConsumerHook = _emit_native = None
+Paused = register_node_hook = None  # dump_session's _Paused and the window's Node hook registration, in C
 if native_enabled():
     try:
         from msprobe.pytorch.dump import _grad_walk
@@ -93,6 +95,7 @@ if native_enabled():
         # the closures of _output_hook / _consumer_hook below as C callables (the same reads and writes)
         _OutputHook, _ConsumerHook = _grad_walk.OutputHook, _grad_walk.ConsumerHook
         _emit_native = _grad_walk.emit  # GradTracker._emit below
+        Paused, register_node_hook = _grad_walk.Paused, _grad_walk.register_node_hook
 
 
 def flat_tensors(value, found):
@@ -351,3 +354,12 @@ class GradTracker:
         self.handles = []
         self.pending = []
         self._leaf_edges = {}
+
+
+if _emit_native is not None:
+    # the C hooks and emit skip GradTracker's factories and _emit, and DumpCollector.backward's common case, where
+    # they are still these classes' own (and this module's switches above still hold the C callables)
+    from msprobe.core.dump.collector import DumpCollector
+
+    _grad_walk.configure_defaults(globals(), GradTracker, DumpCollector, _HookMixin.__dict__["_register_hook"].__func__,
+                                  torch._C.DisableTorchFunction)

@@ -1,0 +1,130 @@
+"""The backward side's shortcuts (_grad_walk.c): where GradTracker's hook factories and _emit and DumpCollector.backward
+are still their classes' own, the C hooks run them without a Python frame; the consumer hooks go onto autograd nodes
+without torch's Python handle, through a registration the window puts in torch's place and takes back at stop();
+dump_session's pause is the C Paused. Each gives what the Python path gives (test_pt_per_call_path.py compares whole
+dumps); these tests check that the shortcuts are taken, and that what is not ours still takes torch's own path."""
+import sys
+
+import pytest
+import torch
+from torch.autograd.function import _HookMixin
+from torch.utils.hooks import RemovableHandle
+
+from msprobe.core.dump.collector import DumpCollector
+from msprobe.core.dump.session import Reentrancy
+from msprobe.pytorch import PrecisionDebugger
+from msprobe.pytorch.dump import dump_session, grad_tracker
+from pt_dump_helpers import MLP, load_rank, write_config
+
+def _python_calls(codes, work):
+    """How many times each code object in `codes` ran as a Python frame during work()."""
+    counts = dict.fromkeys(codes, 0)
+
+    def profile(frame, event, _arg):
+        if event == "call" and frame.f_code in counts:
+            counts[frame.f_code] += 1
+    sys.setprofile(profile)
+    try:
+        work()
+    finally:
+        sys.setprofile(None)
+    return counts
+
+
+def _step(debugger, model):
+    debugger.start()
+    loss = model(torch.randn(3, 4)).pow(2).mean()
+    loss.backward()
+    debugger.stop()
+    debugger.step()
+
+
+def test_the_backward_side_runs_without_python_frames_and_writes_the_backward_entries(tmp_path):
+    torch.manual_seed(0)
+    model = MLP()
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"), model=model)
+    codes = {DumpCollector.backward.__code__: "DumpCollector.backward",
+             grad_tracker.GradTracker._emit.__code__: "GradTracker._emit",
+             grad_tracker.GradTracker._output_hook.__code__: "GradTracker._output_hook",
+             grad_tracker.GradTracker._consumer_hook.__code__: "GradTracker._consumer_hook",
+             RemovableHandle.__init__.__code__: "RemovableHandle.__init__",
+             dump_session._PyPaused.__enter__.__code__: "_PyPaused.__enter__"}
+    counts = _python_calls(codes, lambda: _step(debugger, model))
+    debugger.close()
+    assert {codes[code]: count for code, count in counts.items()} == dict.fromkeys(codes.values(), 0)
+    data = load_rank(tmp_path / "dump")[0]["data"]
+    backward = {name: entry for name, entry in data.items() if name.endswith(".backward")}
+    assert set(backward) == {"Functional.linear.0.backward", "Functional.linear.1.backward", "Torch.relu.0.backward",
+                             "Tensor.pow.0.backward", "Tensor.mean.0.backward"}
+    # the grads w.r.t. the second linear's input: its consumer hook's; w.r.t. its output: the output hook's
+    linear = backward["Functional.linear.1.backward"]
+    assert [desc["shape"] if desc else None for desc in linear["output"]] == [[3, 8], [2, 8], [2]]
+    assert [desc["shape"] for desc in linear["input"]] == [[3, 2]]
+
+
+def test_a_replaced_backward_or_emit_is_called_as_before(tmp_path, monkeypatch):
+    seen = []
+    real_backward = DumpCollector.backward
+
+    def backward(self, call, grads_of_outputs, grads_of_inputs):
+        seen.append(call.backward_name)
+        return real_backward(self, call, grads_of_outputs, grads_of_inputs)
+    monkeypatch.setattr(DumpCollector, "backward", backward)
+    torch.manual_seed(0)
+    model = MLP()
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"), model=model)
+    _step(debugger, model)
+    emitted = []
+    debugger.start()
+    debugger.session.tracker._emit = emitted.append  # the instance's own: the hooks call it
+    model(torch.randn(3, 4)).pow(2).mean().backward()
+    debugger.stop()
+    debugger.close()
+    assert sorted(seen) == ["Functional.linear.0.backward", "Functional.linear.1.backward", "Tensor.mean.0.backward",
+                            "Tensor.pow.0.backward", "Torch.relu.0.backward"]
+    # every hook whose grads completed a call hands its record over (the replaced _emit marks none done)
+    assert len({id(pending) for pending in emitted}) == 5
+    assert {pending.call.backward_name for pending in emitted} == set(seen)
+
+
+def test_the_node_hook_registration_is_ours_in_the_window_only_and_passes_on_other_hooks(tmp_path):
+    original = _HookMixin.__dict__["_register_hook"]
+    torch.manual_seed(0)
+    model = MLP()
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"), model=model)
+    debugger.start()
+    assert _HookMixin.__dict__["_register_hook"] is grad_tracker.register_node_hook
+    out = model(torch.randn(3, 4))
+    handles = debugger.session.tracker.handles
+    assert handles and all(type(handle) is tuple for handle in handles)  # (hook dict, hook): no RemovableHandle
+    # a hook of the user's on a node our consumer hook is on: torch's own handle, into the same dict, and it runs
+    node = out.grad_fn
+    sent = []
+    user = node.register_hook(lambda grad_inputs, grad_outputs: sent.append(len(grad_inputs)))
+    assert type(user) is RemovableHandle
+    ours = [hooks for hooks, hook in handles if type(hook).__name__ == "ConsumerHook" and user.id in hooks]
+    assert len(ours) == 1
+    out.sum().backward(retain_graph=True)
+    assert sent == [3]
+    debugger.stop()
+    assert _HookMixin.__dict__["_register_hook"] is original  # the staticmethod itself, not its function
+    assert all(type(hook).__name__ != "ConsumerHook" for hook in ours[0].values())  # ours taken off at stop()
+    user.remove()
+    assert not ours[0]
+    out.sum().backward()
+    assert sent == [3]
+    debugger.close()
+    data = load_rank(tmp_path / "dump")[0]["data"]
+    assert "Functional.linear.1.backward" in data
+
+
+@pytest.mark.parametrize("paused", [grad_tracker.Paused, dump_session._PyPaused], ids=["c", "python"])
+def test_paused_counts_the_guard_up_and_down_and_gives_back_the_failure(paused):
+    guard = Reentrancy()
+    pause = paused(guard)
+    assert pause.__enter__() is pause and guard._local.depth == 1 and not torch._C._is_torch_function_enabled()
+    assert pause.__exit__(ValueError, ValueError("x"), None) is False  # the failure is not swallowed
+    assert guard._local.depth == 0 and torch._C._is_torch_function_enabled()
+    with paused(guard), paused(guard):  # nested: still paused after the inner one ends
+        pass
+    assert guard._local.depth == 0 and torch._C._is_torch_function_enabled()
