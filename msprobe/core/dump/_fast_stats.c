@@ -1396,7 +1396,8 @@ static PyObject *untrack(PyObject *Py_UNUSED(self), PyObject *obj)
     return PyBool_FromLong(!PyObject_GC_IsTracked(obj));
 }
 
-static PyObject *key_type, *key_value, *name_int, *name_float, *name_bool, *name_str;
+static PyObject *key_type, *key_value, *name_int, *name_float, *name_bool, *name_str, *name_slice, *name_ellipsis,
+    *text_ellipsis;
 
 static int walk_names_ready(void)
 {
@@ -1408,12 +1409,36 @@ static int walk_names_ready(void)
     name_float = PyUnicode_InternFromString("float");
     name_bool = PyUnicode_InternFromString("bool");
     name_str = PyUnicode_InternFromString("str");
+    name_slice = PyUnicode_InternFromString("slice");
+    name_ellipsis = PyUnicode_InternFromString("ellipsis");
+    text_ellipsis = PyUnicode_InternFromString("...");
     if (key_type == NULL || key_value == NULL || name_int == NULL || name_float == NULL || name_bool == NULL ||
-        name_str == NULL) {
+        name_str == NULL || name_slice == NULL || name_ellipsis == NULL || text_ellipsis == NULL) {
         Py_CLEAR(key_type);
         return -1;
     }
     return 0;
+}
+
+/* {"type": name, "value": value} */
+static PyObject *plain_desc(PyObject *name, PyObject *value)
+{
+    PyObject *desc = PyDict_New();
+    if (desc == NULL)
+        return NULL;
+    if (PyDict_SetItem(desc, key_type, name) < 0 || PyDict_SetItem(desc, key_value, value) < 0) {
+        Py_DECREF(desc);
+        return NULL;
+    }
+    return desc;
+}
+
+/* a slice's part as record.py's _plain_value gives it, for None and the exact scalar types (else NULL: not here) */
+static int plain_part(PyObject *part)
+{
+    PyTypeObject *kind = Py_TYPE(part);
+    return part == Py_None || kind == &PyLong_Type || kind == &PyFloat_Type || kind == &PyBool_Type ||
+           kind == &PyUnicode_Type;
 }
 
 static PyObject *describe_item(PyObject *item, PyObject *tensor_type, PyObject *describe_tensor, PyObject *describe)
@@ -1432,15 +1457,51 @@ static PyObject *describe_item(PyObject *item, PyObject *tensor_type, PyObject *
         name = name_bool;
     else if (kind == &PyUnicode_Type)
         name = name_str;
-    if (name != NULL) {
-        PyObject *desc = PyDict_New();
-        if (desc == NULL)
-            return NULL;
-        if (PyDict_SetItem(desc, key_type, name) < 0 || PyDict_SetItem(desc, key_value, item) < 0) {
-            Py_DECREF(desc);
+    if (name != NULL)
+        return plain_desc(name, item);
+    /* record.py's describe for what it describes without the framework: an exact list or tuple item by item (as a
+       tuple), a slice of plain parts, the Ellipsis */
+    if (kind == &PyList_Type || kind == &PyTuple_Type) {
+        Py_ssize_t count = PySequence_Fast_GET_SIZE(item);
+        PyObject *result = PyTuple_New(count);
+        if (result == NULL || Py_EnterRecursiveCall(" while describing a nested sequence")) {
+            Py_XDECREF(result);
             return NULL;
         }
-        return desc;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            /* a callback may shrink a list: its items are read again, and held, each time */
+            if (i >= PySequence_Fast_GET_SIZE(item)) {
+                PyErr_SetString(PyExc_RuntimeError, "describe: a list changed size while it was described");
+                Py_CLEAR(result);
+                break;
+            }
+            PyObject *inner = Py_NewRef(PySequence_Fast_GET_ITEM(item, i));
+            PyObject *desc = describe_item(inner, tensor_type, describe_tensor, describe);
+            Py_DECREF(inner);
+            if (desc == NULL) {
+                Py_CLEAR(result);
+                break;
+            }
+            PyTuple_SET_ITEM(result, i, desc);
+        }
+        Py_LeaveRecursiveCall();
+        return result;
+    }
+    if (kind == &PySlice_Type) {
+        PySliceObject *slice = (PySliceObject *)item;
+        if (plain_part(slice->start) && plain_part(slice->stop) && plain_part(slice->step)) {
+            PyObject *parts = PyList_New(3), *desc;
+            if (parts == NULL)
+                return NULL;
+            PyList_SET_ITEM(parts, 0, Py_NewRef(slice->start));
+            PyList_SET_ITEM(parts, 1, Py_NewRef(slice->stop));
+            PyList_SET_ITEM(parts, 2, Py_NewRef(slice->step));
+            desc = plain_desc(name_slice, parts);
+            Py_DECREF(parts);
+            return desc;
+        }
+    } else if (item == Py_Ellipsis) {
+        return plain_desc(name_ellipsis, text_ellipsis);
     }
     int is_tensor = PyObject_IsInstance(item, tensor_type);
     if (is_tensor < 0)

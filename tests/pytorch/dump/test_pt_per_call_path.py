@@ -32,7 +32,8 @@ def _values():
         base, base.t(), base[:, 1:3], torch.tensor(2.5), torch.arange(6), torch.tensor([True, False]),
         torch.randn(3, requires_grad=True), torch.nn.Parameter(torch.randn(2, 2)), torch.zeros(0),
         3, -7, 2.5, float("nan"), True, False, "mean", None, Color.RED, np.float64(1.5), np.int64(4),
-        slice(1, None, 2), Ellipsis, torch.float16, torch.device("cpu"), torch.Size([2, 3]),
+        slice(1, None, 2), slice(0.5, "a", True), slice(torch.tensor(1), 3), [slice(None), Ellipsis], Ellipsis,
+        [{"a": 1}, (), [[None]]], torch.float16, torch.device("cpu"), torch.Size([2, 3]),
         [base, 1, None, [2.0, "x"]], (base, (base.t(),)), {"dim": 1, "t": base, 3: "int key"},
         torch.max(base, dim=1), object(),
     ]
