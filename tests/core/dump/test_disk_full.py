@@ -92,8 +92,9 @@ def _error_lines(text):
 
 def test_disk_full_in_the_middle_of_a_steps_json_files_leaves_the_whole_set_or_none(tmp_path, monkeypatch,
                                                                                    no_json_helper, capsys):
-    # room for step 0's three JSON files and one more: step 1 fails after its first file
-    losses = _train("statistics", tmp_path, 4, FullDisk(tmp_path, room=3 * 2 + 2), monkeypatch)
+    # room for step 0's three JSON files (one write each: small files, no fsync) and one more: step 1 fails after
+    # its first file
+    losses = _train("statistics", tmp_path, 4, FullDisk(tmp_path, room=3 + 1), monkeypatch)
     assert losses == _train(None, tmp_path / "unused", 4)
     sets = _json_sets(tmp_path, 4)
     assert sets[0] == JSON_SET
