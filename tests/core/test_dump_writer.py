@@ -158,9 +158,9 @@ def test_with_orjson_the_training_thread_encodes_and_no_helper_starts(tmp_path, 
     encoded_on = []
     real_encode = writer_module.encode_dump_bytes
 
-    def encode(obj, *args):
+    def encode(obj, *args, **kwargs):
         encoded_on.append(threading.current_thread() is threading.main_thread())
-        return real_encode(obj, *args)
+        return real_encode(obj, *args, **kwargs)
 
     monkeypatch.setattr(writer_module, "encode_dump_bytes", encode)
     writer = DumpWriter(str(tmp_path), save_tensor_fn=None)
@@ -194,10 +194,35 @@ def test_entry_lines_in_c_writes_the_python_loops_bytes(monkeypatch):
              {"data": {"a": {"s": "\u2028 \u00e9 \"q\" \\ \n"}, "b": [math.nan], "c": (1, None), "d": 2 ** 70,
                        "e": {"Max": -math.inf, "Min": None}}},
              {"a": [], "b": [[]], "c": "{"}, {1: "an int key"}, {"s": shared, "t": shared, "u": list(shared)}, DUMP,
-             STACK, {"task": "x", "data": {"Functional.relu.0.forward": DUMP["data"]["Functional.relu.0.forward"]}}]
+             STACK, {"task": "x", "data": {"Functional.relu.0.forward": DUMP["data"]["Functional.relu.0.forward"]}},
+             {"\x1f": 1, "\x7f": 2, "a\\b": 3, "caf\u00e9": 4, "\U0001f600": 5, "/": 6, "": 7}]
     fast = [json_files.encode_dump_bytes(case) for case in cases]
+    # stack.json's lists kept across steps: the same bytes, each list's text taken from the first step's
+    lists = {}
+    kept = [json_files.encode_dump_bytes({"s": shared, "t": shared, "u": [1]}, lists=lists) for _ in range(2)]
+    assert lists[id(shared)] == (shared, b'["File a.py, line 3, in f, \\n relu(x)"]') and len(lists) == 3  # + 2 [1]s
     monkeypatch.setattr(native, "entry_lines", None)
     assert fast == [json_files.encode_dump_bytes(case) for case in cases]
+    python_lists = {}
+    assert kept == [json_files.encode_dump_bytes({"s": shared, "t": shared, "u": [1]}, lists=python_lists)] * 2
+    assert kept[0] == json_files.encode_dump_bytes({"s": shared, "t": shared, "u": [1]})
     assert json.loads(fast[5])["data"]["e"]["Max"] == -math.inf and json.loads(fast[7]) == {"1": "an int key"}
     with pytest.raises(TypeError):
         native.entry_lines([], 1, json.dumps, str)
+
+
+def test_stack_texts_are_kept_across_steps_and_bounded(tmp_path, monkeypatch):
+    pytest.importorskip("orjson")
+    monkeypatch.setattr(writer_module, "_STACK_TEXTS", 2)
+    shared = ["File a.py, line 3, in f, \n relu(x)"]
+    writer = DumpWriter(str(tmp_path), save_tensor_fn=None)
+    steps = [{"A.0.forward": shared, "B.0.forward": shared}, {"A.0.forward": shared, "C.0.forward": ["x"]},
+             {"D.0.forward": ["y"]}, {"A.0.forward": shared}]
+    for step, stacks in enumerate(steps):
+        writer.write_json(step, None, {"stack.json": stacks})
+        if step == 1:  # the shared list's text, made at step 0, is kept with it
+            assert writer._stack_texts[id(shared)][0] is shared and len(writer._stack_texts) == 2
+    writer.close()
+    # three lists kept after step 2, past the bound: step 3 started the memo afresh, with its one list
+    assert list(writer._stack_texts) == [id(shared)]
+    assert [_load(tmp_path / f"step{step}" / "rank" / "stack.json") for step in range(4)] == steps

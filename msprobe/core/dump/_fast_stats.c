@@ -2088,13 +2088,15 @@ static PyObject *nonfinite(PyObject *Py_UNUSED(self), PyObject *value)
     return PyBool_FromLong(has_nonfinite(value, 0));
 }
 
-/* entry_lines(mapping, indent, dumps, fallback) -> bytes, or None: json_files.py's layout of a dict, one entry a
+/* entry_lines(mapping, indent, dumps, fallback, lists=None) -> bytes, or None: json_files.py's layout of a dict, one entry a
    line: b'{\n' + pad + key + b': ' + value + (b',\n' + pad + ...) + b'\n' + pad[1:] + b'}' (b'{}' when empty), pad
    being `indent` spaces, each key and value encoded by dumps (orjson.dumps); a value dumps refuses (TypeError), or
    whose text holds a null that stands for a NaN or an infinity (nonfinite), is encoded by fallback(value) -> bytes
    (the json module). None is written as null, and a list met again (stack.json: one list per code location) reuses
-   its text. None when a key is not a str (the caller's loop writes str(key)). The Python loop it replaces cost
-   ~2.5 us an entry around orjson's own time. */
+   its text, within the call or, with `lists` (the caller's dict), across calls: a list's text is kept with the list
+   itself, so the caller must not change a list it has handed over. A key of printable ASCII without a quote or a
+   backslash is written as is (orjson would give the same bytes). None when a key is not a str (the caller's loop
+   writes str(key)). The Python loop it replaces cost ~2.5 us an entry around orjson's own time. */
 typedef struct {
     char *data;
     Py_ssize_t size, capacity;
@@ -2147,12 +2149,33 @@ static PyObject *entry_text(PyObject *value, PyObject *dumps, PyObject *fallback
     return text;
 }
 
+/* a key's JSON text written straight into the buffer when it is printable ASCII without a quote or a backslash (the
+   bytes orjson.dumps gives it: dump names are); 1: written, 0: not such a key (nothing written), -1: failed */
+static int put_plain_key(text_buffer_t *b, PyObject *key)
+{
+    if (!PyUnicode_IS_ASCII(key))
+        return 0;
+    const unsigned char *text = PyUnicode_1BYTE_DATA(key);
+    Py_ssize_t size = PyUnicode_GET_LENGTH(key);
+    for (Py_ssize_t i = 0; i < size; i++)
+        if (text[i] < 0x20 || text[i] == '"' || text[i] == '\\')
+            return 0;
+    if (buffer_put(b, "\"", 1) < 0 || buffer_put(b, (const char *)text, size) < 0 || buffer_put(b, "\"", 1) < 0)
+        return -1;
+    return 1;
+}
+
 static PyObject *entry_lines(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4 || !PyDict_CheckExact(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "entry_lines(mapping: dict, indent, dumps, fallback) takes 4 arguments");
+    if ((nargs != 4 && nargs != 5) || !PyDict_CheckExact(args[0]) ||
+        (nargs == 5 && args[4] != Py_None && !PyDict_CheckExact(args[4]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "entry_lines(mapping: dict, indent, dumps, fallback, lists: dict | None = None)");
         return NULL;
     }
+    /* lists: the caller's memo of list texts, kept across calls ({id: (list, text)}, the list held so that its id
+       stays its own); else one for this call */
+    PyObject *lists = nargs == 5 && args[4] != Py_None ? args[4] : NULL;
     Py_ssize_t indent = PyLong_AsSsize_t(args[1]);
     if (indent == -1 && PyErr_Occurred())
         return NULL;
@@ -2180,29 +2203,44 @@ static PyObject *entry_lines(PyObject *Py_UNUSED(self), PyObject *const *args, P
             result = Py_None;
             goto done;
         }
-        PyObject *key_text = PyObject_CallOneArg(dumps, key);
-        if (key_text == NULL)
+        if (buffer_put(&out, i ? pad : pad + 2, i ? indent + 2 : indent) < 0)
             goto done;
-        int failed = buffer_put(&out, i ? pad : pad + 2, i ? indent + 2 : indent) < 0 ||
-                     buffer_put_bytes(&out, key_text) < 0 || buffer_put(&out, ": ", 2) < 0;
-        Py_DECREF(key_text);
-        if (failed)
+        int plain = put_plain_key(&out, key), failed;
+        if (plain < 0)
+            goto done;
+        if (!plain) {
+            PyObject *key_text = PyObject_CallOneArg(dumps, key);
+            if (key_text == NULL)
+                goto done;
+            failed = buffer_put_bytes(&out, key_text) < 0;
+            Py_DECREF(key_text);
+            if (failed)
+                goto done;
+        }
+        if (buffer_put(&out, ": ", 2) < 0)
             goto done;
         PyObject *text = NULL;
         if (value == Py_None) {
             failed = buffer_put(&out, "null", 4) < 0;
         } else if (PyList_CheckExact(value)) {
-            PyObject *id = PyLong_FromVoidPtr(value);
+            PyObject *id = PyLong_FromVoidPtr(value), *known;
             if (id == NULL)
                 goto done;
-            text = PyDict_GetItemWithError(memo, id);
-            if (text != NULL) {
-                Py_INCREF(text);
-            } else if (PyErr_Occurred() || (text = entry_text(value, dumps, fallback)) == NULL ||
-                       PyDict_SetItem(memo, id, text) < 0) {
-                Py_DECREF(id);
-                Py_XDECREF(text);
-                goto done;
+            known = PyDict_GetItemWithError(lists != NULL ? lists : memo, id);
+            if (known != NULL && PyTuple_CheckExact(known) && PyTuple_GET_SIZE(known) == 2 &&
+                PyTuple_GET_ITEM(known, 0) == value) {
+                text = Py_NewRef(PyTuple_GET_ITEM(known, 1));
+            } else {
+                PyObject *pair = NULL;
+                if (PyErr_Occurred() || (text = entry_text(value, dumps, fallback)) == NULL ||
+                    (pair = PyTuple_Pack(2, value, text)) == NULL ||
+                    PyDict_SetItem(lists != NULL ? lists : memo, id, pair) < 0) {
+                    Py_DECREF(id);
+                    Py_XDECREF(text);
+                    Py_XDECREF(pair);
+                    goto done;
+                }
+                Py_DECREF(pair);
             }
             Py_DECREF(id);
         } else if ((text = entry_text(value, dumps, fallback)) == NULL) {

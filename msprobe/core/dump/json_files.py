@@ -67,19 +67,23 @@ def _key(key):
     return orjson.dumps(key) if orjson is not None and type(key) is str else _fallback(str(key))
 
 
-def _entries(mapping, indent, share_gil):
+def _entries(mapping, indent, share_gil, lists=None):
     if orjson is not None and native.entry_lines is not None and type(mapping) is dict:
-        text = native.entry_lines(mapping, indent, orjson.dumps, _fallback)  # the loop below, in C
+        text = native.entry_lines(mapping, indent, orjson.dumps, _fallback, lists)  # the loop below, in C
         if text is not None:
             return text
     pad = b" " * indent
-    memo = {}  # stack.json: every call from one code location shares one list object
+    # stack.json: every call from one code location shares one list object; `lists` keeps their texts across steps
+    memo = {} if lists is None else lists
     lines = []
     for count, (key, value) in enumerate(mapping.items(), 1):
         if type(value) is list:
-            text = memo.get(id(value))
-            if text is None:
-                text = memo[id(value)] = _encode(value)
+            known = memo.get(id(value))
+            if known is not None and known[0] is value:
+                text = known[1]
+            else:
+                text = _encode(value)
+                memo[id(value)] = (value, text)
         elif value is None:  # construct.json of an L1/L2 dump: every parent is null
             text = b"null"
         else:
@@ -92,18 +96,20 @@ def _entries(mapping, indent, share_gil):
     return b"{\n" + b",\n".join(lines) + b"\n" + pad[:-1] + b"}" if lines else b"{}"
 
 
-def encode_dump_bytes(obj, share_gil=False):
+def encode_dump_bytes(obj, share_gil=False, lists=None):
     """UTF-8 JSON with one entry per line: top-level keys, and every entry of "data" (or of a flat mapping such as
     stack.json) on its own line, each entry compact. Same content as indent=1, but each entry encoded by orjson (the
     json module's C encoder where orjson is missing or the entry holds NaN or Infinity; indent=1 would force the
-    pure-Python one, ~4x slower). share_gil: hand the GIL over every few entries (off the training thread)."""
+    pure-Python one, ~4x slower). share_gil: hand the GIL over every few entries (off the training thread).
+    lists: a dict the caller keeps across calls, in which the text of each list value of a flat mapping is kept
+    with the list (stack.json's lists are the same objects every step); such a list must not change afterwards."""
     if not isinstance(obj, dict):
         return _encode(obj)
     if "data" in obj and isinstance(obj["data"], dict):
         lines = [b" %s: %s" % (_key(key), _entries(value, 2, share_gil) if key == "data" else _encode(value))
                  for key, value in obj.items()]
         return b"{\n" + b",\n".join(lines) + b"\n}"
-    return _entries(obj, 1, share_gil)
+    return _entries(obj, 1, share_gil, lists)
 
 
 def encode_dump_json(obj, share_gil=True):

@@ -40,6 +40,7 @@ from msprobe.core.write_failures import WriteFailures
 __all__ = ["DumpWriter", "WriteFailures", "rank_dir_name", "encode_dump_json", "write_json_files", "TENSOR_DIR"]
 
 TENSOR_DIR = "dump_tensor_data"
+_STACK_TEXTS = 4096  # list texts kept for stack.json (a model has a few hundred call sites)
 JSON_NAMES = ("dump.json", "stack.json", "construct.json", "debug.json")
 
 
@@ -79,6 +80,7 @@ class DumpWriter:
         self._pool = None
         self._prepared = set()  # rank folders this writer has written into (writer thread only)
         self._warned_earlier_run = False
+        self._stack_texts = {}  # stack.json's list texts across steps (json_files.encode_dump_bytes' `lists`)
 
     # -- paths ------------------------------------------------------------------------------
     def rank_dir(self, step, rank):
@@ -106,7 +108,9 @@ class DumpWriter:
         here when orjson is there."""
         folder = self.rank_dir(step, rank)
         self._batch.folders.setdefault(folder, False)
-        self._batch.json.append((step, folder, _encoded(files)))
+        if len(self._stack_texts) > _STACK_TEXTS:  # bounded: a run with ever new call sites starts it afresh
+            self._stack_texts = {}
+        self._batch.json.append((step, folder, _encoded(files, self._stack_texts)))
         self.commit()
 
     def commit(self):
@@ -233,13 +237,16 @@ class DumpWriter:
             return exc if isinstance(exc, OSError) else OSError(str(exc))
 
 
-def _encoded(files):
+def _encoded(files, stack_texts):
     """[(name, JSON bytes)] of `files` when orjson encodes them (~7x faster than the json module), else `files`
-    itself for the background thread (a value that cannot be encoded, too: its failure is recorded there)."""
+    itself for the background thread (a value that cannot be encoded, too: its failure is recorded there).
+    stack_texts: the writer's texts of stack.json's lists (the collector's stack cache hands out the same list
+    for every call from one code location, step after step, and never changes it)."""
     if json_files.orjson is None:
         return files
     try:
-        return [(name, encode_dump_bytes(obj)) for name, obj in files.items()]
+        return [(name, encode_dump_bytes(obj, lists=stack_texts if name == "stack.json" else None))
+                for name, obj in files.items()]
     except Exception:  # noqa: BLE001 - e.g. a lone surrogate in a name: the writer thread records the failure
         return files
 
