@@ -202,6 +202,7 @@ class DumpCollector:
         self.module_stack: List[Any] = []  # ForwardCalls of the modules we are in, and Regions
         self.tensor_files.new_step()
         self.dirty = False
+        self._params_grads = False  # a "parameters_grad" entry is in data (flush drops its ungraded parameters)
         self.filter.reset()
         self.task.new_step()
 
@@ -362,6 +363,7 @@ class DumpCollector:
             grad_name = f"{call.key}.{PARAMS_GRAD}"
             if grad_name not in self.data:
                 self.data[grad_name] = {str(k): None for k in parameters}
+                self._params_grads = True
         return output
 
     def tensors_changed(self, values):
@@ -445,6 +447,7 @@ class DumpCollector:
     def commit(self, record: Record) -> None:
         """Put a record into the step's files (tasks call this for records they held back)."""
         if record.kind == PARAMS_GRAD:
+            self._params_grads = True
             current = self.data.get(record.name) or {}
             # replace, never mutate: the writer may hold the previous dict
             self.data[record.name] = {**current, record.param_name: (record.entry,)}
@@ -483,13 +486,16 @@ class DumpCollector:
         if not self.dirty:
             return
         self.records.resolve()
-        data = {}
-        for name, entry in self.data.items():
-            if name.endswith(PARAMS_GRAD):
-                entry = {k: v for k, v in entry.items() if v is not None}
-                if not entry:
-                    continue
-            data[name] = entry
+        if not self._params_grads:  # a copy: a later window of this step adds to self.data
+            data = dict(self.data)
+        else:
+            data = {}
+            for name, entry in self.data.items():
+                if name.endswith(PARAMS_GRAD):
+                    entry = {k: v for k, v in entry.items() if v is not None}
+                    if not entry:
+                        continue
+                data[name] = entry
         task, framework, data_dir = self.task_name, self.adapter.framework, self.dump_data_dir()
         files = {"dump.json": {"task": task, "level": self.level, "framework": framework,
                                "dump_data_dir": data_dir, "data": data},

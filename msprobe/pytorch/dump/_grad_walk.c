@@ -1838,6 +1838,36 @@ static PyObject *register_node_hook(PyObject *Py_UNUSED(self), PyObject *const *
     return result;
 }
 
+/* remove_handles(handles): GradTracker.remove's loop: a (hook dict, key) pair popped from its dict (a key already
+ * gone is no error), anything else's remove() called */
+static PyObject *s_remove;
+
+static PyObject *remove_handles(PyObject *Py_UNUSED(self), PyObject *handles)
+{
+    PyObject *items = PySequence_Fast(handles, "remove_handles: a list of handles");
+    if (items == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
+        PyObject *handle = PySequence_Fast_GET_ITEM(items, i), *done;
+        if (PyTuple_CheckExact(handle) && PyTuple_GET_SIZE(handle) == 2) {
+            if (PyObject_DelItem(PyTuple_GET_ITEM(handle, 0), PyTuple_GET_ITEM(handle, 1)) < 0) {
+                if (!PyErr_ExceptionMatches(PyExc_KeyError))
+                    goto fail;
+                PyErr_Clear();
+            }
+        } else {
+            if ((done = PyObject_CallMethodNoArgs(handle, s_remove)) == NULL)
+                goto fail;
+            Py_DECREF(done);
+        }
+    }
+    Py_DECREF(items);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(items);
+    return NULL;
+}
+
 static PyObject *configure_defaults(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize_t nargs)
 {
     if (nargs != 5 || !PyDict_Check(argv[0]) || !PyType_Check(argv[1]) || !PyType_Check(argv[2]) ||
@@ -1894,6 +1924,8 @@ static PyMethodDef methods[] = {
     {"register_node_hook", (PyCFunction)(void (*)(void))register_node_hook, METH_FASTCALL,
      "register_node_hook(backward_hooks, hook) -> (hooks, handle): torch's _HookMixin._register_hook, a consumer "
      "hook's handle a (dict, hook) pair."},
+    {"remove_handles", remove_handles, METH_O,
+     "remove_handles(handles): GradTracker.remove's loop ((dict, key) pairs popped, other handles' remove())."},
     {"watch_single", (PyCFunction)(void (*)(void))watch_single, METH_FASTCALL,
      "watch_single(tracker, pending, output): GradTracker.watch_outputs for one tensor output."},
     {NULL, NULL, 0, NULL},
@@ -1996,6 +2028,7 @@ PyMODINIT_FUNC PyInit__grad_walk(void)
     INTERN(s_input, "input");
     INTERN(s_depth, "depth");
     INTERN(s_local_attr, "_local");
+    INTERN(s_remove, "remove");
 #undef INTERN
     if ((empty_tuple = PyTuple_New(0)) == NULL)
         return NULL;

@@ -128,3 +128,30 @@ def test_paused_counts_the_guard_up_and_down_and_gives_back_the_failure(paused):
     with paused(guard), paused(guard):  # nested: still paused after the inner one ends
         pass
     assert guard._local.depth == 0 and torch._C._is_torch_function_enabled()
+
+
+def test_removing_handles_pops_pairs_once_and_calls_other_handles_remove():
+    from collections import OrderedDict
+
+    hooks, removed = OrderedDict(a=1, b=2), []
+
+    class Handle:
+        def remove(self):
+            removed.append(self)
+    handle = Handle()
+    for remove in (grad_tracker._remove_handles, None):
+        tracker = grad_tracker.GradTracker(collector=None, pause=None)
+        tracker.handles = [(hooks, "a"), (hooks, "a"), handle]  # a key already gone is no error
+        if remove is None:
+            grad_tracker._remove_handles, saved = None, grad_tracker._remove_handles
+            try:
+                tracker.remove()
+            finally:
+                grad_tracker._remove_handles = saved
+        else:
+            tracker.remove()
+        assert list(hooks) == ["b"] and tracker.handles == []
+        hooks["a"] = 1
+    assert removed == [handle, handle]
+    with pytest.raises(TypeError):
+        grad_tracker._remove_handles([(42, "x")])  # not a mapping: raised, as pop() would
