@@ -1654,7 +1654,7 @@ static int weakref_alive(PyObject *ref)
 static PyObject *describer_desc(describer_t *d, PyObject *name, PyObject *shape, PyObject *stats, PyObject *grad,
                                 PyObject *fingerprint)
 {
-    PyObject *desc = PyDict_New();
+    PyObject *desc = _PyDict_NewPresized(K_COUNT);  /* its eight or nine keys without growing the table twice */
     if (desc == NULL)
         return NULL;
     PyObject *values[K_COUNT] = {d->type_name, name, shape, PyTuple_GET_ITEM(stats, 0), PyTuple_GET_ITEM(stats, 1),

@@ -115,6 +115,88 @@ static int is_default(PyObject *obj, PyObject *name, PyObject *original)
     return has == 0;
 }
 
+/* ---- slot access: the tracker's PendingBackward and the collector's ForwardCall are __slots__ classes whose fields
+ * the hooks and emit read and write many times a call; for an instance of exactly one of those classes (registered
+ * by configure_defaults from the classes' member descriptors) a field is read or written in place, as the member
+ * descriptor would do it; anything else goes through getattr / setattr. */
+#define SLOT_MAX 24
+typedef struct {
+    PyTypeObject *type;
+    int count;
+    PyObject *names[SLOT_MAX];
+    Py_ssize_t offsets[SLOT_MAX];
+} slot_class_t;
+static slot_class_t slot_classes[2];
+
+static PyObject **slot_ptr(PyObject *obj, PyObject *name)
+{
+    for (int c = 0; c < 2; c++) {
+        if (Py_TYPE(obj) != slot_classes[c].type)
+            continue;
+        for (int i = 0; i < slot_classes[c].count; i++)
+            if (slot_classes[c].names[i] == name)
+                return (PyObject **)((char *)obj + slot_classes[c].offsets[i]);
+        return NULL;
+    }
+    return NULL;
+}
+
+static PyObject *get_attr(PyObject *obj, PyObject *name)
+{
+    PyObject **slot = slot_ptr(obj, name);
+    if (slot == NULL)
+        return PyObject_GetAttr(obj, name);
+    if (*slot == NULL) {
+        PyErr_SetObject(PyExc_AttributeError, name);
+        return NULL;
+    }
+    return Py_NewRef(*slot);
+}
+
+static int set_attr(PyObject *obj, PyObject *name, PyObject *value)
+{
+    PyObject **slot = slot_ptr(obj, name);
+    if (slot == NULL)
+        return PyObject_SetAttr(obj, name, value);
+    Py_XSETREF(*slot, Py_NewRef(value));
+    return 0;
+}
+
+/* the class's object slots (member descriptors of T_OBJECT_EX), their names interned */
+static int register_slots(slot_class_t *c, PyObject *type)
+{
+    if (!PyType_Check(type)) {
+        PyErr_SetString(PyExc_TypeError, "configure_defaults: a class expected");
+        return -1;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *descr;
+    int count = 0;
+    PyObject *names[SLOT_MAX];
+    Py_ssize_t offsets[SLOT_MAX];
+    while (PyDict_Next(((PyTypeObject *)type)->tp_dict, &pos, &key, &descr)) {
+        if (Py_TYPE(descr) != &PyMemberDescr_Type || ((PyMemberDescrObject *)descr)->d_member->type != T_OBJECT_EX ||
+            !PyUnicode_CheckExact(key))
+            continue;
+        if (count == SLOT_MAX) {
+            PyErr_SetString(PyExc_TypeError, "configure_defaults: too many slots");
+            return -1;
+        }
+        Py_INCREF(key);
+        PyUnicode_InternInPlace(&key);
+        names[count] = key;
+        offsets[count++] = ((PyMemberDescrObject *)descr)->d_member->offset;
+    }
+    for (int i = 0; i < c->count; i++)
+        Py_DECREF(c->names[i]);
+    Py_XDECREF(c->type);
+    c->type = (PyTypeObject *)Py_NewRef(type);
+    c->count = count;
+    memcpy(c->names, names, sizeof(PyObject *) * (size_t)count);
+    memcpy(c->offsets, offsets, sizeof(Py_ssize_t) * (size_t)count);
+    return 0;
+}
+
 /* grad_tracker.<name> is `value` (borrowed lookups; no exception left) */
 static int global_is(PyObject *name, PyObject *value)
 {
@@ -350,14 +432,14 @@ static int newer(PyObject *node, unsigned long long start)
 /* obj.<name> += amount; the new value's truth (-1 on error) */
 static int add_to_attr(PyObject *obj, PyObject *name, PyObject *amount)
 {
-    PyObject *value = PyObject_GetAttr(obj, name), *sum;
+    PyObject *value = get_attr(obj, name), *sum;
     if (value == NULL)
         return -1;
     sum = PyNumber_Add(value, amount);
     Py_DECREF(value);
     if (sum == NULL)
         return -1;
-    int truth = PyObject_SetAttr(obj, name, sum) < 0 ? -1 : PyObject_IsTrue(sum);
+    int truth = set_attr(obj, name, sum) < 0 ? -1 : PyObject_IsTrue(sum);
     Py_DECREF(sum);
     return truth;
 }
@@ -381,7 +463,7 @@ static PyObject *make_hook(int output, PyObject *tracker, PyObject *pending, PyO
 static int hook_consumers(PyObject *tracker, PyObject *pending, PyObject *edges, PyObject *handles, PyObject *root,
                           int root_is_input)
 {
-    PyObject *start_obj = PyObject_GetAttr(pending, s_seq_start);
+    PyObject *start_obj = get_attr(pending, s_seq_start);
     if (start_obj == NULL)
         return -1;
     unsigned long long start = PyLong_AsUnsignedLongLong(start_obj);
@@ -529,7 +611,7 @@ static PyObject *watch_single(PyObject *Py_UNUSED(self), PyObject *const *argv, 
     PyObject *edges = NULL, *handles = NULL, *node = NULL, *output_nr = NULL, *outputs_left = NULL;
     PyObject *result = NULL;
     int root_is_input = 0;
-    if (PyObject_SetAttr(pending, s_out_count, one) < 0 || (edges = PyObject_GetAttr(pending, s_edges)) == NULL)
+    if (set_attr(pending, s_out_count, one) < 0 || (edges = get_attr(pending, s_edges)) == NULL)
         return NULL;
     if ((handles = PyObject_GetAttr(tracker, s_handles)) == NULL)
         goto done;
@@ -550,7 +632,7 @@ static PyObject *watch_single(PyObject *Py_UNUSED(self), PyObject *const *argv, 
             Py_CLEAR(node);
         } else {
             output_nr = PyObject_GetAttr(value, s_output_nr);
-            outputs_left = output_nr == NULL ? NULL : PyObject_GetAttr(pending, s_outputs_left);
+            outputs_left = output_nr == NULL ? NULL : get_attr(pending, s_outputs_left);
             if (outputs_left == NULL || PySet_Add(outputs_left, zero) < 0)
                 goto done;
             PyObject *through = Py_None; /* borrowed */
@@ -580,11 +662,11 @@ static PyObject *watch_single(PyObject *Py_UNUSED(self), PyObject *const *argv, 
         hook_consumers(tracker, pending, edges, handles, node, root_is_input) < 0)
         goto done;
     /* kept while an output grad or an input's contribution is still to come */
-    PyObject *left = PyObject_GetAttr(pending, s_outputs_left);
+    PyObject *left = get_attr(pending, s_outputs_left);
     int keep = left == NULL ? -1 : PyObject_IsTrue(left);
     Py_XDECREF(left);
     if (keep == 0) {
-        PyObject *contributions = PyObject_GetAttr(pending, s_contributions_left);
+        PyObject *contributions = get_attr(pending, s_contributions_left);
         keep = contributions == NULL ? -1 : PyObject_IsTrue(contributions);
         Py_XDECREF(contributions);
     }
@@ -623,7 +705,7 @@ static PyObject *s_done, *s_output_grads, *s_input_grads, *s_add_input_grad, *s_
 /* the truth of obj.<name> (-1 on error) */
 static int attr_truth(PyObject *obj, PyObject *name)
 {
-    PyObject *value = PyObject_GetAttr(obj, name);
+    PyObject *value = get_attr(obj, name);
     if (value == NULL)
         return -1;
     int truth = PyObject_IsTrue(value);
@@ -651,11 +733,11 @@ static PyObject *output_hook_call(PyObject *self, PyObject *const *argv, size_t 
     int finished = attr_truth(pending, s_done);
     if (finished)
         return finished < 0 ? NULL : Py_NewRef(Py_None);
-    if ((target = PyObject_GetAttr(pending, s_output_grads)) == NULL)
+    if ((target = get_attr(pending, s_output_grads)) == NULL)
         return NULL;
     int rc = PyObject_SetItem(target, hook->position, grad);
     Py_DECREF(target);
-    if (rc < 0 || (target = PyObject_GetAttr(pending, s_outputs_left)) == NULL)
+    if (rc < 0 || (target = get_attr(pending, s_outputs_left)) == NULL)
         return NULL;
     rc = PySet_Check(target) ? PySet_Discard(target, hook->position) : -1;
     if (rc < 0 && !PyErr_Occurred())
@@ -671,14 +753,14 @@ static PyObject *output_hook_call(PyObject *self, PyObject *const *argv, size_t 
         if ((contributions = add_to_attr(pending, s_contributions_left, minus_one)) < 0)
             return NULL;
     }
-    if ((target = PyObject_GetAttr(pending, s_outputs_left)) == NULL)
+    if ((target = get_attr(pending, s_outputs_left)) == NULL)
         return NULL;
     int left = PyObject_IsTrue(target);
     Py_DECREF(target);
     if (left < 0)
         return NULL;
     if (!left && contributions == -2) {
-        if ((target = PyObject_GetAttr(pending, s_contributions_left)) == NULL)
+        if ((target = get_attr(pending, s_contributions_left)) == NULL)
             return NULL;
         contributions = PyObject_IsTrue(target);
         Py_DECREF(target);
@@ -708,7 +790,7 @@ static PyObject *consumer_hook_call(PyObject *self, PyObject *const *argv, size_
         PyErr_SetString(PyExc_TypeError, "a consumer hook's links must be a list");
         return NULL;
     }
-    if ((input_grads = PyObject_GetAttr(pending, s_input_grads)) == NULL)
+    if ((input_grads = get_attr(pending, s_input_grads)) == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(links); i++) {
         PyObject *link = PyList_GET_ITEM(links, i);
@@ -888,17 +970,17 @@ static PyObject *emit_impl(PyObject *tracker, PyObject *pending)
     int finished = attr_truth(pending, s_done);
     if (finished)
         return finished < 0 ? NULL : Py_NewRef(Py_None);
-    if (PyObject_SetAttr(pending, s_done, Py_True) < 0)
+    if (set_attr(pending, s_done, Py_True) < 0)
         return NULL;
     PyObject *grads = NULL, *args_layout = NULL, *kw_layout = NULL, *of_inputs = NULL, *of_outputs = NULL;
     PyObject *output_grads = NULL, *count = NULL, *fresh = NULL, *call = NULL, *collector = NULL, *pause = NULL;
     PyObject *done = NULL, *result = NULL;
-    if ((grads = PyObject_GetAttr(pending, s_input_grads)) == NULL ||
-        (args_layout = PyObject_GetAttr(pending, s_args_layout)) == NULL ||
-        (kw_layout = PyObject_GetAttr(pending, s_kw_layout)) == NULL ||
+    if ((grads = get_attr(pending, s_input_grads)) == NULL ||
+        (args_layout = get_attr(pending, s_args_layout)) == NULL ||
+        (kw_layout = get_attr(pending, s_kw_layout)) == NULL ||
         (of_inputs = inputs_of(grads, args_layout, kw_layout)) == NULL ||
-        (output_grads = PyObject_GetAttr(pending, s_output_grads)) == NULL ||
-        (count = PyObject_GetAttr(pending, s_out_count)) == NULL)
+        (output_grads = get_attr(pending, s_output_grads)) == NULL ||
+        (count = get_attr(pending, s_out_count)) == NULL)
         goto done;
     Py_ssize_t outputs = PyLong_AsSsize_t(count);
     if (outputs == -1 && PyErr_Occurred())
@@ -923,16 +1005,16 @@ static PyObject *emit_impl(PyObject *tracker, PyObject *pending)
         PyList_SET_ITEM(of_outputs, i, grad);
     }
     /* do not keep grads and graph nodes alive until the step ends */
-    if ((fresh = PyDict_New()) == NULL || PyObject_SetAttr(pending, s_input_grads, fresh) < 0)
+    if ((fresh = PyDict_New()) == NULL || set_attr(pending, s_input_grads, fresh) < 0)
         goto done;
     Py_CLEAR(fresh);
-    if ((fresh = PyDict_New()) == NULL || PyObject_SetAttr(pending, s_output_grads, fresh) < 0)
+    if ((fresh = PyDict_New()) == NULL || set_attr(pending, s_output_grads, fresh) < 0)
         goto done;
     Py_CLEAR(fresh);
-    if ((fresh = PyList_New(0)) == NULL || PyObject_SetAttr(pending, s_nodes, fresh) < 0)
+    if ((fresh = PyList_New(0)) == NULL || set_attr(pending, s_nodes, fresh) < 0)
         goto done;
     Py_CLEAR(fresh);
-    if ((call = PyObject_GetAttr(pending, s_call)) == NULL || (collector = PyObject_GetAttr(tracker, s_collector))
+    if ((call = get_attr(pending, s_call)) == NULL || (collector = PyObject_GetAttr(tracker, s_collector))
         == NULL || (pause = PyObject_CallMethodNoArgs(tracker, s_pause)) == NULL)
         goto done;
     if ((done = PyObject_CallMethodNoArgs(pause, s_enter)) == NULL)
@@ -1027,7 +1109,7 @@ static int backward_fast(PyObject *collector, PyObject *call, PyObject *of_outpu
     if (truth > 0)
         truth = attr_truth(collector, s_active);
     if (truth > 0) {
-        if ((step = PyObject_GetAttr(call, s_step)) == NULL ||
+        if ((step = get_attr(call, s_step)) == NULL ||
             (current = PyObject_GetAttr(collector, s_current_step)) == NULL)
             goto done;
         truth = PyObject_RichCompareBool(step, current, Py_EQ);
@@ -1037,18 +1119,18 @@ static int backward_fast(PyObject *collector, PyObject *call, PyObject *of_outpu
         goto done;
     }
     /* call.backward_name: the name kept in its slot, else made and kept as the property makes it */
-    if ((name = PyObject_GetAttr(call, s_backward_name_slot)) == NULL)
+    if ((name = get_attr(call, s_backward_name_slot)) == NULL)
         goto done;
     if (name == Py_None) {
         Py_CLEAR(name);
-        PyObject *key = PyObject_GetAttr(call, s_key), *index = key == NULL ? NULL : PyObject_GetAttr(call, s_index);
+        PyObject *key = get_attr(call, s_key), *index = key == NULL ? NULL : get_attr(call, s_index);
         int module = index == NULL ? -1 : attr_truth(call, s_is_module);
         if (module >= 0)
             name = module ? PyUnicode_FromFormat("%U%U%S", key, s_backward_dot, index)
                           : PyUnicode_FromFormat("%U.%S%U", key, index, s_dot_backward);
         Py_XDECREF(key);
         Py_XDECREF(index);
-        if (name == NULL || PyObject_SetAttr(call, s_backward_name_slot, name) < 0)
+        if (name == NULL || set_attr(call, s_backward_name_slot, name) < 0)
             goto done;
     }
     if ((entry = PyDict_New()) == NULL || (target = PyObject_GetAttr(collector, s_task)) == NULL ||
@@ -1095,7 +1177,7 @@ static int backward_fast(PyObject *collector, PyObject *call, PyObject *of_outpu
         if (l1 < 0)
             goto done;
         if (!l1) {
-            if ((value = PyObject_GetAttr(call, s_parent_backward)) == NULL ||
+            if ((value = get_attr(call, s_parent_backward)) == NULL ||
                 (target = PyObject_GetAttr(collector, s_construct)) == NULL ||
                 PyObject_SetItem(target, name, value) < 0)
                 goto done;
@@ -1870,12 +1952,14 @@ fail:
 
 static PyObject *configure_defaults(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize_t nargs)
 {
-    if (nargs != 5 || !PyDict_Check(argv[0]) || !PyType_Check(argv[1]) || !PyType_Check(argv[2]) ||
+    if (nargs != 7 || !PyDict_Check(argv[0]) || !PyType_Check(argv[1]) || !PyType_Check(argv[2]) ||
         !PyCallable_Check(argv[3]) || !PyCallable_Check(argv[4])) {
         PyErr_SetString(PyExc_TypeError, "configure_defaults(tracker_globals, tracker_type, collector_type, "
-                                         "register_hook, disable_torch_function)");
+                                         "register_hook, disable_torch_function, pending_type, call_type)");
         return NULL;
     }
+    if (register_slots(&slot_classes[0], argv[5]) < 0 || register_slots(&slot_classes[1], argv[6]) < 0)
+        return NULL;
     PyObject *tracker_dict = ((PyTypeObject *)argv[1])->tp_dict, *collector_dict = ((PyTypeObject *)argv[2])->tp_dict;
     PyObject *found[4] = {PyDict_GetItemWithError(tracker_dict, s_output_hook),
                           PyDict_GetItemWithError(tracker_dict, s_consumer_hook),
@@ -1919,8 +2003,9 @@ static PyMethodDef methods[] = {
     {"emit", (PyCFunction)(void (*)(void))emit, METH_FASTCALL,
      "emit(tracker, pending): GradTracker._emit (the backward entry's grads handed to collector.backward)."},
     {"configure_defaults", (PyCFunction)(void (*)(void))configure_defaults, METH_FASTCALL,
-     "configure_defaults(tracker_globals, tracker_type, collector_type, register_hook, disable_torch_function): the "
-     "methods the shortcuts stand for, torch's Node hook registration, torch._C.DisableTorchFunction."},
+     "configure_defaults(tracker_globals, tracker_type, collector_type, register_hook, disable_torch_function, "
+     "pending_type, call_type): the methods the shortcuts stand for, torch's Node hook registration, "
+     "torch._C.DisableTorchFunction, the __slots__ classes whose fields are read in place."},
     {"register_node_hook", (PyCFunction)(void (*)(void))register_node_hook, METH_FASTCALL,
      "register_node_hook(backward_hooks, hook) -> (hooks, handle): torch's _HookMixin._register_hook, a consumer "
      "hook's handle a (dict, hook) pair."},

@@ -362,8 +362,9 @@ class GradTracker:
 
 if _emit_native is not None:
     # the C hooks and emit skip GradTracker's factories and _emit, and DumpCollector.backward's common case, where
-    # they are still these classes' own (and this module's switches above still hold the C callables)
-    from msprobe.core.dump.collector import DumpCollector
+    # they are still these classes' own (and this module's switches above still hold the C callables); the fields
+    # of PendingBackward and ForwardCall instances read and written in place
+    from msprobe.core.dump.collector import DumpCollector, ForwardCall
 
     _grad_walk.configure_defaults(globals(), GradTracker, DumpCollector, _HookMixin.__dict__["_register_hook"].__func__,
-                                  torch._C.DisableTorchFunction)
+                                  torch._C.DisableTorchFunction, PendingBackward, ForwardCall)
