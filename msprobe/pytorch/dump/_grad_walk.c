@@ -455,13 +455,16 @@ static PyObject *edge_key(PyObject *node, PyObject *output_nr)
     return key;
 }
 
-/* tracker._output_hook(pending, position, through) (output) or tracker._consumer_hook(pending, links) (defined below) */
+/* tracker._output_hook(pending, position, through) (output) or tracker._consumer_hook(pending, links[, root]) (root: the
+ * output_nr whose grad the consumer hook takes as the output's; `through` NULL: none) (defined below) */
 static PyObject *make_hook(int output, PyObject *tracker, PyObject *pending, PyObject *position, PyObject *through);
 
 /* GradTracker._hook_consumers for one root, the output's node; root_is_input: the output's edge is an input's (an
- * input returned unchanged), which has no consumer in the call. Hook handles go to `handles` (tracker.handles). */
+ * input returned unchanged), which has no consumer in the call. Hook handles go to `handles` (tracker.handles).
+ * root_output_nr (or NULL): the output's own grad is taken by the root's consumer hook, when the root is a consumer,
+ * from the grads the node received (position 0); 1 when it was, 0 when not (or no root_output_nr), -1 failed. */
 static int hook_consumers(PyObject *tracker, PyObject *pending, PyObject *edges, PyObject *handles, PyObject *root,
-                          int root_is_input)
+                          int root_is_input, PyObject *root_output_nr)
 {
     PyObject *start_obj = get_attr(pending, s_seq_start);
     if (start_obj == NULL)
@@ -552,11 +555,14 @@ static int hook_consumers(PyObject *tracker, PyObject *pending, PyObject *edges,
         if (failed)
             goto done;
     }
+    int merged = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(consumers); i++) {
         PyObject *consumer = PyList_GET_ITEM(consumers, i);
         if (add_to_attr(pending, s_contributions_left, one) < 0)
             goto done;
-        PyObject *hook = make_hook(0, tracker, pending, PyTuple_GET_ITEM(consumer, 1), NULL);
+        int is_root = root_output_nr != NULL && PyTuple_GET_ITEM(consumer, 0) == root;
+        merged |= is_root;
+        PyObject *hook = make_hook(0, tracker, pending, PyTuple_GET_ITEM(consumer, 1), is_root ? root_output_nr : NULL);
         PyObject *handle = hook == NULL ? NULL :
             PyObject_CallMethodOneArg(PyTuple_GET_ITEM(consumer, 0), s_register_hook, hook);
         Py_XDECREF(hook);
@@ -565,7 +571,7 @@ static int hook_consumers(PyObject *tracker, PyObject *pending, PyObject *edges,
         if (appended < 0)
             goto done;
     }
-    rc = 0;
+    rc = merged;
 done:
     Py_XDECREF(seen);
     Py_XDECREF(stack);
@@ -609,8 +615,8 @@ static PyObject *watch_single(PyObject *Py_UNUSED(self), PyObject *const *argv, 
     }
     PyObject *tracker = argv[0], *pending = argv[1], *value = argv[2];
     PyObject *edges = NULL, *handles = NULL, *node = NULL, *output_nr = NULL, *outputs_left = NULL;
-    PyObject *result = NULL;
-    int root_is_input = 0;
+    PyObject *result = NULL, *through = Py_NewRef(Py_None);
+    int root_is_input = 0, merge = 0;
     if (set_attr(pending, s_out_count, one) < 0 || (edges = get_attr(pending, s_edges)) == NULL)
         return NULL;
     if ((handles = PyObject_GetAttr(tracker, s_handles)) == NULL)
@@ -635,32 +641,36 @@ static PyObject *watch_single(PyObject *Py_UNUSED(self), PyObject *const *argv, 
             outputs_left = output_nr == NULL ? NULL : get_attr(pending, s_outputs_left);
             if (outputs_left == NULL || PySet_Add(outputs_left, zero) < 0)
                 goto done;
-            PyObject *through = Py_None; /* borrowed */
             if (PyDict_GET_SIZE(edges)) {
-                PyObject *key = edge_key(node, output_nr);
-                through = key == NULL ? NULL : PyDict_GetItemWithError(edges, key);
+                PyObject *key = edge_key(node, output_nr), *found;
+                found = key == NULL ? NULL : PyDict_GetItemWithError(edges, key);
                 Py_XDECREF(key);
-                if (through == NULL) {
-                    if (PyErr_Occurred())
-                        goto done;
-                    through = Py_None;
-                }
+                if (found == NULL && PyErr_Occurred())
+                    goto done;
+                if (found != NULL)
+                    Py_SETREF(through, Py_NewRef(found));
             }
             root_is_input = through != Py_None;
             if (root_is_input && add_to_attr(pending, s_contributions_left, one) < 0)
                 goto done;
-            PyObject *hook = make_hook(1, tracker, pending, zero, through);
-            if (hook == NULL)
-                goto done;
-            int rc = hook_output(value, node, hook, handles);
-            Py_DECREF(hook);
-            if (rc < 0)
-                goto done;
+            /* a plain tensor out of a node of the call's own that feeds its inputs: that node's consumer hook takes the
+               output's grad too (one hook instead of two); else, or when the node turns out no consumer, its own */
+            merge = !root_is_input && PyDict_GET_SIZE(edges) && Py_TYPE(value) == (PyTypeObject *)tensor_type;
         }
     }
+    int merged = 0;
     if (PyDict_GET_SIZE(edges) && node != NULL &&
-        hook_consumers(tracker, pending, edges, handles, node, root_is_input) < 0)
+        (merged = hook_consumers(tracker, pending, edges, handles, node, root_is_input, merge ? output_nr : NULL)) < 0)
         goto done;
+    if (node != NULL && !merged) {
+        PyObject *hook = make_hook(1, tracker, pending, zero, through);
+        if (hook == NULL)
+            goto done;
+        int rc = hook_output(value, node, hook, handles);
+        Py_DECREF(hook);
+        if (rc < 0)
+            goto done;
+    }
     /* kept while an output grad or an input's contribution is still to come */
     PyObject *left = get_attr(pending, s_outputs_left);
     int keep = left == NULL ? -1 : PyObject_IsTrue(left);
@@ -686,18 +696,20 @@ done:
     Py_XDECREF(node);
     Py_XDECREF(output_nr);
     Py_XDECREF(outputs_left);
+    Py_DECREF(through);
     return result;
 }
 
 /* ---- the backward hooks: GradTracker._output_hook's and _consumer_hook's closures as C callables ----------------
- * OutputHook(tracker, pending, position, through)(grad) and ConsumerHook(tracker, pending, links)(grad_inputs,
+ * OutputHook(tracker, pending, position, through)(grad) and ConsumerHook(tracker, pending, links, root=None)(grad_inputs,
  * grad_outputs) do what grad_tracker.py's on_output_grad and on_grads_sent do, line for line: the same attributes
  * of the pending record read and written, tracker._add_input_grad for a second contribution and tracker._emit when
  * the last grad came, both looked up on the tracker at each call. Both return None (the grads are not changed). */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *tracker, *pending, *position, *through;  /* ConsumerHook: `position` holds the links, through NULL */
+    /* ConsumerHook: `position` holds the links, `through` the root's output_nr (None: not the root's hook) */
+    PyObject *tracker, *pending, *position, *through;
 } hook_t;
 
 static PyObject *s_done, *s_output_grads, *s_input_grads, *s_add_input_grad, *s_emit;
@@ -790,6 +802,26 @@ static PyObject *consumer_hook_call(PyObject *self, PyObject *const *argv, size_
         PyErr_SetString(PyExc_TypeError, "a consumer hook's links must be a list");
         return NULL;
     }
+    if (hook->through != Py_None) {  /* the root's hook: the grad the node received for the output is the output's */
+        PyObject *grad = PyObject_GetItem(argv[1], hook->through), *target;
+        if (grad == NULL)
+            return NULL;
+        int rc = 0;
+        if (grad != Py_None) {
+            rc = (target = get_attr(pending, s_output_grads)) == NULL ? -1 : PyObject_SetItem(target, zero, grad);
+            Py_XDECREF(target);
+            if (rc == 0) {
+                rc = (target = get_attr(pending, s_outputs_left)) == NULL ? -1
+                     : PySet_Check(target) ? PySet_Discard(target, zero) : -1;
+                if (rc < 0 && target != NULL && !PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "pending.outputs_left must be a set");
+                Py_XDECREF(target);
+            }
+        }
+        Py_DECREF(grad);
+        if (rc < 0)
+            return NULL;
+    }
     if ((input_grads = get_attr(pending, s_input_grads)) == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(links); i++) {
@@ -842,7 +874,7 @@ static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds);
 CALLABLE_TYPE(output_hook_type, hook_t, hook, "OutputHook",
               "OutputHook(tracker, pending, position, through): GradTracker._output_hook's on_output_grad.")
 CALLABLE_TYPE(consumer_hook_type, hook_t, hook, "ConsumerHook",
-              "ConsumerHook(tracker, pending, links): GradTracker._consumer_hook's on_grads_sent.")
+              "ConsumerHook(tracker, pending, links, root=None): GradTracker._consumer_hook's on_grads_sent.")
 
 static PyObject *hook_make(PyTypeObject *type, PyObject *tracker, PyObject *pending, PyObject *position,
                            PyObject *through)
@@ -863,8 +895,7 @@ static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     int output = type == &output_hook_type;
     PyObject *tracker, *pending, *position, *through = Py_None;
     if ((kwds != NULL && PyDict_GET_SIZE(kwds)) ||
-        !PyArg_UnpackTuple(args, type->tp_name, output ? 4 : 3, output ? 4 : 3, &tracker, &pending, &position,
-                           &through))
+        !PyArg_UnpackTuple(args, type->tp_name, output ? 4 : 3, 4, &tracker, &pending, &position, &through))
         return NULL;
     return hook_make(type, tracker, pending, position, through);
 }
@@ -876,9 +907,11 @@ static PyObject *make_hook(int output, PyObject *tracker, PyObject *pending, PyO
     PyTypeObject *type = output ? &output_hook_type : &consumer_hook_type;
     if (is_default(tracker, output ? s_output_hook : s_consumer_hook, output ? orig_output_hook : orig_consumer_hook)
         && global_is(output ? s_OutputHook : s_ConsumerHook, (PyObject *)type))
-        return hook_make(type, tracker, pending, position, output ? through : Py_None);
+        return hook_make(type, tracker, pending, position, through != NULL ? through : Py_None);
     if (output)
         return PyObject_CallMethodObjArgs(tracker, s_output_hook, pending, position, through, NULL);
+    if (through != NULL)  /* the root's consumer hook, which takes the output's grad (its output_nr) too */
+        return PyObject_CallMethodObjArgs(tracker, s_consumer_hook, pending, position, through, NULL);
     return PyObject_CallMethodObjArgs(tracker, s_consumer_hook, pending, position, NULL);
 }
 

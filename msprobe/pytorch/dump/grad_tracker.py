@@ -216,6 +216,7 @@ class GradTracker:
         pending.out_count = len(positions)
         edges = pending.edges
         roots = []
+        alone = None  # the one output whose grad the consumer hook of its own node may take
         for position, value in enumerate(positions):
             if isinstance(value, _Tensor) and value.requires_grad:
                 node = value.grad_fn
@@ -227,20 +228,30 @@ class GradTracker:
                 through = edges.get((id(node), output_nr)) if edges else None
                 if through is not None:
                     pending.contributions_left += 1
-                _hook_output(value, self._output_hook(pending, position, through), self.handles)
+                if single and through is None and edges and type(value) is _Tensor:
+                    alone = (value, node, output_nr)  # hooked after the walk, unless its node is a consumer
+                else:
+                    _hook_output(value, self._output_hook(pending, position, through), self.handles)
                 if single:
                     roots.append((node, output_nr))
+        merged = False
         if edges:
             if not single:
                 for value in flat_tensors(output, []):  # nested outputs (LSTM's (h, c)) lead to inputs too
                     node = value.grad_fn
                     if node is not None:
                         roots.append((node, value.output_nr))
-            self._hook_consumers(pending, roots)
+            merged = self._hook_consumers(pending, roots, alone)
+        if alone is not None and not merged:
+            _hook_output(alone[0], self._output_hook(pending, 0, None), self.handles)
         if pending.outputs_left or pending.contributions_left:
             self.pending.append(pending)
 
-    def _hook_consumers(self, pending, roots):
+    def _hook_consumers(self, pending, roots, alone=None):
+        """Hook the consumers of the inputs among the call's nodes; True when `alone` (a single plain tensor output,
+        its node and output_nr) was hooked too: its node is a consumer, whose hook takes the output's grad from the
+        grads the node received (one hook instead of two; a grad a hook of the user's on the output changed is
+        seen changed, as the node itself sees it)."""
         edges, start = pending.edges, pending.seq_start
         seen = {}  # id -> node: holding the node keeps its id from being reused during the walk
         stack = []
@@ -265,17 +276,29 @@ class GradTracker:
                 elif child._sequence_nr() >= start and id(child) not in seen:
                     seen[id(child)] = child
                     stack.append(child)
+        merged = False
         for node, links in consumers:
             pending.contributions_left += 1
-            self.handles.append(node.register_hook(self._consumer_hook(pending, links)))
+            if alone is not None and node is alone[1]:
+                merged = True
+                hook = self._consumer_hook(pending, links, alone[2])
+            else:
+                hook = self._consumer_hook(pending, links)
+            self.handles.append(node.register_hook(hook))
+        return merged
 
-    def _consumer_hook(self, pending, links):
+    def _consumer_hook(self, pending, links, root=None):
+        """The hook of a consumer node; root: the output_nr of the call's single output when the node is its own
+        (the grad it received there is the output's grad)."""
         if _ConsumerHook is not None:
-            return _ConsumerHook(self, pending, links)
+            return _ConsumerHook(self, pending, links, root)
 
         def on_grads_sent(grad_inputs, grad_outputs):
             if pending.done:
                 return
+            if root is not None and grad_outputs[root] is not None:
+                pending.output_grads[0] = grad_outputs[root]
+                pending.outputs_left.discard(0)
             input_grads = pending.input_grads
             for index, slot in links:
                 grad = grad_inputs[index]

@@ -155,3 +155,44 @@ def test_removing_handles_pops_pairs_once_and_calls_other_handles_remove():
     assert removed == [handle, handle]
     with pytest.raises(TypeError):
         grad_tracker._remove_handles([(42, "x")])  # not a mapping: raised, as pop() would
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["c", "python"])
+def test_a_calls_own_node_takes_its_outputs_grad_as_the_node_received_it(fast, monkeypatch):
+    """One hook for a call whose single output comes from a node that feeds its inputs: the consumer hook of that
+    node takes the output's grad from the grads the node received, so a hook of the user's that changes the grad on
+    the output is seen changed, as the call's backward saw it (and the inputs' grads follow from it). A call of
+    several nodes keeps the output's own hook."""
+    if not fast:
+        for name in ("_begin_layout", "_watch_single", "_OutputHook", "_ConsumerHook", "_emit_native"):
+            monkeypatch.setattr(grad_tracker, name, None)
+    tracker = grad_tracker.GradTracker(collector=None, pause=None)
+    emitted = []
+
+    def emit(pending):
+        pending.done = True
+        emitted.append((dict(pending.output_grads), dict(pending.input_grads)))
+    tracker._emit = emit
+
+    class Call:
+        key = "Torch.mul"
+
+    weight = torch.full((3,), 3.0, requires_grad=True)
+    x = torch.arange(3.0, requires_grad=True) * 1.0
+    pending = tracker.begin(Call, (x, weight), {})
+    out = torch.mul(x, weight)
+    tracker.watch_outputs(pending, out)
+    assert len(tracker.handles) == 1 and out._backward_hooks is None  # the node's hook only
+    out.register_hook(lambda grad: grad * 2)  # the user's
+    out.sum().backward()
+    (output_grads, input_grads), = emitted
+    assert torch.equal(output_grads[0], torch.full((3,), 2.0))
+    assert sorted(g.tolist() for g in input_grads.values()) == [[0.0, 2.0, 4.0], [6.0, 6.0, 6.0]]
+    tracker.remove()
+    # a 3-d linear: view, mm and view nodes; the output's node feeds no input: its own hook on the output
+    args = (x.view(1, 1, 3), weight.view(1, 3))
+    pending = tracker.begin(Call, args, {})
+    out = torch.nn.functional.linear(*args)
+    tracker.watch_outputs(pending, out)
+    assert out._backward_hooks is not None and len(tracker.handles) == 3
+    tracker.remove()
