@@ -1805,6 +1805,120 @@ CALLABLE_TYPE(entry_type, entry_t, entry, "ModeEntry",
               "(ApiDumpMode's Python method is the reference).",
               .tp_members = entry_members)
 
+/* ---- MarkedOperator: api_hooks._marking's wrapper in C ------------------------------------------------------------
+ * MarkedOperator(key, operator, mark): a Tensor operator (Tensor.__mul__...) that sets mark.key = key, calls
+ * operator(*args, **kwargs) and sets mark.key back to None, also when the call raised; the API mode names the
+ * __torch_function__ call the operator makes from the mark. It binds as a function does (a method of the class it
+ * is set on), so `a * b` and `a.__mul__(b)` reach it with the tensor first. api_hooks.py's closure is the reference. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *key, *operator, *mark, *name;
+} marked_t;
+
+static PyObject *marked_call(PyObject *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames)
+{
+    marked_t *m = (marked_t *)self;
+    if (PyObject_SetAttr(m->mark, s_key, m->key) < 0)
+        return NULL;
+    PyObject *result = PyObject_Vectorcall(m->operator, argv, nargsf, kwnames);
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (PyObject_SetAttr(m->mark, s_key, Py_None) < 0) {  /* the finally's failure replaces the call's */
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        Py_XDECREF(result);
+        return NULL;
+    }
+    PyErr_Restore(type, value, traceback);
+    return result;
+}
+
+static PyObject *marked_get(PyObject *self, PyObject *obj, PyObject *Py_UNUSED(type))
+{
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static PyObject *marked_name(PyObject *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(((marked_t *)self)->name);
+}
+
+static PyObject *marked_doc(PyObject *self, void *Py_UNUSED(closure))
+{
+    PyObject *doc = PyObject_GetAttrString(((marked_t *)self)->operator, "__doc__");
+    if (doc == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        doc = Py_NewRef(Py_None);
+    }
+    return doc;
+}
+
+static PyGetSetDef marked_getset[] = {
+    {"__name__", marked_name, NULL, "the operator's name", NULL},
+    {"__doc__", marked_doc, NULL, "the operator's doc", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef marked_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(marked_t, operator), READONLY, "the operator"},
+    {"key", T_OBJECT, offsetof(marked_t, key), READONLY, "the name the call gets (Tensor.__mul__)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+#define MARKED_FIELDS(X) X(key) X(operator) X(mark) X(name)
+GC_FUNCTIONS(marked, marked_t, MARKED_FIELDS)
+
+static PyObject *marked_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *key, *operator, *mark;
+    if ((kwds != NULL && PyDict_GET_SIZE(kwds)) || !PyArg_UnpackTuple(args, "MarkedOperator", 3, 3, &key, &operator,
+                                                                      &mark))
+        return NULL;
+    if (!PyCallable_Check(operator)) {
+        PyErr_SetString(PyExc_TypeError, "MarkedOperator: the operator must be callable");
+        return NULL;
+    }
+    PyObject *name = PyObject_GetAttrString(operator, "__name__");
+    if (name == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+        name = Py_NewRef(key);
+    }
+    marked_t *m = (marked_t *)type->tp_alloc(type, 0);
+    if (m == NULL) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    m->vectorcall = marked_call;
+    m->key = Py_NewRef(key);
+    m->operator = Py_NewRef(operator);
+    m->mark = Py_NewRef(mark);
+    m->name = name;
+    return (PyObject *)m;
+}
+
+static PyTypeObject marked_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "msprobe.pytorch.dump._grad_walk.MarkedOperator",
+    .tp_basicsize = sizeof(marked_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "MarkedOperator(key, operator, mark): api_hooks._marking's wrapper.",
+    .tp_new = marked_new,
+    .tp_dealloc = marked_dealloc,
+    .tp_traverse = marked_traverse,
+    .tp_clear = marked_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(marked_t, vectorcall),
+    .tp_descr_get = marked_get,
+    .tp_getset = marked_getset,
+    .tp_members = marked_members,
+};
+
 /* ---- Paused: dump_session._Paused in C ---------------------------------------------------------------------------
  * Paused(reentrancy): a context manager for our own work inside hooks: inside the reentrancy guard (Reentrancy.enter
  * and leave: its thread-local `depth` counted up and down) and torch functions off (torch._C.DisableTorchFunction,
@@ -2154,14 +2268,15 @@ PyMODINIT_FUNC PyInit__grad_walk(void)
         (minus_one = PyLong_FromLong(-1)) == NULL)
         return NULL;
     if (PyType_Ready(&lane_type) < 0 || PyType_Ready(&output_hook_type) < 0 || PyType_Ready(&consumer_hook_type) < 0 ||
-        PyType_Ready(&entry_type) < 0 || PyType_Ready(&paused_type) < 0)
+        PyType_Ready(&entry_type) < 0 || PyType_Ready(&paused_type) < 0 || PyType_Ready(&marked_type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    PyTypeObject *types[5] = {&lane_type, &output_hook_type, &consumer_hook_type, &entry_type, &paused_type};
-    const char *names[5] = {"Lane", "OutputHook", "ConsumerHook", "ModeEntry", "Paused"};
-    for (int i = 0; i < 5; i++) {
+    PyTypeObject *types[6] = {&lane_type, &output_hook_type, &consumer_hook_type, &entry_type, &paused_type,
+                              &marked_type};
+    const char *names[6] = {"Lane", "OutputHook", "ConsumerHook", "ModeEntry", "Paused", "MarkedOperator"};
+    for (int i = 0; i < 6; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(types[i]);

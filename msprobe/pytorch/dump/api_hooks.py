@@ -124,8 +124,11 @@ def _lane_for(collector, tracker):
 
 
 def _marking(name, operator):
-    """`operator` (Tensor.`name`, e.g. Tensor.__mul__) that names its __torch_function__ call "Tensor.`name`"."""
+    """`operator` (Tensor.`name`, e.g. Tensor.__mul__) that names its __torch_function__ call "Tensor.`name`" (the
+    closure below, or its C twin where the extension is built: no Python frame for every `a * b`)."""
     mark, key = _MARK, f"Tensor.{name}"
+    if grad_tracker.MarkedOperator is not None:
+        return grad_tracker.MarkedOperator(key, operator, mark)
 
     def marked_operator(*args, **kwargs):
         mark.key = key

@@ -82,7 +82,8 @@ def _hook_output(value, hook, handles):
 # and the API mode's lane (api_hooks.py); None when the extension was not built or MSPROBE_NATIVE_STATS=0 (the switch
 # of every C path of the dump)
 _begin_layout = _watch_single = Lane = ModeEntry = _OutputHook = _ConsumerHook = _emit_native = None
-Paused = register_node_hook = _remove_handles = None  # dump_session's _Paused, the window's Node hook registration
+Paused = register_node_hook = _remove_handles = MarkedOperator = None  # dump_session's _Paused, the window's Node
+# hook registration, GradTracker.remove's loop, the Tensor operators' marking wrapper
 if native_enabled():
     try:
         from msprobe.pytorch.dump import _grad_walk
@@ -96,6 +97,7 @@ if native_enabled():
         _OutputHook, _ConsumerHook = _grad_walk.OutputHook, _grad_walk.ConsumerHook
         _emit_native = _grad_walk.emit  # GradTracker._emit below
         Paused, register_node_hook = _grad_walk.Paused, _grad_walk.register_node_hook
+        MarkedOperator = _grad_walk.MarkedOperator  # api_hooks._marking's wrapper
         _remove_handles = _grad_walk.remove_handles  # GradTracker.remove's loop below
 
 

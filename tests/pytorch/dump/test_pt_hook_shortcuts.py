@@ -196,3 +196,33 @@ def test_a_calls_own_node_takes_its_outputs_grad_as_the_node_received_it(fast, m
     tracker.watch_outputs(pending, out)
     assert out._backward_hooks is not None and len(tracker.handles) == 3
     tracker.remove()
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["c", "python"])
+def test_an_operator_wrapper_marks_its_call_binds_as_a_method_and_clears_the_mark(fast, monkeypatch):
+    from msprobe.pytorch.dump import api_hooks
+
+    if not fast:
+        monkeypatch.setattr(grad_tracker, "MarkedOperator", None)
+    seen = []
+
+    def operator(*args, **kwargs):
+        seen.append((api_hooks._MARK.key, args, kwargs))
+        if kwargs.get("fail"):
+            raise ValueError("inside the operator")
+        return NotImplemented  # passed on as it is (Python then tries the other operand)
+
+    wrapper = api_hooks._marking("__mul__", operator)
+    assert (type(wrapper).__name__ == "MarkedOperator") is fast
+    assert wrapper.__wrapped__ is operator and wrapper.__name__ == "operator"
+
+    class Holder:
+        op = wrapper
+
+    holder = Holder()
+    assert holder.op(2, k=1) is NotImplemented and Holder.op(holder, 3) is NotImplemented
+    with pytest.raises(ValueError, match="inside the operator"):
+        holder.op(fail=True)
+    assert seen == [("Tensor.__mul__", (holder, 2), {"k": 1}), ("Tensor.__mul__", (holder, 3), {}),
+                    ("Tensor.__mul__", (holder,), {"fail": True})]
+    assert api_hooks._MARK.key is None

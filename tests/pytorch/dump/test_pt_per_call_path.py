@@ -343,7 +343,7 @@ def test_the_extensions_are_built_and_switched_on():
     assert None not in (native.describe_seq, native.describe_map, native.tensor_describer, grad_tracker.Lane,
                         grad_tracker.ModeEntry, grad_tracker._OutputHook, grad_tracker._ConsumerHook,
                         grad_tracker._emit_native, grad_tracker._watch_single, grad_tracker.Paused,
-                        grad_tracker.register_node_hook)
+                        grad_tracker.register_node_hook, grad_tracker.MarkedOperator)
 
 
 def _dump_llama_lane(root, monkeypatch, lane, level):
