@@ -1627,13 +1627,14 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *slow, *types, *shapes, *dtype_names, *kinds, *device, *type_name, *stats_cache, *crc_cache;
+    PyObject *made;                     /* content key -> (stats, shape, requires_grad, fingerprint, descriptor) */
     PyObject *attr[A_COUNT], *key[K_COUNT];
     int want_xor;
     Py_ssize_t fast, slow_calls;       /* tensors described here / handed to slow (describer.counts()) */
 } describer_t;
 
 #define DESCRIBER_FIELDS(X)                                                                                   \
-    X(slow) X(types) X(shapes) X(dtype_names) X(kinds) X(device) X(type_name) X(stats_cache) X(crc_cache)
+    X(slow) X(types) X(shapes) X(dtype_names) X(kinds) X(device) X(type_name) X(stats_cache) X(crc_cache) X(made)
 
 static int weakref_alive(PyObject *ref)
 {
@@ -1899,7 +1900,25 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
             goto held;
     }
     untrack_atomic(PyTuple_GET_ITEM(facts, 0));  /* the adapter's shared shape tuple: the descriptor stays untracked */
-    result = describer_desc(d, name, PyTuple_GET_ITEM(facts, 0), stats, grad, fingerprint);
+    /* the same content met again (an output read as the next call's input) with the same shape and requires_grad:
+       the descriptor made for it is the one this call would make, and is shared (descriptors of the statistics path
+       are never changed once made: no file names, no pending statistics, no placements) */
+    PyObject *made = PyDict_GetItemWithError(d->made, key), *shape = PyTuple_GET_ITEM(facts, 0);
+    if (made == NULL && PyErr_Occurred())
+        goto held;
+    if (made != NULL && PyTuple_CheckExact(made) && PyTuple_GET_SIZE(made) == 6 && PyTuple_GET_ITEM(made, 0) == stats &&
+        PyTuple_GET_ITEM(made, 1) == shape && PyTuple_GET_ITEM(made, 2) == grad && PyTuple_GET_ITEM(made, 3) == name &&
+        PyTuple_GET_ITEM(made, 4) == (fingerprint != NULL ? fingerprint : Py_None)) {
+        result = Py_NewRef(PyTuple_GET_ITEM(made, 5));
+        goto held;
+    }
+    result = describer_desc(d, name, shape, stats, grad, fingerprint);
+    if (result != NULL) {
+        PyObject *record = PyTuple_Pack(6, stats, shape, grad, name, fingerprint != NULL ? fingerprint : Py_None, result);
+        if (record == NULL || PyDict_SetItem(d->made, key, record) < 0)
+            Py_CLEAR(result);
+        Py_XDECREF(record);
+    }
 held:
     Py_DECREF(name);
     Py_DECREF(kind_obj);
@@ -2039,15 +2058,17 @@ static PyObject *tensor_describer(PyObject *Py_UNUSED(self), PyObject *const *ar
     d->type_name = PyTuple_GET_ITEM(spec, 5);
     d->stats_cache = args[2];
     d->crc_cache = args[3];
+    d->made = Py_None;
 #define HOLD_FIELD(f) Py_INCREF(d->f);
     DESCRIBER_FIELDS(HOLD_FIELD)
 #undef HOLD_FIELD
+    Py_SETREF(d->made, PyDict_New());
     memset(d->attr, 0, sizeof d->attr);
     memset(d->key, 0, sizeof d->key);
     d->want_xor = want_xor;
     d->fast = d->slow_calls = 0;
     PyObject_GC_Track((PyObject *)d);
-    if (string_tuple(PyTuple_GET_ITEM(spec, 6), A_COUNT, d->attr, "attributes") < 0 ||
+    if (d->made == NULL || string_tuple(PyTuple_GET_ITEM(spec, 6), A_COUNT, d->attr, "attributes") < 0 ||
         string_tuple(PyTuple_GET_ITEM(spec, 7), K_COUNT, d->key, "keys") < 0) {
         Py_DECREF(d);
         return NULL;

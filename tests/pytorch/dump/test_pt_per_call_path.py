@@ -526,3 +526,25 @@ def test_beside_a_compiled_region_the_mode_keeps_its_python_method(tmp_path):
     assert mode.lane is not None and "__torch_function__" not in vars(mode)
     debugger.stop()
     debugger.close()
+
+
+def test_c_descriptor_is_shared_only_where_it_would_be_equal():
+    """The C describer hands out the descriptor it made for the same content again (an output read as the next
+    call's input) when shape, requires_grad and statistics are the same; a view of the same memory with another
+    shape, a detached alias and the same memory after an in-place change get their own."""
+    builder = _builder()
+    python = _builder(describer=False)
+    x = torch.randn(4, 6, requires_grad=True) * 1.0
+    others = [x.view(24), x.detach(), x.view(2, 12)]
+    for tensor in [x] + others:  # a shape met for the first time is described by the Python path (it learns it)
+        builder.describe_tensor(tensor.clone())
+    first = builder.describe_tensor(x)
+    assert builder.describe_tensor(x) is first
+    got = [builder.describe_tensor(t) for t in others]
+    assert all(desc is not first for desc in got) and len({id(desc) for desc in got}) == 3
+    for tensor, desc in zip([x] + others, [first] + got):
+        assert _same(desc, python.describe_tensor(tensor))
+    y = x.detach()
+    y.add_(1.0)  # a new version of the memory: new statistics
+    changed = builder.describe_tensor(x)
+    assert changed is not first and changed["Max"] == pytest.approx(first["Max"] + 1.0)
