@@ -1885,6 +1885,11 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
             PyErr_Clear();
             ref = Py_None;
             Py_INCREF(ref);
+        } else if (PyWeakref_CheckRefExact(ref) && ((PyWeakReference *)ref)->wr_callback == NULL &&
+                   PyObject_GC_IsTracked(ref)) {
+            /* a plain weak reference refers to nothing it could be in a cycle with: off the collector's lists, as
+               are the cache entry holding it and the descriptors (a step's young collection walked ~1,500 of them) */
+            PyObject_GC_UnTrack(ref);
         }
         int cached = PyDict_Contains(d->crc_cache, key);
         if (cached < 0 || (cached && PyDict_DelItem(d->crc_cache, key) < 0))
@@ -1896,6 +1901,8 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
         } else {
             entry = PyTuple_Pack(4, ref, stats, fingerprint != NULL ? fingerprint : Py_None, Py_None);
         }
+        if (entry != NULL)
+            untrack_atomic(entry);
         if (entry == NULL || PyDict_SetItem(d->stats_cache, key, entry) < 0)
             goto held;
     }
@@ -1915,6 +1922,8 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
     result = describer_desc(d, name, shape, stats, grad, fingerprint);
     if (result != NULL) {
         PyObject *record = PyTuple_Pack(6, stats, shape, grad, name, fingerprint != NULL ? fingerprint : Py_None, result);
+        if (record != NULL)
+            untrack_atomic(record);
         if (record == NULL || PyDict_SetItem(d->made, key, record) < 0)
             Py_CLEAR(result);
         Py_XDECREF(record);

@@ -2,6 +2,7 @@
 import gc
 import math
 import os
+import weakref
 
 import pytest
 import torch
@@ -83,6 +84,12 @@ def test_tensor_descriptors_are_not_tracked_by_the_garbage_collector():
     gc.collect()  # the shared shape tuple is untracked from now on
     described = records.describe_args((tensor, [tensor.t(), 3]), "x")
     assert not gc.is_tracked(described[0]) and not any(gc.is_tracked(d) for d in described[1])
+    # the C describer's cache entries, and their weak references (no callback: nothing to be in a cycle with), too
+    fresh = torch.randn(8, 8)
+    records.describe(fresh)
+    entry = records._stats_cache[ADAPTER.tensor_facts(fresh)[4]]
+    assert type(entry[0]) is weakref.ref and not gc.is_tracked(entry) and not gc.is_tracked(entry[0])
+    assert entry[0]() is fresh.untyped_storage()
 
 
 def test_untrack_leaves_only_containers_that_cannot_hold_a_cycle():
