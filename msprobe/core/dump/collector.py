@@ -145,6 +145,7 @@ class DumpCollector:
         # of the caller's frames and the capture's cache; a miss (or no C key) takes capture()
         self._stack_key = getattr(self.stack_capture, "native_key", None)
         self._stack_cache: Any = getattr(self.stack_capture, "stacks", None)  # set whenever _stack_key is
+        self._lane_names: Dict[str, List[str]] = {}  # the C lane's "{key}.{index}.forward" names, kept across steps
         # the argument walk in C (native.describe_seq / describe_map) where descriptors get no file stems: the same
         # descriptors as the records' describe_args / describe_kwargs, without a Python frame per argument
         self._tensor_class = getattr(adapter, "tensor_class", None)

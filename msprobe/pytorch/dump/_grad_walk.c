@@ -86,7 +86,7 @@ static PyObject *s_records, *s_on_tensor, *s_describe_tensor, *s_describe, *s_de
     *s_active, *s_walk_seq, *s_walk_map, *s_untrack, *s_tensor_class, *s_name, *s_leaf_edges, *s_watch_outputs,
     *s_input_args, *s_input_kwargs, *s_output, *s_forward_suffix, *s_level, *s_l1, *s_stack_capture, *s_capture;
 static PyObject *s_key, *s_silenced;
-static PyObject *s_dump;
+static PyObject *s_dump, *s_lane_names;
 
 /* ---- shortcuts past Python methods that are still the classes' own ---------------------------------------------
  * configure_defaults(tracker_globals, tracker_type, collector_type, register_hook) stores what the tracker's
@@ -1257,7 +1257,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *collector, *tracker, *call_type, *pending_type, *no_subclass, *grad_enabled, *next_seq, *reference;
     /* the collector's fixed parts, read once: its C walks, tensor class, untrack, stack key and stack cache */
-    PyObject *walk_seq, *walk_map, *tensor_class, *untrack, *stack_key, *stack_cache;
+    PyObject *walk_seq, *walk_map, *tensor_class, *untrack, *stack_key, *stack_cache, *names;
     Py_ssize_t fc_offset[FC_COUNT], pb_offset[PB_COUNT];
     int construct;                      /* level != "L1": construct.json gets the parent */
     Py_ssize_t calls, fallbacks;        /* calls done here / handed back (lane.counts()) */
@@ -1345,6 +1345,38 @@ static void lane_call_clear(lane_call_t *c)
     Py_CLEAR(c->describe);
 }
 
+/* "{key}.{index}.forward", made once a process for each key and index: `names` (the lane's, shared by the lanes of
+   every window) maps a key to the list of its names by index; a step's calls of one key count 0, 1, 2... */
+static PyObject *forward_name(PyObject *names, PyObject *key, PyObject *index)
+{
+    Py_ssize_t at = PyLong_AsSsize_t(index);
+    if (at == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *known = PyDict_GetItemWithError(names, key);
+    if (known == NULL && PyErr_Occurred())
+        return NULL;
+    if (known != NULL && PyList_CheckExact(known) && at >= 0 && at < PyList_GET_SIZE(known))
+        return Py_NewRef(PyList_GET_ITEM(known, at));
+    PyObject *name = PyUnicode_FromFormat("%U.%S%U", key, index, s_forward_suffix);
+    if (name == NULL)
+        return NULL;
+    if (known == NULL && at == 0) {
+        PyObject *list = PyList_New(0);
+        int failed = list == NULL || PyDict_SetItem(names, key, list) < 0;
+        known = failed ? NULL : list;
+        Py_XDECREF(list);  /* the dict holds it */
+        if (failed) {
+            Py_DECREF(name);
+            return NULL;
+        }
+    }
+    if (known != NULL && PyList_CheckExact(known) && at == PyList_GET_SIZE(known) && PyList_Append(known, name) < 0) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    return name;
+}
+
 /* 1: not for the lane (nothing changed); 0: c filled; -1: failed (exception set) */
 static int lane_begin(lane_t *lane, PyObject *key, PyObject *func, PyObject *args, PyObject *kwargs, lane_call_t *c)
 {
@@ -1420,8 +1452,7 @@ static int lane_begin(lane_t *lane, PyObject *key, PyObject *func, PyObject *arg
         c->parent = Py_NewRef(Py_None);
         parent_backward = Py_NewRef(Py_None);
     }
-    if ((c->name = PyUnicode_FromFormat("%U.%S%U", key, index, s_forward_suffix)) == NULL ||
-        (c->entry = PyDict_New()) == NULL)
+    if ((c->name = forward_name(lane->names, key, index)) == NULL || (c->entry = PyDict_New()) == NULL)
         goto done;
     {
         PyObject *values[FC_COUNT] = {Py_NewRef(key), Py_NewRef(c->name), Py_NewRef(index), Py_NewRef(Py_False),
@@ -1611,7 +1642,7 @@ done:
 
 #define LANE_FIELDS(X) X(collector) X(tracker) X(call_type) X(pending_type) X(no_subclass) X(grad_enabled) \
     X(next_seq) X(reference) X(walk_seq) X(walk_map) X(tensor_class) X(untrack) \
-    X(stack_key) X(stack_cache)
+    X(stack_key) X(stack_cache) X(names)
 
 GC_FUNCTIONS(lane, lane_t, LANE_FIELDS)
 
@@ -1666,6 +1697,8 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         (lane->untrack = PyObject_GetAttr(collector, s_untrack)) == NULL ||
         (lane->stack_key = PyObject_GetAttr(collector, s_stack_key)) == NULL ||
         (lane->stack_cache = PyObject_GetAttr(collector, s_stack_cache)) == NULL ||
+        (lane->names = PyObject_GetAttr(collector, s_lane_names)) == NULL ||
+        (!PyDict_CheckExact(lane->names) && !PyErr_Format(PyExc_TypeError, "Lane: collector._lane_names must be a dict")) ||
         slot_offsets(call_type, fc_names, FC_COUNT, lane->fc_offset) < 0 ||
         slot_offsets(pending_type, pb_names, PB_COUNT, lane->pb_offset) < 0 ||
         (level = PyObject_GetAttr(collector, s_level)) == NULL) {
@@ -2261,6 +2294,7 @@ PyMODINIT_FUNC PyInit__grad_walk(void)
     INTERN(s_depth, "depth");
     INTERN(s_local_attr, "_local");
     INTERN(s_remove, "remove");
+    INTERN(s_lane_names, "_lane_names");
 #undef INTERN
     if ((empty_tuple = PyTuple_New(0)) == NULL)
         return NULL;

@@ -226,3 +226,22 @@ def test_an_operator_wrapper_marks_its_call_binds_as_a_method_and_clears_the_mar
     assert seen == [("Tensor.__mul__", (holder, 2), {"k": 1}), ("Tensor.__mul__", (holder, 3), {}),
                     ("Tensor.__mul__", (holder,), {"fail": True})]
     assert api_hooks._MARK.key is None
+
+
+def test_the_lanes_forward_names_are_made_once_a_process_and_are_the_names_of_the_step(tmp_path):
+    torch.manual_seed(0)
+    model = MLP()
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"), model=model)
+    for step in range(2):
+        debugger.start()
+        model(torch.randn(3, 4)).pow(2).mean().backward()
+        names = debugger.collector._lane_names
+        assert names["Functional.linear"] == ["Functional.linear.0.forward", "Functional.linear.1.forward"]
+        if step == 1:  # the same str objects name the second step's entries
+            kept = {id(name) for known in names.values() for name in known}
+            forward = [name for name in debugger.collector.data if name.endswith(".forward")]
+            assert len(forward) == 5 and all(id(name) in kept for name in forward)
+        debugger.stop()
+        debugger.step()
+    debugger.close()
+    assert set(load_rank(tmp_path / "dump", step=1)[0]["data"]) == set(load_rank(tmp_path / "dump", step=0)[0]["data"])
