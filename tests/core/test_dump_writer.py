@@ -226,3 +226,34 @@ def test_stack_texts_are_kept_across_steps_and_bounded(tmp_path, monkeypatch):
     # three lists kept after step 2, past the bound: step 3 started the memo afresh, with its one list
     assert list(writer._stack_texts) == [id(shared)]
     assert [_load(tmp_path / f"step{step}" / "rank" / "stack.json") for step in range(4)] == steps
+
+
+def test_a_stack_json_equal_to_the_last_one_is_linked_not_written(tmp_path, monkeypatch):
+    pytest.importorskip("orjson")
+    shared = ["File a.py, line 3, in f, \n relu(x)"]
+    writer = DumpWriter(str(tmp_path), save_tensor_fn=None)
+    encoded = []
+    real_encode = writer_module.encode_dump_bytes
+
+    def encode(obj, *args, **kwargs):
+        encoded.append(obj)
+        return real_encode(obj, *args, **kwargs)
+    monkeypatch.setattr(writer_module, "encode_dump_bytes", encode)
+    a, b = {"A.0.forward": shared}, {"B.0.forward": shared}
+    for step in range(3):  # equal dicts, new each step (as flush hands them over)
+        writer.write_json(step, None, {"dump.json": DUMP, "stack.json": dict(a)})
+    writer.write_json(3, None, {"stack.json": dict(b)})
+    writer.write_json(3, None, {"stack.json": dict(b)})  # a second set into the same folder: written again
+    writer.drain()
+    (tmp_path / "step3" / "rank" / "stack.json").unlink()  # the next link's source gone: written instead
+    writer.write_json(4, None, {"stack.json": dict(b)})
+    writer.write_json(5, None, {"stack.json": dict(b)})
+    writer.close()
+    paths = {step: tmp_path / f"step{step}" / "rank" / "stack.json" for step in (0, 1, 2, 4, 5)}
+    assert {step: _load(path) for step, path in paths.items()} == {0: a, 1: a, 2: a, 4: b, 5: b}
+    inode = {step: path.stat().st_ino for step, path in paths.items()}
+    assert inode[0] == inode[1] == inode[2] and paths[0].stat().st_nlink == 3
+    assert inode[4] == inode[5] != inode[0] and paths[4].stat().st_nlink == 2
+    stack_sets = [obj for obj in encoded if "A.0.forward" in obj or "B.0.forward" in obj]
+    assert stack_sets == [a, b, b]  # step 0's, and step 3's twice: every other text was the last one's
+    assert sorted(p.name for p in (tmp_path / "step3" / "rank").iterdir()) == []  # no temporary file left

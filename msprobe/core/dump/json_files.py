@@ -136,9 +136,26 @@ def _write_new_file(path, data):
         os.close(fd)
 
 
-def write_json_files(directory, files, share_gil=True):
+def _linked(source, path):
+    """`path` a new hard link to `source`; False where that cannot be (no such file, another file system...)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    try:
+        os.link(source, path)
+    except OSError:
+        return False
+    return True
+
+
+def write_json_files(directory, files, share_gil=True, links=None):
     """Encode each (name, object) of `files` (bytes: already encoded) and write them into `directory` as one set: all of them
-    renamed into place once every one is on disk, or none (temporary files removed, the error raised)."""
+    renamed into place once every one is on disk, or none (temporary files removed, the error raised). links: {name:
+    path of a file with that very content} (an earlier step's): hard-linked instead of written where the file system
+    allows it."""
     written = []
     if not os.path.isdir(directory):
         os.makedirs(directory, DIR_MODE, exist_ok=True)
@@ -146,6 +163,8 @@ def write_json_files(directory, files, share_gil=True):
         for name, obj in files:
             temporary = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
             written.append((temporary, os.path.join(directory, name)))
+            if links and name in links and _linked(links[name], temporary):
+                continue
             _write_new_file(temporary, obj if isinstance(obj, bytes) else encode_dump_bytes(obj, share_gil))
     except BaseException:
         for temporary, _ in written:

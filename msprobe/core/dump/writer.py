@@ -56,7 +56,7 @@ class _Batch:
     def __init__(self):
         self.saves = []    # (step, path, snapshot)
         self.links = []    # (step, source path, target path)
-        self.json = []     # (step, rank folder, {name: object})
+        self.json = []     # (step, rank folder, [(name, bytes)] or {name: object}, {name: path to link} or None)
         self.folders = {}  # rank folder -> whether it needs dump_tensor_data/
         self.done = threading.Event()
 
@@ -81,6 +81,7 @@ class DumpWriter:
         self._prepared = set()  # rank folders this writer has written into (writer thread only)
         self._warned_earlier_run = False
         self._stack_texts = {}  # stack.json's list texts across steps (json_files.encode_dump_bytes' `lists`)
+        self._last_stacks = None  # (the last stack.json handed over, its text, its path): the next one may link to it
 
     # -- paths ------------------------------------------------------------------------------
     def rank_dir(self, step, rank):
@@ -110,7 +111,18 @@ class DumpWriter:
         self._batch.folders.setdefault(folder, False)
         if len(self._stack_texts) > _STACK_TEXTS:  # bounded: a run with ever new call sites starts it afresh
             self._stack_texts = {}
-        self._batch.json.append((step, folder, _encoded(files, self._stack_texts)))
+        # a training loop makes the same calls step after step: a stack.json equal to the last one is that file again,
+        # hard-linked by the writer thread (not encoded, not written: ~0.75 MB a step for a small Llama)
+        stacks, last, links, path = files.get("stack.json"), self._last_stacks, None, os.path.join(folder, "stack.json")
+        known = None
+        if last is not None and stacks is not None and last[2] != path and stacks == last[0]:
+            known = {"stack.json": last[1]}
+        encoded = _encoded(files, self._stack_texts, known)
+        if type(encoded) is list and stacks is not None:
+            if known is not None:
+                links = {"stack.json": last[2]}
+            self._last_stacks = (stacks, dict(encoded)["stack.json"], path)
+        self._batch.json.append((step, folder, encoded, links))
         self.commit()
 
     def commit(self):
@@ -175,10 +187,10 @@ class DumpWriter:
                     _link(source, target)
                 except OSError as exc:
                     self.failures.record(step, "tensor files", exc, target)
-            for step, folder, files in batch.json:
+            for step, folder, files, links in batch.json:
                 try:
                     if type(files) is list:  # [(name, bytes)]: encoded when handed over
-                        write_json_files(folder, files)
+                        write_json_files(folder, files, links=links)
                     elif not json_helper().write(folder, files):
                         write_json_files(folder, files.items())
                 except Exception as exc:  # noqa: BLE001 - a failed write must not stop training
@@ -237,15 +249,18 @@ class DumpWriter:
             return exc if isinstance(exc, OSError) else OSError(str(exc))
 
 
-def _encoded(files, stack_texts):
+def _encoded(files, stack_texts, known=None):
     """[(name, JSON bytes)] of `files` when orjson encodes them (~7x faster than the json module), else `files`
     itself for the background thread (a value that cannot be encoded, too: its failure is recorded there).
     stack_texts: the writer's texts of stack.json's lists (the collector's stack cache hands out the same list
-    for every call from one code location, step after step, and never changes it)."""
+    for every call from one code location, step after step, and never changes it). known: {name: bytes} of files
+    whose text is known already."""
     if json_files.orjson is None:
         return files
+    known = known or {}
     try:
-        return [(name, encode_dump_bytes(obj, lists=stack_texts if name == "stack.json" else None))
+        return [(name, known[name] if name in known else
+                 encode_dump_bytes(obj, lists=stack_texts if name == "stack.json" else None))
                 for name, obj in files.items()]
     except Exception:  # noqa: BLE001 - e.g. a lone surrogate in a name: the writer thread records the failure
         return files
