@@ -2198,6 +2198,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_grad_walk", "The grad tracker's forward walks (grad_tracker.py) in C.", -1, methods,
+    NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__grad_walk(void)
