@@ -57,23 +57,25 @@ static inline PyObject *Py_NewRef(PyObject *obj)
 #define GC_VISIT_FIELD(field) Py_VISIT(obj->field);
 #define GC_CLEAR_FIELD(field) Py_CLEAR(obj->field);
 
-/* a callable C type of those functions (vectorcall through the struct's `vectorcall` field), made by prefix##_new;
- * the rest of the slots (methods, members) follow */
-#define CALLABLE_TYPE(var, ctype, prefix, name, doc, ...)                                                     \
+/* a C type of those functions, made by prefix##_new, with `flags` beside the default and GC ones; the rest of the
+ * slots (methods, members) follow */
+#define GC_TYPE(var, ctype, prefix, name, doc, flags, ...)                                                    \
     static PyTypeObject var = {                                                                               \
         PyVarObject_HEAD_INIT(NULL, 0)                                                                        \
         .tp_name = "msprobe.pytorch.dump._grad_walk." name,                                                   \
         .tp_basicsize = sizeof(ctype),                                                                        \
-        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,                     \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | (flags),                                        \
         .tp_doc = doc,                                                                                        \
         .tp_new = prefix##_new,                                                                               \
         .tp_dealloc = prefix##_dealloc,                                                                       \
         .tp_traverse = prefix##_traverse,                                                                     \
         .tp_clear = prefix##_clear,                                                                           \
-        .tp_call = PyVectorcall_Call,                                                                         \
-        .tp_vectorcall_offset = offsetof(ctype, vectorcall),                                                  \
         __VA_ARGS__                                                                                           \
     };
+/* a callable one (vectorcall through the struct's `vectorcall` field) */
+#define CALLABLE_TYPE(var, ctype, prefix, name, doc, ...)                                                     \
+    GC_TYPE(var, ctype, prefix, name, doc, Py_TPFLAGS_HAVE_VECTORCALL, .tp_call = PyVectorcall_Call,          \
+            .tp_vectorcall_offset = offsetof(ctype, vectorcall), __VA_ARGS__)
 
 static PyObject *tensor_type, *strided, *ordered_dict, *leaf_node;
 static PyObject *s_requires_grad, *s_layout, *s_dtype, *s_is_floating_point, *s_is_complex, *s_grad_fn, *s_output_nr,
@@ -1838,6 +1840,30 @@ CALLABLE_TYPE(entry_type, entry_t, entry, "ModeEntry",
               "(ApiDumpMode's Python method is the reference).",
               .tp_members = entry_members)
 
+/* a `finally` block in C: error_save() takes the exception being raised (if any) aside, the cleanup runs, and
+   error_resume(saved, cleanup_failed) sets the saved exception again, or drops it when the cleanup failed (its own
+   exception replaces it, as in Python); -1 when the cleanup failed */
+typedef struct {
+    PyObject *type, *value, *traceback;
+} saved_error_t;
+
+static void error_save(saved_error_t *saved)
+{
+    PyErr_Fetch(&saved->type, &saved->value, &saved->traceback);
+}
+
+static int error_resume(saved_error_t *saved, int cleanup_failed)
+{
+    if (cleanup_failed) {
+        Py_XDECREF(saved->type);
+        Py_XDECREF(saved->value);
+        Py_XDECREF(saved->traceback);
+        return -1;
+    }
+    PyErr_Restore(saved->type, saved->value, saved->traceback);
+    return 0;
+}
+
 /* ---- MarkedOperator: api_hooks._marking's wrapper in C ------------------------------------------------------------
  * MarkedOperator(key, operator, mark): a Tensor operator (Tensor.__mul__...) that sets mark.key = key, calls
  * operator(*args, **kwargs) and sets mark.key back to None, also when the call raised; the API mode names the
@@ -1855,16 +1881,12 @@ static PyObject *marked_call(PyObject *self, PyObject *const *argv, size_t nargs
     if (PyObject_SetAttr(m->mark, s_key, m->key) < 0)
         return NULL;
     PyObject *result = PyObject_Vectorcall(m->operator, argv, nargsf, kwnames);
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    if (PyObject_SetAttr(m->mark, s_key, Py_None) < 0) {  /* the finally's failure replaces the call's */
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(traceback);
+    saved_error_t saved;
+    error_save(&saved);
+    if (error_resume(&saved, PyObject_SetAttr(m->mark, s_key, Py_None) < 0) < 0) {
         Py_XDECREF(result);
         return NULL;
     }
-    PyErr_Restore(type, value, traceback);
     return result;
 }
 
@@ -1935,22 +1957,10 @@ static PyObject *marked_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)m;
 }
 
-static PyTypeObject marked_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "msprobe.pytorch.dump._grad_walk.MarkedOperator",
-    .tp_basicsize = sizeof(marked_t),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "MarkedOperator(key, operator, mark): api_hooks._marking's wrapper.",
-    .tp_new = marked_new,
-    .tp_dealloc = marked_dealloc,
-    .tp_traverse = marked_traverse,
-    .tp_clear = marked_clear,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(marked_t, vectorcall),
-    .tp_descr_get = marked_get,
-    .tp_getset = marked_getset,
-    .tp_members = marked_members,
-};
+GC_TYPE(marked_type, marked_t, marked, "MarkedOperator", "MarkedOperator(key, operator, mark): api_hooks._marking's wrapper.",
+        Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR, .tp_call = PyVectorcall_Call,
+        .tp_vectorcall_offset = offsetof(marked_t, vectorcall), .tp_descr_get = marked_get,
+        .tp_getset = marked_getset, .tp_members = marked_members)
 
 /* ---- Paused: dump_session._Paused in C ---------------------------------------------------------------------------
  * Paused(reentrancy): a context manager for our own work inside hooks: inside the reentrancy guard (Reentrancy.enter
@@ -1989,15 +1999,9 @@ static PyObject *paused_enter(PyObject *self, PyObject *Py_UNUSED(args))
         return NULL;
     PyObject *done = PyObject_CallMethodNoArgs(p->off, s_enter);
     if (done == NULL) {  /* leave the guard again, the failure kept */
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        if (add_depth(p->local, -1) < 0) {
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(traceback);
-        } else {
-            PyErr_Restore(type, value, traceback);
-        }
+        saved_error_t saved;
+        error_save(&saved);
+        error_resume(&saved, add_depth(p->local, -1) < 0);
         return NULL;
     }
     Py_DECREF(done);
@@ -2013,18 +2017,12 @@ static PyObject *paused_exit(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_DECREF(exit);
     }
     /* finally: the guard left; a failure there replaces the earlier one, as in the Python class */
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    if (add_depth(p->local, -1) < 0) {
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(traceback);
+    saved_error_t saved;
+    error_save(&saved);
+    if (error_resume(&saved, add_depth(p->local, -1) < 0) < 0 || done == NULL) {
         Py_XDECREF(done);
         return NULL;
     }
-    PyErr_Restore(type, value, traceback);
-    if (done == NULL)
-        return NULL;
     Py_DECREF(done);
     Py_RETURN_FALSE;
 }
@@ -2060,18 +2058,9 @@ static PyMethodDef paused_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject paused_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "msprobe.pytorch.dump._grad_walk.Paused",
-    .tp_basicsize = sizeof(paused_t),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Paused(reentrancy): dump_session._Paused (our own work inside hooks: not recorded).",
-    .tp_new = paused_new,
-    .tp_dealloc = paused_dealloc,
-    .tp_traverse = paused_traverse,
-    .tp_clear = paused_clear,
-    .tp_methods = paused_methods,
-};
+GC_TYPE(paused_type, paused_t, paused, "Paused",
+        "Paused(reentrancy): dump_session._Paused (our own work inside hooks: not recorded).", 0,
+        .tp_methods = paused_methods)
 
 /* ---- register_node_hook: torch's Node hook registration, without its Python handle for the consumer hooks ----------
  * torch registers a hook on an autograd node (node.register_hook) by calling torch.autograd.function's
@@ -2130,6 +2119,13 @@ fail:
     return NULL;
 }
 
+/* each module global slots[i] set to a new reference to values[i] (the one it held let go) */
+static void store_all(PyObject **const *slots, PyObject *const *values, int count)
+{
+    for (int i = 0; i < count; i++)
+        Py_XSETREF(*slots[i], Py_NewRef(values[i]));
+}
+
 static PyObject *configure_defaults(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize_t nargs)
 {
     if (nargs != 7 || !PyDict_Check(argv[0]) || !PyType_Check(argv[1]) || !PyType_Check(argv[2]) ||
@@ -2152,13 +2148,10 @@ static PyObject *configure_defaults(PyObject *Py_UNUSED(self), PyObject *const *
             return NULL;
         }
     }
-    Py_XSETREF(tracker_globals, Py_NewRef(argv[0]));
-    Py_XSETREF(orig_output_hook, Py_NewRef(found[0]));
-    Py_XSETREF(orig_consumer_hook, Py_NewRef(found[1]));
-    Py_XSETREF(orig_emit, Py_NewRef(found[2]));
-    Py_XSETREF(orig_backward, Py_NewRef(found[3]));
-    Py_XSETREF(register_original, Py_NewRef(argv[3]));
-    Py_XSETREF(disable_torch_function, Py_NewRef(argv[4]));
+    PyObject **slots[7] = {&tracker_globals, &orig_output_hook, &orig_consumer_hook, &orig_emit, &orig_backward,
+                           &register_original, &disable_torch_function};
+    PyObject *values[7] = {argv[0], found[0], found[1], found[2], found[3], argv[3], argv[4]};
+    store_all(slots, values, 7);
     Py_RETURN_NONE;
 }
 
@@ -2168,10 +2161,8 @@ static PyObject *configure(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_
         PyErr_SetString(PyExc_TypeError, "configure(tensor_type, strided_layout, ordered_dict_type, leaf_node)");
         return NULL;
     }
-    Py_XSETREF(tensor_type, Py_NewRef(argv[0]));
-    Py_XSETREF(strided, Py_NewRef(argv[1]));
-    Py_XSETREF(ordered_dict, Py_NewRef(argv[2]));
-    Py_XSETREF(leaf_node, Py_NewRef(argv[3]));
+    PyObject **slots[4] = {&tensor_type, &strided, &ordered_dict, &leaf_node};
+    store_all(slots, argv, 4);
     Py_RETURN_NONE;
 }
 
