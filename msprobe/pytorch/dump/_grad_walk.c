@@ -608,6 +608,18 @@ static int hook_output(PyObject *value, PyObject *node, PyObject *hook, PyObject
     return rc;
 }
 
+/* the output's own hook (tracker._output_hook's, into the tensor's hook dict) */
+static int watch_output(PyObject *tracker, PyObject *pending, PyObject *value, PyObject *node, PyObject *through,
+                        PyObject *handles)
+{
+    PyObject *hook = make_hook(1, tracker, pending, zero, through);
+    if (hook == NULL)
+        return -1;
+    int rc = hook_output(value, node, hook, handles);
+    Py_DECREF(hook);
+    return rc;
+}
+
 /* GradTracker.watch_outputs for a call that returned one tensor */
 static PyObject *watch_single(PyObject *Py_UNUSED(self), PyObject *const *argv, Py_ssize_t nargs)
 {
@@ -658,21 +670,16 @@ static PyObject *watch_single(PyObject *Py_UNUSED(self), PyObject *const *argv, 
             /* a plain tensor out of a node of the call's own that feeds its inputs: that node's consumer hook takes the
                output's grad too (one hook instead of two); else, or when the node turns out no consumer, its own */
             merge = !root_is_input && PyDict_GET_SIZE(edges) && Py_TYPE(value) == (PyTypeObject *)tensor_type;
+            if (!merge && watch_output(tracker, pending, value, node, through, handles) < 0)
+                goto done;
         }
     }
     int merged = 0;
     if (PyDict_GET_SIZE(edges) && node != NULL &&
         (merged = hook_consumers(tracker, pending, edges, handles, node, root_is_input, merge ? output_nr : NULL)) < 0)
         goto done;
-    if (node != NULL && !merged) {
-        PyObject *hook = make_hook(1, tracker, pending, zero, through);
-        if (hook == NULL)
-            goto done;
-        int rc = hook_output(value, node, hook, handles);
-        Py_DECREF(hook);
-        if (rc < 0)
-            goto done;
-    }
+    if (merge && !merged && watch_output(tracker, pending, value, node, through, handles) < 0)
+        goto done;
     /* kept while an output grad or an input's contribution is still to come */
     PyObject *left = get_attr(pending, s_outputs_left);
     int keep = left == NULL ? -1 : PyObject_IsTrue(left);
