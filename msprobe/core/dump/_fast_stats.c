@@ -1651,6 +1651,16 @@ static int weakref_alive(PyObject *ref)
 #endif
 }
 
+/* dict lookups and stores by a key whose hash is computed once (the content key is a 5-tuple: hashing it is most of a
+   lookup); CPython's known-hash calls where it exports them, the plain ones elsewhere */
+#if PY_VERSION_HEX < 0x030D0000
+#define DICT_GET_HASHED(dict, key, hash) _PyDict_GetItem_KnownHash(dict, key, hash)
+#define DICT_SET_HASHED(dict, key, value, hash) _PyDict_SetItem_KnownHash(dict, key, value, hash)
+#else
+#define DICT_GET_HASHED(dict, key, hash) ((void)(hash), PyDict_GetItemWithError(dict, key))
+#define DICT_SET_HASHED(dict, key, value, hash) ((void)(hash), PyDict_SetItem(dict, key, value))
+#endif
+
 /* the descriptor dict of the usual host tensor (record.py's one dict display) */
 static PyObject *describer_desc(describer_t *d, PyObject *name, PyObject *shape, PyObject *stats, PyObject *grad,
                                 PyObject *fingerprint)
@@ -1792,7 +1802,10 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
                             d->device)) == NULL)
         goto held;
     untrack_atomic(key);
-    hit = PyDict_GetItemWithError(d->stats_cache, key);
+    Py_hash_t key_hash = PyObject_Hash(key);
+    if (key_hash == -1)
+        goto held;
+    hit = DICT_GET_HASHED(d->stats_cache, key, key_hash);
     Py_XINCREF(hit);
     if (hit == NULL && PyErr_Occurred())
         goto held;
@@ -1828,7 +1841,7 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
                     Py_DECREF(views);
                     if ((views = PyDict_New()) == NULL ||
                         (entry = PyTuple_Pack(4, PyTuple_GET_ITEM(hit, 0), stats, PyTuple_GET_ITEM(hit, 2), views))
-                            == NULL || PyDict_SetItem(d->stats_cache, key, entry) < 0)
+                            == NULL || DICT_SET_HASHED(d->stats_cache, key, entry, key_hash) < 0)
                         goto held;
                 }
                 if (PyDict_SetItem(views, layout, fingerprint) < 0)
@@ -1839,7 +1852,7 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
             if (fingerprint == Py_None) {  /* the memory was first met through a transposed view */
                 if ((fingerprint = described_fingerprint(read, address, count, kind, &view)) == NULL ||
                     (entry = PyTuple_Pack(4, PyTuple_GET_ITEM(hit, 0), stats, fingerprint, PyTuple_GET_ITEM(hit, 3)))
-                        == NULL || PyDict_SetItem(d->stats_cache, key, entry) < 0)
+                        == NULL || DICT_SET_HASHED(d->stats_cache, key, entry, key_hash) < 0)
                     goto held;
             } else if (!PyUnicode_CheckExact(fingerprint)) {
                 fingerprint = NULL;
@@ -1891,7 +1904,7 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
                are the cache entry holding it and the descriptors (a step's young collection walked ~1,500 of them) */
             PyObject_GC_UnTrack(ref);
         }
-        int cached = PyDict_Contains(d->crc_cache, key);
+        int cached = PyDict_GET_SIZE(d->crc_cache) ? PyDict_Contains(d->crc_cache, key) : 0;  /* empty but for md5 */
         if (cached < 0 || (cached && PyDict_DelItem(d->crc_cache, key) < 0))
             goto held;
         if (read == READ_PERMUTED) {  /* the memory's entry: its own bytes' fingerprint unknown, the view's by layout */
@@ -1903,14 +1916,14 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
         }
         if (entry != NULL)
             untrack_atomic(entry);
-        if (entry == NULL || PyDict_SetItem(d->stats_cache, key, entry) < 0)
+        if (entry == NULL || DICT_SET_HASHED(d->stats_cache, key, entry, key_hash) < 0)
             goto held;
     }
     untrack_atomic(PyTuple_GET_ITEM(facts, 0));  /* the adapter's shared shape tuple: the descriptor stays untracked */
     /* the same content met again (an output read as the next call's input) with the same shape and requires_grad:
        the descriptor made for it is the one this call would make, and is shared (descriptors of the statistics path
        are never changed once made: no file names, no pending statistics, no placements) */
-    PyObject *made = PyDict_GetItemWithError(d->made, key), *shape = PyTuple_GET_ITEM(facts, 0);
+    PyObject *made = DICT_GET_HASHED(d->made, key, key_hash), *shape = PyTuple_GET_ITEM(facts, 0);
     if (made == NULL && PyErr_Occurred())
         goto held;
     if (made != NULL && PyTuple_CheckExact(made) && PyTuple_GET_SIZE(made) == 6 && PyTuple_GET_ITEM(made, 0) == stats &&
@@ -1924,7 +1937,7 @@ static PyObject *describer_fast(describer_t *d, PyObject *tensor)
         PyObject *record = PyTuple_Pack(6, stats, shape, grad, name, fingerprint != NULL ? fingerprint : Py_None, result);
         if (record != NULL)
             untrack_atomic(record);
-        if (record == NULL || PyDict_SetItem(d->made, key, record) < 0)
+        if (record == NULL || DICT_SET_HASHED(d->made, key, record, key_hash) < 0)
             Py_CLEAR(result);
         Py_XDECREF(record);
     }
