@@ -117,12 +117,17 @@ def encode_dump_json(obj, share_gil=True):
     return encode_dump_bytes(obj, share_gil).decode("utf-8")
 
 
-def _write_new_file(path, data):
-    """Write `data` into a new file at `path` (a leftover of that name is replaced, never written into)."""
+def remove_file(path):
+    """Unlink `path`; no file there is no error."""
     try:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def _write_new_file(path, data):
+    """Write `data` into a new file at `path` (a leftover of that name is replaced, never written into)."""
+    remove_file(path)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
         view = memoryview(data)
@@ -139,12 +144,7 @@ def _write_new_file(path, data):
 def _linked(source, path):
     """`path` a new hard link to `source`; False where that cannot be (no such file, another file system...)."""
     try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    except OSError:
-        return False
-    try:
+        remove_file(path)
         os.link(source, path)
     except OSError:
         return False

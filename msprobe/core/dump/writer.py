@@ -31,7 +31,7 @@ import shutil
 import threading
 
 from msprobe.core.dump import json_files
-from msprobe.core.dump.json_files import encode_dump_bytes, encode_dump_json, write_json_files
+from msprobe.core.dump.json_files import encode_dump_bytes, encode_dump_json, remove_file, write_json_files
 from msprobe.core.dump.json_helper import json_helper
 from msprobe.core.log import logger
 from msprobe.core.paths import DIR_MODE, FILE_MODE
@@ -121,7 +121,7 @@ class DumpWriter:
         if type(encoded) is list and stacks is not None:
             if known is not None:
                 links = {"stack.json": last[2]}
-            self._last_stacks = (stacks, dict(encoded)["stack.json"], path)
+            self._last_stacks = (stacks, next(text for name, text in encoded if name == "stack.json"), path)
         self._batch.json.append((step, folder, encoded, links))
         self.commit()
 
@@ -236,14 +236,14 @@ class DumpWriter:
 
     def _save(self, step, path, snapshot):
         try:
-            _remove(path)  # a new inode: the old name may share its bytes with another (hard link)
+            remove_file(path)  # a new inode: the old name may share its bytes with another (hard link)
             self.save_tensor_fn(snapshot, path)
             os.chmod(path, FILE_MODE)
             return None
         except Exception as exc:  # noqa: BLE001 - counted and reported; training goes on
             self.failures.record(step, "tensor files", exc, path)
             try:
-                _remove(path)  # no partial file under a name dump.json gives
+                remove_file(path)  # no partial file under a name dump.json gives
             except OSError:
                 pass
             return exc if isinstance(exc, OSError) else OSError(str(exc))
@@ -272,13 +272,6 @@ def _serve(jobs, process):
         if batch is None:
             return
         process(batch)
-
-
-def _remove(path):
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _remove_earlier_run(folder):
@@ -318,7 +311,7 @@ def _make_dirs(path):
 
 
 def _link(source, target):
-    _remove(target)
+    remove_file(target)
     try:
         os.link(source, target)
     except OSError:

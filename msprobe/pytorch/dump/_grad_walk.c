@@ -1128,6 +1128,31 @@ static PyObject *s_lane_ok, *s_task, *s_sink, *s_want_backward_input, *s_want_ba
     *s_parent_backward, *s_backward_name_slot, *s_is_module, *s_index, *s_backward_dot, *s_dot_backward, *s_input,
     *empty_tuple;
 
+/* DumpCollector._commit_entry after its untrack: `entry` untracked (untrack: the collector's _untrack, None: not
+ * built), put into data under `name`, `stack` into stacks (NULL: none), `parent` into construct (NULL: an L1 dump,
+ * whose construct.json is empty), the collector dirty; 0 or -1 (exception set). The lane's and backward_fast's. */
+static int commit_entry(PyObject *col, PyObject *untrack, PyObject *name, PyObject *entry, PyObject *stack,
+                        PyObject *parent)
+{
+    if (untrack != Py_None) {
+        PyObject *done = PyObject_CallOneArg(untrack, entry);
+        if (done == NULL)
+            return -1;
+        Py_DECREF(done);
+    }
+    PyObject *const names[3] = {s_data, s_stacks, s_construct}, *const values[3] = {entry, stack, parent};
+    for (int i = 0; i < 3; i++) {
+        if (values[i] == NULL)
+            continue;
+        PyObject *target = PyObject_GetAttr(col, names[i]);
+        int rc = target == NULL ? -1 : PyObject_SetItem(target, name, values[i]);
+        Py_XDECREF(target);
+        if (rc < 0)
+            return -1;
+    }
+    return PyObject_SetAttr(col, s_dirty, Py_True);
+}
+
 static int backward_fast(PyObject *collector, PyObject *call, PyObject *of_outputs, PyObject *of_inputs)
 {
     if (!is_default(collector, s_backward, orig_backward))
@@ -1198,35 +1223,14 @@ static int backward_fast(PyObject *collector, PyObject *call, PyObject *of_outpu
             goto done;
         Py_CLEAR(value);
     }
-    if (PyDict_GET_SIZE(entry)) {
-        if ((value = PyObject_GetAttr(collector, s_untrack)) == NULL)
-            goto done;
-        if (value != Py_None) {
-            PyObject *untracked = PyObject_CallOneArg(value, entry);
-            if (untracked == NULL)
-                goto done;
-            Py_DECREF(untracked);
-        }
-        Py_CLEAR(value);
-        /* _commit_entry(name, entry, call.parent_backward, None) */
-        if ((target = PyObject_GetAttr(collector, s_data)) == NULL || PyObject_SetItem(target, name, entry) < 0)
-            goto done;
-        Py_CLEAR(target);
+    if (PyDict_GET_SIZE(entry)) {  /* _commit_entry(name, entry, call.parent_backward, None) */
         if ((value = PyObject_GetAttr(collector, s_level)) == NULL)
             goto done;
         int l1 = PyObject_RichCompareBool(value, s_l1, Py_EQ);
         Py_CLEAR(value);
-        if (l1 < 0)
-            goto done;
-        if (!l1) {
-            if ((value = get_attr(call, s_parent_backward)) == NULL ||
-                (target = PyObject_GetAttr(collector, s_construct)) == NULL ||
-                PyObject_SetItem(target, name, value) < 0)
-                goto done;
-            Py_CLEAR(value);
-            Py_CLEAR(target);
-        }
-        if (PyObject_SetAttr(collector, s_dirty, Py_True) < 0)
+        if (l1 < 0 || (!l1 && (value = get_attr(call, s_parent_backward)) == NULL) ||
+            (target = PyObject_GetAttr(collector, s_untrack)) == NULL ||
+            commit_entry(collector, target, name, entry, NULL, value) < 0)
             goto done;
     }
     rc = 1;
@@ -1566,23 +1570,7 @@ static int lane_end(lane_t *lane, lane_call_t *c, PyObject *output)
     if (value == NULL || PyDict_SetItem(c->entry, s_output, value) < 0)
         goto done;
     Py_CLEAR(value);
-    if (lane->untrack != Py_None) {
-        PyObject *done_untrack = PyObject_CallOneArg(lane->untrack, c->entry);
-        if (done_untrack == NULL)
-            goto done;
-        Py_DECREF(done_untrack);
-    }
-    if ((target = PyObject_GetAttr(col, s_data)) == NULL || PyObject_SetItem(target, c->name, c->entry) < 0)
-        goto done;
-    Py_CLEAR(target);
-    if ((target = PyObject_GetAttr(col, s_stacks)) == NULL || PyObject_SetItem(target, c->name, c->stack) < 0)
-        goto done;
-    Py_CLEAR(target);
-    if (lane->construct && ((target = PyObject_GetAttr(col, s_construct)) == NULL ||
-                            PyObject_SetItem(target, c->name, c->parent) < 0))
-        goto done;
-    Py_CLEAR(target);
-    if (PyObject_SetAttr(col, s_dirty, Py_True) < 0)
+    if (commit_entry(col, lane->untrack, c->name, c->entry, c->stack, lane->construct ? c->parent : NULL) < 0)
         goto done;
 watch:
     if (c->pending != NULL) {
