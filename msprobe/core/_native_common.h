@@ -12,6 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Py_NewRef came with CPython 3.10; setup.py declares 3.9 */
+#if PY_VERSION_HEX < 0x030A0000
+static inline PyObject *Py_NewRef(PyObject *obj)
+{
+    Py_INCREF(obj);
+    return obj;
+}
+#endif
+
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define MSPROBE_X86 1
 #include <immintrin.h>

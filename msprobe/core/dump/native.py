@@ -59,7 +59,12 @@ if native_enabled():
     try:
         from msprobe.core.dump._fast_stats import (  # type: ignore[no-redef]
             BFLOAT16, FLOAT16, bucket_stats, float_stats, minmax_sumsq)
-    except ImportError:  # built without a compiler: the framework path serves
+    except ModuleNotFoundError:  # built without a compiler: the framework path serves
+        minmax_sumsq = float_stats = bucket_stats = None
+    except ImportError as exc:  # built, but it does not load here: say so, the framework path serves
+        from msprobe.core.log import logger
+        logger.warning("the C statistics kernel is built but does not load (%s); msprobe uses the framework's "
+                       "kernels. Reinstall msprobe to rebuild it.", exc)
         minmax_sumsq = float_stats = bucket_stats = None
     else:
         try:  # a build older than the fingerprint kernel: the numpy fallback serves
