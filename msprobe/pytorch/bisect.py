@@ -81,7 +81,11 @@ def _hooked_modules(model, names: FrozenSet[str]) -> Dict[str, Any]:
     def covered(name):
         return name != ROOT and any(other == ROOT or name.startswith(other + ".") for other in chosen if other != name)
 
-    return {name: module for name, module in chosen.items() if not covered(name)}
+    hooked: Dict[str, Any] = {}
+    for name, module in chosen.items():  # a module reachable under two names is hooked once
+        if not covered(name) and all(module is not other for other in hooked.values()):
+            hooked[name] = module
+    return hooked
 
 
 def _own_dtype(module):
