@@ -8,8 +8,8 @@ DESCRIPTION = ("Compare two checkpoints parameter by parameter (shape, dtype, L2
 
 
 def add_arguments(parser, formats: str) -> None:
-    parser.add_argument("--ckpt1", required=True, help=f"first checkpoint: {formats}, or a sharded folder with "
-                                                       "an index file")
+    parser.add_argument("--ckpt1", required=True, help=f"first checkpoint: {formats}; or a folder: sharded "
+                                                       "with an index file, save_pretrained, or a peft adapter")
     parser.add_argument("--ckpt2", required=True, help="second checkpoint (same kinds)")
     parser.add_argument("-o", "--output_path", "--output-path", dest="output_path", required=True,
                         help="folder for ckpt_compare_{time}.json and .xlsx")

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from msprobe.core.ckpt_compare.metrics import STATUS_ORDER, pair_metrics
-from msprobe.core.ckpt_compare.readers import CheckpointReader, Opener, StoredTensor, open_checkpoint
+from msprobe.core.ckpt_compare.readers import (CheckpointReader, Opener, StoredTensor, locate_checkpoint,
+                                               open_checkpoint)
 from msprobe.core.compare.xlsx import Sheet, write_xlsx
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
@@ -16,9 +17,13 @@ __all__ = ["KeyMap", "compare_checkpoints", "print_summary", "CkptCompareResult"
 
 COLUMNS = [("key1", "Key (ckpt1)"), ("key2", "Key (ckpt2)"), ("status", "Status"), ("shape1", "Shape 1"),
            ("shape2", "Shape 2"), ("dtype1", "Dtype 1"), ("dtype2", "Dtype 2"), ("numel1", "Numel 1"),
-           ("numel2", "Numel 2"), ("l2_1", "L2 1"), ("l2_2", "L2 2"), ("cosine", "Cosine"),
+           ("numel2", "Numel 2"), ("l2_1", "L2 1"), ("l2_2", "L2 2"), ("rel_l2_diff", "Rel L2 Diff"),
+           ("norm_ratio", "Norm Ratio"), ("cosine", "Cosine"),
            ("max_abs_diff", "Max Abs Diff"), ("max_rel_diff", "Max Rel Diff")]
 
+
+# the settings file peft writes next to an adapter's weights
+ADAPTER_CONFIG = "adapter_config.json"
 
 # xlsx row fill per status: plain for agreement, yellow for a dtype change with equal values, red otherwise
 _ROW_STYLE = {"equal": 0, "value equal": 0, "dtype differs": 1}
@@ -70,9 +75,11 @@ class CkptCompareResult:
 
 
 def _severity(row):
-    """Sort key, worst first: status, then lowest cosine, then largest relative difference."""
+    """Sort key, worst first: status, NaN at different places, then the largest relative L2 difference (magnitude
+    and direction), then the lowest cosine, then the largest element-wise relative difference."""
     cosine = row.get("cosine")
-    return (STATUS_ORDER.get(row["status"], 2), 2.0 if cosine is None else cosine, -(row.get("max_rel_diff") or 0.0))
+    return (STATUS_ORDER.get(row["status"], 2), not row.get("nan_mismatch"), -(row.get("rel_l2_diff") or 0.0),
+            2.0 if cosine is None else cosine, -(row.get("max_rel_diff") or 0.0))
 
 
 def _pair_rows(first: CheckpointReader, second: CheckpointReader, key_map: KeyMap):
@@ -102,6 +109,25 @@ def _side(stored: StoredTensor, n: str):
             f"numel{n}": None if stored.raw is None else int(stored.raw.size)}
 
 
+def _folder_facts(ckpt1: str, ckpt2: str) -> Dict[str, Any]:
+    """For folders: the file each side read (`ckpt1_read`), and the settings two adapter folders' adapter_config.json
+    disagree on (`adapter_config_differs`: {setting: [ckpt1's, ckpt2's]}; lora_alpha / r scale every update)."""
+    facts: Dict[str, Any] = {}
+    configs: List[Dict[str, Any]] = []
+    for n, path in (("1", ckpt1), ("2", ckpt2)):
+        if os.path.isdir(path):
+            facts[f"ckpt{n}_read"] = locate_checkpoint(path)[0]
+            config = os.path.join(path, ADAPTER_CONFIG)
+            loaded = load_json(config, ADAPTER_CONFIG) if os.path.isfile(config) else None
+            if isinstance(loaded, dict):
+                configs.append(loaded)
+    if len(configs) == 2:
+        first, second = configs
+        facts["adapter_config_differs"] = {key: [first.get(key), second.get(key)] for key in sorted({*first, *second})
+                                           if first.get(key) != second.get(key)}
+    return facts
+
+
 def compare_checkpoints(ckpt1: str, ckpt2: str, output_dir: str, key_map: Optional[KeyMap] = None,
                         openers: Tuple[Opener, ...] = ()) -> CkptCompareResult:
     """Compare `ckpt1` with `ckpt2` and write `ckpt_compare_{time}.json` and `.xlsx` into `output_dir`."""
@@ -111,8 +137,8 @@ def compare_checkpoints(ckpt1: str, ckpt2: str, output_dir: str, key_map: Option
     counts: Dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
-    summary = {"ckpt1": os.path.abspath(ckpt1), "ckpt2": os.path.abspath(ckpt2), "pairs": len(rows),
-               "counts": counts, "worst": rows[0]["key1"] or rows[0]["key2"] if rows else None}
+    summary = {"ckpt1": os.path.abspath(ckpt1), "ckpt2": os.path.abspath(ckpt2), **_folder_facts(ckpt1, ckpt2),
+               "pairs": len(rows), "counts": counts, "worst": rows[0]["key1"] or rows[0]["key2"] if rows else None}
     stamp = time.strftime("%Y%m%d%H%M%S")
     json_path = os.path.join(output_dir, f"ckpt_compare_{stamp}.json")
     xlsx_path = os.path.join(output_dir, f"ckpt_compare_{stamp}.xlsx")
@@ -135,10 +161,14 @@ def print_summary(result: CkptCompareResult, top: int = 10) -> None:
           f"({', '.join(f'{n} {status}' for status, n in sorted(counts.items())) or 'none'}).")
     worst = [row for row in result.rows if _ROW_STYLE.get(row["status"], 2)][:top]
     if worst:
-        print_table(f"worst {len(worst)} of {differing}", ["key", "status", "cosine", "max abs diff", "max rel diff"],
-                    [[row["key1"] or row["key2"], row["status"], _num(row.get("cosine")),
-                      _num(row.get("max_abs_diff")), _num(row.get("max_rel_diff"))] for row in worst],
+        print_table(f"worst {len(worst)} of {differing}",
+                    ["key", "status", "rel L2 diff", "norm ratio", "cosine", "max abs diff", "max rel diff"],
+                    [[row["key1"] or row["key2"], row["status"], _num(row.get("rel_l2_diff")),
+                      _num(row.get("norm_ratio")), _num(row.get("cosine")), _num(row.get("max_abs_diff")),
+                      _num(row.get("max_rel_diff"))] for row in worst],
                     styles=["red" if _ROW_STYLE.get(row["status"], 2) == 2 else "yellow" for row in worst])
+    for setting, (first, second) in result.summary.get("adapter_config_differs", {}).items():
+        print(f"{ADAPTER_CONFIG} differs: {setting} {str(first)[:60]} -> {str(second)[:60]}")
     print(f"report: {result.xlsx_path}\n        {result.json_path}")
 
 

@@ -1,4 +1,5 @@
-"""Framework-free checkpoint readers: safetensors files (memory-mapped) and sharded folders with an index file.
+"""Framework-free checkpoint readers: safetensors files (memory-mapped), sharded folders with an index file, and
+folders of one weight file (`save_pretrained`, peft adapters).
 
 A reader lists its keys and hands out one tensor at a time as a `StoredTensor` (the raw numpy array, possibly a
 memory map, and the dtype name as the framework spells it), so a comparison never holds more than one pair.
@@ -12,10 +13,11 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Tupl
 import numpy as np
 
 from msprobe.core.errors import MsprobeError
+from msprobe.core.log import logger
 from msprobe.core.paths import check_path, load_json
 
 __all__ = ["StoredTensor", "CheckpointReader", "Opener", "open_checkpoint", "SafetensorsReader", "ShardedReader",
-           "float_chunks", "MAX_HEADER_BYTES"]
+           "float_chunks", "MAX_HEADER_BYTES", "locate_checkpoint", "WEIGHT_FILES"]
 
 # a safetensors header larger than this is refused before it is read (real ones are a few MB at most)
 MAX_HEADER_BYTES = 100 * 1024 * 1024
@@ -144,19 +146,40 @@ class ShardedReader:
         return reader.read(key)
 
 
-def _index_file(folder):
-    names = sorted(name for name in os.listdir(folder) if name.endswith(".index.json"))
-    if not names:
-        raise CheckpointError(f"{folder} is a folder without an index file (*.index.json) naming its shards.")
-    if len(names) > 1:
-        preferred = [name for name in names if "safetensors" in name]
-        names = preferred or names
-    return os.path.join(folder, names[0])
+# the weight files transformers (`save_pretrained`) and peft (adapters) write without an index, safetensors first
+WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model.bin", "adapter_model.bin")
+_CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+
+
+def locate_checkpoint(folder: str) -> Tuple[str, str]:
+    """What to read in a folder: its index file (`*.index.json`, sharded) or its one weight file, and a note (empty
+    when the choice was the only one): safetensors is preferred where a folder holds both kinds."""
+    names = sorted(os.listdir(folder))
+    indexes = [name for name in names if name.endswith(".index.json")]
+    if indexes:
+        chosen = ([name for name in indexes if "safetensors" in name] or indexes)[0]
+        return os.path.join(folder, chosen), _choice_note(folder, chosen, indexes)
+    known = [name for name in WEIGHT_FILES if name in names]
+    if known:
+        return os.path.join(folder, known[0]), _choice_note(folder, known[0], known)
+    files = [name for name in names if name.endswith(_CHECKPOINT_SUFFIXES)
+             and os.path.isfile(os.path.join(folder, name))]
+    if len(files) == 1:
+        return os.path.join(folder, files[0]), ""
+    found = f"it holds {len(files)} weight files ({', '.join(files[:5])}); name one" if files else "nothing to read"
+    raise CheckpointError(f"{folder} is a folder without an index file (*.index.json) or a weight file "
+                          f"({', '.join(WEIGHT_FILES)}): {found}.")
+
+
+def _choice_note(folder, chosen, candidates):
+    others = [name for name in candidates if name != chosen]
+    return f"{folder} holds {chosen} and {', '.join(others)}: comparing {chosen}" if others else ""
 
 
 def open_checkpoint(path: str, openers: Tuple[Opener, ...] = ()) -> CheckpointReader:
-    """A reader for the file or sharded folder at `path`. `openers` (from the framework adapter) are tried first
-    for files; each returns a reader or None when the file is not its format."""
+    """A reader for the file or folder at `path` (sharded with an index, or a `save_pretrained` / adapter folder of
+    one weight file). `openers` (from the framework adapter) are tried first for files; each returns a reader or
+    None when the file is not its format."""
     path = check_path(path, kind="any", what="checkpoint")
 
     def open_file(file_path):
@@ -170,6 +193,11 @@ def open_checkpoint(path: str, openers: Tuple[Opener, ...] = ()) -> CheckpointRe
         raise CheckpointError(f"{file_path}: not a checkpoint format this framework reads (safetensors, "
                               "and the framework's own).")
 
-    if os.path.isdir(path):
-        return ShardedReader(path, _index_file(path), open_file)
-    return open_file(path)
+    if not os.path.isdir(path):
+        return open_file(path)
+    chosen, note = locate_checkpoint(path)
+    if note:
+        logger.warning(note)
+    if chosen.endswith(".index.json"):
+        return ShardedReader(path, chosen, open_file)
+    return open_file(chosen)
