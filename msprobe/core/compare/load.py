@@ -20,6 +20,7 @@ try:
 except ImportError:  # pragma: no cover - orjson is a base dependency; the json module reads the same files
     orjson = None  # type: ignore[assignment]
 
+from msprobe.core.compare.normalise import normalise_dump
 from msprobe.core.errors import CompareError, ParseError
 from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.paths import check_path
@@ -222,9 +223,13 @@ def table_from_dump(raw, path="<memory>", data_dir=None):
     in messages; tensor files are looked up in `data_dir` (data_name may also be an absolute path)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("data"), dict):
         raise ParseError(f"dump file '{path}' has no 'data' object; is it a msprobe dump.json?")
-    table = DumpTable(path, {key: raw.get(key) for key in ("task", "level", "framework", "dump_data_dir")}, data_dir)
+    data, tool, not_comparable = normalise_dump(raw["data"], path)
+    header = {key: raw.get(key) for key in ("task", "level", "framework", "dump_data_dir")}
+    header["tool"] = tool  # normalise.py: who laid the file out; rows whose meaning is that tool's own
+    header["not_comparable"] = not_comparable
+    table = DumpTable(path, header, data_dir)
     rows = []
-    for entry, body in raw["data"].items():
+    for entry, body in data.items():
         if not isinstance(body, dict):
             raise ParseError(f"dump file '{path}': entry '{entry}' is not an object.")
         table.entries.append(entry)

@@ -114,6 +114,8 @@ def _reason_message(reason, detail):
         return f"Dump file: {detail} not found."
     if reason == Reason.FILE_SHAPE:
         return f"Dump file: {detail}; the dump is inconsistent."
+    if reason == Reason.CROSS_TOOL:
+        return f"Not comparable across tools: {detail}."
     return _BASE_MESSAGES.get(reason, "")
 
 
