@@ -13,6 +13,7 @@ Row columns (lists of equal length, documented keys):
 """
 import json
 import os
+import re
 import zlib
 
 try:
@@ -25,7 +26,7 @@ from msprobe.core.errors import CompareError, ParseError
 from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.paths import check_path
 
-__all__ = ["DumpTable", "load_dump", "table_from_dump", "load_stack", "detect_mode", "ROW_COLUMNS",
+__all__ = ["DumpTable", "load_dump", "find_dump_file", "table_from_dump", "load_stack", "detect_mode", "ROW_COLUMNS",
            "MODE_TENSOR", "MODE_STATISTICS", "MODE_MD5"]
 
 MODE_TENSOR, MODE_STATISTICS, MODE_MD5 = "tensor", "statistics", "md5"
@@ -198,10 +199,36 @@ def _read_json(path, what):
         raise ParseError(f"{what} '{path}' cannot be read: {str(exc).splitlines()[0][:200]}") from None
 
 
+_DUMP_FOLDER = re.compile(r"^(rank\d*|proc\d+)$")  # msprobe and 1.2.1: rank / rank<N>; mindstudio-probe 26.x: proc<PID>
+
+
+def find_dump_file(path):
+    """The dump.json a path names: the file itself, or the one dump.json of a dump folder (the folder
+    holding it, its step folder or the dump path: `{dump_path}/step{N}/{rank|rank<N>|proc<PID>}/dump.json`).
+    A folder holding no dump.json, or several, raises CompareError saying what it found."""
+    if not os.path.isdir(path):
+        return path
+    found = []
+    for folder, children, files in os.walk(path):
+        depth = os.path.relpath(folder, path).count(os.sep) + (folder != path)
+        if "dump.json" in files and (folder == path or _DUMP_FOLDER.match(os.path.basename(folder))):
+            found.append(os.path.join(folder, "dump.json"))
+        if depth >= 2:
+            children[:] = []
+        children.sort()
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise CompareError(f"'{path}' holds no dump.json (looked in step*/rank*, step*/proc* and rank* folders).")
+    raise CompareError(f"'{path}' holds {len(found)} dump.json files ({found[0]}, ...): name one, or compare the "
+                       "folders as a job.")
+
+
 def load_dump(path, templates=None):
-    """Read a dump.json into a DumpTable; a corrupt file raises ParseError naming it. `templates`
-    (templates.DumpTemplates) reuses the structure of files read before: a job's ranks."""
-    path = check_path(path, kind="file", what="dump file", allow_symlink=True)
+    """Read a dump.json (or a dump folder's one dump.json, find_dump_file) into a DumpTable; a corrupt file
+    raises ParseError naming it. `templates` (templates.DumpTemplates) reuses the structure of files read
+    before: a job's ranks."""
+    path = check_path(find_dump_file(path), kind="file", what="dump file", allow_symlink=True)
     if templates is None or orjson is None:
         return table_from_dump(_read_json(path, "dump file"), path)
     with open(path, "rb") as handle:

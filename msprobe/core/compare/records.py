@@ -439,4 +439,7 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     records.color, records.highlights, records.overruled = judge.gate_highlights(color, highlights, within)
     for row in garbage.tolist():  # uninitialized memory is no evidence of anything: never coloured
         records.color[row], records.highlights[row] = 0, []
+    if cross_tool:  # quantities the two tools record differently (normalise.py): no verdict, no colour
+        for row in np.flatnonzero(reason == Reason.CROSS_TOOL).tolist():
+            records.color[row], records.highlights[row], records.verdict[row] = 0, [], "N/A"
     return records
