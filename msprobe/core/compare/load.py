@@ -21,13 +21,13 @@ try:
 except ImportError:  # pragma: no cover - orjson is a base dependency; the json module reads the same files
     orjson = None  # type: ignore[assignment]
 
-from msprobe.core.compare.normalise import normalise_dump
+from msprobe.core.compare.normalise import TOOL_MSPROBE, dump_tool, normalise_dump
 from msprobe.core.errors import CompareError, ParseError
 from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.paths import check_path
 
-__all__ = ["DumpTable", "load_dump", "find_dump_file", "table_from_dump", "load_stack", "detect_mode", "ROW_COLUMNS",
-           "MODE_TENSOR", "MODE_STATISTICS", "MODE_MD5"]
+__all__ = ["DumpTable", "load_dump", "find_dump_file", "same_layout_pair", "table_from_dump", "load_stack", "detect_mode",
+           "ROW_COLUMNS", "MODE_TENSOR", "MODE_STATISTICS", "MODE_MD5"]
 
 MODE_TENSOR, MODE_STATISTICS, MODE_MD5 = "tensor", "statistics", "md5"
 ROW_COLUMNS = ("name", "entry", "role", "kind", "dtype", "shape", "shape_key", "max", "min", "mean",
@@ -54,6 +54,7 @@ class DumpTable:
         # tables with the same structure number have equal columns but max/min/mean/norm (templates.py)
         self.structure = None
         self.stat_array = None  # (rows, 4) float64 of max/min/mean/norm, when a template made the table
+        self.as_written = None  # a reference-layout table: () -> its rows as the file has them (same_layout_pair)
 
     def __len__(self):
         return len(self.columns["name"])
@@ -244,17 +245,23 @@ def load_dump(path, templates=None):
     return templates.load(path, data, full, lambda text: table_from_dump(orjson.loads(text), path))
 
 
-def table_from_dump(raw, path="<memory>", data_dir=None):
+def table_from_dump(raw, path="<memory>", data_dir=None, normalise=True):
     """A DumpTable of a dump.json-shaped dict ({"task", "level", "framework", "data": {entry: body}}) that
     need not exist as a file: kernel compare and graph compare build tables in memory. `path` names it
-    in messages; tensor files are looked up in `data_dir` (data_name may also be an absolute path)."""
+    in messages; tensor files are looked up in `data_dir` (data_name may also be an absolute path).
+    The rows are those of the normalised call record (normalise.py); `normalise=False`: as the file has them."""
     if not isinstance(raw, dict) or not isinstance(raw.get("data"), dict):
         raise ParseError(f"dump file '{path}' has no 'data' object; is it a msprobe dump.json?")
-    data, tool, not_comparable = normalise_dump(raw["data"], path)
+    if normalise:
+        data, tool, not_comparable = normalise_dump(raw["data"], path)
+    else:
+        data, tool, not_comparable = raw["data"], dump_tool(raw["data"], path), {}
     header = {key: raw.get(key) for key in ("task", "level", "framework", "dump_data_dir")}
     header["tool"] = tool  # normalise.py: who laid the file out; rows whose meaning is that tool's own
     header["not_comparable"] = not_comparable
     table = DumpTable(path, header, data_dir)
+    if normalise and tool != TOOL_MSPROBE:
+        table.as_written = lambda: table_from_dump(raw, path, data_dir, normalise=False)
     rows = []
     for entry, body in data.items():
         if not isinstance(body, dict):
@@ -328,3 +335,19 @@ def _detect_mode(table):
         raise CompareError(f"dump '{table.path}' was written by task '{task}', which compare cannot read; "
                            "use a statistics or tensor dump.")
     return MODE_STATISTICS
+
+
+def same_layout_pair(npu, bench):
+    """The two tables to compare: both laid out by the reference tools (1.2.1 / 26.x) -> as their files have
+    them, so the report is the one that tool's own compare makes of them; otherwise the normalised ones."""
+    if npu.header.get("tool", TOOL_MSPROBE) == TOOL_MSPROBE or bench.header.get("tool", TOOL_MSPROBE) == TOOL_MSPROBE:
+        return npu, bench
+    return _as_written(npu), _as_written(bench)
+
+
+def _as_written(table):
+    if table.as_written is not None:
+        return table.as_written()
+    if os.path.isfile(table.path):  # a table a template made: read its file again
+        return table_from_dump(_read_json(table.path, "dump file"), table.path, table._data_dir, normalise=False)
+    return table

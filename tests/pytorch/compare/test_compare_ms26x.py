@@ -1,6 +1,5 @@
 """Mixed pairs: mindstudio-probe 26.2.0's dumps (tests/fixtures/ms26x, made by make_fixtures.py) against msprobe's
 dumps of the same model and step, made here; they match and judge like a same-tool pair (normalise.py)."""
-import glob
 import inspect
 import os
 import sys
@@ -192,3 +191,12 @@ def test_a_folder_with_several_dumps_is_refused_by_name(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(CompareError, match="holds no dump.json"):
         find_dump_file(str(tmp_path / "empty"))
+
+
+def test_two_reference_dumps_compare_as_their_files_have_them():
+    """Both sides laid out by 26.2.0: its own layout, its own names (positional layer_norm weight), and the fault
+    found all the same."""
+    records, suspect = _compare(theirs("stats_l1_gelu_tanh"), theirs("stats_l1_clean"))
+    assert "Functional.layer_norm.0.forward.input.2" in records.names
+    assert not (records.reason == Reason.CROSS_TOOL).any()
+    assert suspect is not None and suspect.entry == "Functional.gelu.1.forward"
