@@ -253,9 +253,9 @@ def table_from_dump(raw, path="<memory>", data_dir=None, normalise=True):
     if not isinstance(raw, dict) or not isinstance(raw.get("data"), dict):
         raise ParseError(f"dump file '{path}' has no 'data' object; is it a msprobe dump.json?")
     if normalise:
-        data, tool, not_comparable = normalise_dump(raw["data"], path)
+        data, tool, not_comparable = normalise_dump(raw["data"], path, raw.get("framework"))
     else:
-        data, tool, not_comparable = raw["data"], dump_tool(raw["data"], path), {}
+        data, tool, not_comparable = raw["data"], dump_tool(raw["data"], path, raw.get("framework")), {}
     header = {key: raw.get(key) for key in ("task", "level", "framework", "dump_data_dir")}
     header["tool"] = tool  # normalise.py: who laid the file out; rows whose meaning is that tool's own
     header["not_comparable"] = not_comparable

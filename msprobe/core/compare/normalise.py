@@ -46,8 +46,8 @@ _INDEXED_GRAD = re.compile(r"\.parameters_grad\.\d+$")
 # (a linear's weight when it records an inner view's) looks the same; said only where the other side holds one
 LEFT_OUT = "the reference tool recorded no gradient for this argument"
 CROSS_TOOL_SEMANTICS = {
-    "cross_entropy": "26.x records the gradient with respect to the log-probabilities, msprobe the gradient "
-                     "with respect to the logits",
+    "cross_entropy": "the reference tool (26.2.0 measured) records the gradient with respect to the "
+                     "log-probabilities, msprobe the gradient with respect to the logits",
 }
 
 
@@ -59,18 +59,19 @@ def _api(entry):
     return None
 
 
-def dump_tool(data, path=""):
+def dump_tool(data, path="", framework="pytorch"):
     """TOOL_REFERENCE when the dump at `path` with entries `data` is laid out as 1.2.1 / 26.x write it: a
-    `proc<PID>` folder (26.x), an indexed `parameters_grad.N` entry, or a Python functional call holding a
-    keyword argument by position; TOOL_MSPROBE otherwise."""
+    `proc<PID>` folder (26.x), an indexed `parameters_grad.N` entry, or (PyTorch) a Python functional call
+    holding a keyword argument by position; TOOL_MSPROBE otherwise."""
     if path and _PROC_FOLDER.search(str(path)):
         return TOOL_REFERENCE
+    torch_schemas = framework in (None, "pytorch")
     for entry, body in data.items():
         if not entry.endswith(".forward"):
             if "parameters_grad." in entry and _INDEXED_GRAD.search(entry):
                 return TOOL_REFERENCE
             continue
-        if entry.startswith("Functional."):
+        if torch_schemas and entry.startswith("Functional."):
             api = _api(entry)
             schema = FUNCTIONAL_SCHEMAS.get(api[1]) if api else None
             if schema is not None and isinstance(body, dict):
@@ -80,12 +81,14 @@ def dump_tool(data, path=""):
     return TOOL_MSPROBE
 
 
-def normalise_dump(data, path=""):
-    """(data in the normalised layout, tool, not_comparable). `data` is a dump.json's `data` object; a
-    msprobe dump comes back as it is (the same dict)."""
-    tool = dump_tool(data, path)
+def normalise_dump(data, path="", framework="pytorch"):
+    """(data in the normalised layout, tool, not_comparable). `data` is a dump.json's `data` object, written
+    for `framework` (the dump's header: torch's functional schemas apply to PyTorch dumps only); a msprobe
+    dump comes back as it is (the same dict)."""
+    tool = dump_tool(data, path, framework)
     if tool == TOOL_MSPROBE:
         return data, tool, {}
+    torch_schemas = framework in (None, "pytorch")
     out, not_comparable = {}, {}
     for entry, body in data.items():
         if not isinstance(body, dict):
@@ -95,14 +98,16 @@ def normalise_dump(data, path=""):
             out[entry.rsplit(".", 1)[0]] = body
             continue
         api = _api(entry)
-        if api and entry.endswith(".forward"):
+        if api and torch_schemas and entry.endswith(".forward"):
             body = _forward_by_schema(api, body)
         out[entry] = body
     for entry, body in list(out.items()):
         api = _api(entry)
         if api and entry.endswith(".backward") and isinstance(body, dict):
             forward = out.get(entry[:-len("backward")] + "forward")
-            out[entry] = _backward_by_position(entry, api, body, forward, not_comparable)
+            out[entry] = _backward_by_position(entry, body, forward, not_comparable)
+            if torch_schemas and api[1] in CROSS_TOOL_SEMANTICS:
+                not_comparable[f"{entry}.output"] = CROSS_TOOL_SEMANTICS[api[1]]
     return out, tool, not_comparable
 
 
@@ -142,12 +147,10 @@ def _slots(forward):
     return list(args) + [value for value in kwargs.values() if _is_tensor(value)]
 
 
-def _backward_by_position(entry, api, body, forward, not_comparable):
+def _backward_by_position(entry, body, forward, not_comparable):
     """The backward outputs put in the slot of the forward argument each is the gradient of (by shape, in
     order; a 2-d gradient may be the transpose of its argument), null in slots without one."""
     outputs = body.get("output")
-    if api[1] in CROSS_TOOL_SEMANTICS:
-        not_comparable[f"{entry}.output"] = CROSS_TOOL_SEMANTICS[api[1]]
     if not isinstance(outputs, list) or not isinstance(forward, dict):
         return body
     slots = _slots(forward)
