@@ -118,14 +118,14 @@ def _forward_by_schema(api, body):
     args = body.get("input_args")
     if schema is None or not isinstance(args, list):
         return body
-    names, leading, defaults = schema
+    names, leading, keywords = schema
     kwargs = dict(body.get("input_kwargs") or {})
     if len(args) > leading:
         for name, value in zip(names[leading:], args[leading:]):
             kwargs.setdefault(name, value)
         args = args[:leading]
     ordered = {}
-    for name, default in zip(names[leading:], defaults):
+    for name, default in keywords:
         if name in kwargs:
             ordered[name] = kwargs.pop(name)
         else:

@@ -1,8 +1,10 @@
 """Mixed pairs: mindstudio-probe 26.2.0's dumps (tests/fixtures/ms26x, made by make_fixtures.py) against msprobe's
 dumps of the same model and step, made here; they match and judge like a same-tool pair (normalise.py)."""
+import ast
 import inspect
 import os
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -66,12 +68,36 @@ def _compare(npu, bench):
     return records, find_suspect(records)
 
 
-def test_schema_table_is_torch_functional_signatures():
-    for name, (names, leading, defaults) in FUNCTIONAL_SCHEMAS.items():
-        parameters = list(inspect.signature(getattr(F, name)).parameters.values())
-        assert tuple(p.name for p in parameters) == names, name
-        assert sum(p.default is p.empty for p in parameters) == leading, name
-        assert tuple(p.default for p in parameters[leading:]) == defaults, name
+def _schema(name):
+    """(signature names, parameters passed by position, ((keyword, default), ...)) of a torch.nn.functional
+    function whose one handle_torch_function call passes plain names and keywords with literal defaults."""
+    function = getattr(F, name, None)
+    if not inspect.isfunction(function):
+        return None
+    try:
+        parameters = inspect.signature(function).parameters
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (TypeError, ValueError, OSError):
+        return None
+    calls = [node for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "handle_torch_function"]
+    if len(calls) != 1 or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters.values()):
+        return None
+    positional = [arg.id for arg in calls[0].args[2:] if isinstance(arg, ast.Name)]
+    keywords = [keyword.arg for keyword in calls[0].keywords]
+    if len(positional) != len(calls[0].args) - 2 or None in keywords or list(parameters)[:len(positional)] != positional \
+            or not set(keywords) <= set(parameters):
+        return None
+    defaults = [parameters[k].default for k in keywords]
+    if not all(isinstance(d, (type(None), bool, int, float, str)) and d is not inspect.Parameter.empty for d in defaults):
+        return None
+    return tuple(parameters), len(positional), tuple(zip(keywords, defaults))
+
+
+def test_schema_table_is_how_torch_hands_functional_calls_to_hooks():
+    """arg_schemas.py is what torch's own source says: the table rebuilt from the installed torch."""
+    rebuilt = {name: s for name in dir(F) if not name.startswith("_") for s in [_schema(name)] if s}
+    assert rebuilt == FUNCTIONAL_SCHEMAS
     assert {"layer_norm", "cross_entropy", "dropout", "softmax", "embedding"} <= set(FUNCTIONAL_SCHEMAS)
 
 
@@ -86,9 +112,9 @@ def test_our_dump_is_already_the_normalised_record(ours):
     for entry, body in data.items():
         parts = entry.split(".")
         if parts[0] == "Functional" and parts[-1] == "forward" and parts[1] in FUNCTIONAL_SCHEMAS:
-            names, leading, _ = FUNCTIONAL_SCHEMAS[parts[1]]
+            _, leading, keywords = FUNCTIONAL_SCHEMAS[parts[1]]
             assert len(body["input_args"]) == leading, entry
-            assert list(body["input_kwargs"]) == list(names[leading:]), entry
+            assert list(body["input_kwargs"]) == [name for name, _ in keywords], entry
             checked += 1
     assert checked >= 10
     normalised, tool, not_comparable = normalise_dump(data, ours["stats_l1_clean"])
