@@ -10,10 +10,11 @@ report see one record whichever tool wrote each side. The normalised record of o
                    `input_kwargs`: every other argument by its schema name, defaults filled in where the
                    dump left an argument out (26.x and 1.2.1 write a layer_norm's weight, bias and eps as
                    positions 2-4, msprobe by keyword, with all defaults); `output` as dumped
-    backward       `input`: gradients of the forward outputs; `output`: one slot per forward argument
-                   (each positional one, then each tensor keyword one), the gradient of that argument or
-                   null (26.x leaves None gradients out and orders them as the kernel returns them:
-                   linear's [bias, input, weight transposed] becomes [input, weight, bias])
+    backward       `input`: one slot per forward output, its gradient or null; `output`: one slot per
+                   forward argument (each positional one, then each tensor keyword one), the gradient of
+                   that argument or null (26.x leaves None gradients out and orders them as the kernel
+                   returns them: linear's [bias, input, weight transposed] becomes [input, weight, bias];
+                   on MindSpore last argument first: LayerNorm's [beta, gamma, x] becomes [x, gamma, beta])
     descriptors    unchanged: type, dtype, shape, Max/Min/Mean/Norm, md5, data_name, value
 
 and two facts about the table: `tool` (TOOL_MSPROBE, or TOOL_REFERENCE for the 1.2.1 / 26.x layout) and
@@ -52,10 +53,11 @@ CROSS_TOOL_SEMANTICS = {
 
 
 def _api(entry):
-    """'Functional.layer_norm.0.forward' -> ('Functional', 'layer_norm'); None for other names."""
+    """'Functional.layer_norm.0.forward' -> ('Functional', 'layer_norm'); MindSpore's
+    'Primitive.matmul.MatMul.0.forward' -> ('Primitive', 'matmul.MatMul'); None for module and other names."""
     parts = entry.split(".")
-    if len(parts) == 4 and parts[0] != "Module":
-        return parts[0], parts[1]
+    if len(parts) >= 4 and parts[0] not in ("Module", "Cell") and parts[-2].isdigit():
+        return parts[0], ".".join(parts[1:-2])
     return None
 
 
@@ -105,7 +107,7 @@ def normalise_dump(data, path="", framework="pytorch"):
         api = _api(entry)
         if api and entry.endswith(".backward") and isinstance(body, dict):
             forward = out.get(entry[:-len("backward")] + "forward")
-            out[entry] = _backward_by_position(entry, body, forward, not_comparable)
+            out[entry] = _backward_by_position(entry, body, forward, not_comparable, reverse=not torch_schemas)
             if torch_schemas and api[1] in CROSS_TOOL_SEMANTICS:
                 not_comparable[f"{entry}.output"] = CROSS_TOOL_SEMANTICS[api[1]]
     return out, tool, not_comparable
@@ -147,16 +149,31 @@ def _slots(forward):
     return list(args) + [value for value in kwargs.values() if _is_tensor(value)]
 
 
-def _backward_by_position(entry, body, forward, not_comparable):
-    """The backward outputs put in the slot of the forward argument each is the gradient of (by shape, in
-    order; a 2-d gradient may be the transpose of its argument), null in slots without one."""
-    outputs = body.get("output")
-    if not isinstance(outputs, list) or not isinstance(forward, dict):
+def _backward_by_position(entry, body, forward, not_comparable, reverse):
+    """The backward outputs put in the slot of the forward argument each is the gradient of, and the
+    backward inputs in the slot of the forward output each is the gradient of (by shape, in order; a 2-d
+    gradient may be the transpose of its argument), null in slots without one. `reverse`: the outputs
+    are listed last argument first (26.x on MindSpore: BiasAdd [bias, input], LayerNorm [beta, gamma, x])."""
+    if not isinstance(forward, dict):
         return body
-    slots = _slots(forward)
+    body = dict(body)
+    outputs = body.get("output")
+    if isinstance(outputs, list):
+        slots = _slots(forward)
+        body["output"] = _place(f"{entry}.output", outputs[::-1] if reverse else outputs, slots,
+                                len(forward.get("input_args") or []), not_comparable)
+    inputs, forward_outputs = body.get("input"), forward.get("output")
+    if isinstance(inputs, list) and isinstance(forward_outputs, list) and len(inputs) < len(forward_outputs):
+        body["input"] = _place(f"{entry}.input", inputs, forward_outputs, len(forward_outputs), not_comparable)
+    return body
+
+
+def _place(prefix, nodes, slots, keep, not_comparable):
+    """`nodes` (gradients) in the slots of the tensors they are the gradients of: a list as long as `slots`
+    (at least `keep` long, trailing empty slots past it dropped), null where no gradient was recorded."""
     placed = [None] * len(slots)
     unplaced = []
-    for node in outputs:
+    for node in nodes:
         if not _is_tensor(node):
             continue
         shape = list(node.get("shape") or [])
@@ -176,17 +193,14 @@ def _backward_by_position(entry, body, forward, not_comparable):
             placed.append(node)
         else:
             placed[free] = node
-        not_comparable.setdefault(f"{entry}.output.{free}",
-                                  f"the reference tool recorded a gradient of shape {node.get('shape')}, which is "
-                                  "no argument's shape of the forward call")
-    while placed and placed[-1] is None and len(placed) > len(forward.get("input_args") or []):
+        not_comparable.setdefault(f"{prefix}.{free}", f"the reference tool recorded a gradient of shape "
+                                                      f"{node.get('shape')}, which is no tensor's shape of the forward call")
+    while placed and placed[-1] is None and len(placed) > keep:
         placed.pop()
     for slot, node in enumerate(placed):
-        if node is None and _is_tensor(slots[slot]):
-            not_comparable.setdefault(f"{entry}.output.{slot}", LEFT_OUT)
-    body = dict(body)
-    body["output"] = placed
-    return body
+        if node is None and slot < len(slots) and _is_tensor(slots[slot]):
+            not_comparable.setdefault(f"{prefix}.{slot}", LEFT_OUT)
+    return placed
 
 
 def _free_slot(slots, placed, shape):
