@@ -6,10 +6,11 @@ report see one record whichever tool wrote each side. The normalised record of o
 
     entry name     `{Prefix}.{api}.{n}.{forward|backward}`; a module's parameter gradients are the entry
                    `{Module}.{path}.{Class}.parameters_grad` (26.x writes `...parameters_grad.0`)
-    forward        `input_args`: the arguments the API's schema has no default for, by position;
-                   `input_kwargs`: every other argument by its schema name, defaults filled in where the
-                   dump left an argument out (26.x and 1.2.1 write a layer_norm's weight, bias and eps as
-                   positions 2-4, msprobe by keyword, with all defaults); `output` as dumped
+    forward        PyTorch functionals (arg_schemas.py): `input_args` the parameters torch passes by
+                   position; `input_kwargs` every other one by name, in torch's order, defaults filled in
+                   where the dump left one out (26.x and 1.2.1 write a layer_norm's weight, bias and eps
+                   as positions 2-4, msprobe by keyword, with all defaults); other calls as dumped;
+                   `output` as dumped
     backward       `input`: one slot per forward output, its gradient or null; `output`: one slot per
                    forward argument (each positional one, then each tensor keyword one), the gradient of
                    that argument or null (26.x leaves None gradients out and orders them as the kernel
@@ -42,10 +43,10 @@ __all__ = ["normalise_dump", "dump_tool", "tools_differ", "mark_not_comparable",
 TOOL_MSPROBE, TOOL_REFERENCE = "msprobe", "reference"
 _PROC_FOLDER = re.compile(r"(^|[\\/])proc\d+([\\/]|$)")
 _INDEXED_GRAD = re.compile(r"\.parameters_grad\.\d+$")
-# backward outputs whose meaning differs between msprobe and the reference tools (API -> why)
 # a null gradient slot of a reference dump: that tool leaves None gradients out, and a gradient it did not record
 # (a linear's weight when it records an inner view's) looks the same; said only where the other side holds one
 LEFT_OUT = "the reference tool recorded no gradient for this argument"
+# PyTorch backward outputs whose meaning differs between msprobe and the reference tools (API -> why)
 CROSS_TOOL_SEMANTICS = {
     "cross_entropy": "the reference tool (26.2.0 measured) records the gradient with respect to the "
                      "log-probabilities, msprobe the gradient with respect to the logits",
