@@ -338,16 +338,9 @@ def _detect_mode(table):
 
 
 def same_layout_pair(npu, bench):
-    """The two tables to compare: both laid out by the reference tools (1.2.1 / 26.x) -> as their files have
-    them, so the report is the one that tool's own compare makes of them; otherwise the normalised ones."""
-    if npu.header.get("tool", TOOL_MSPROBE) == TOOL_MSPROBE or bench.header.get("tool", TOOL_MSPROBE) == TOOL_MSPROBE:
+    """The two tables to compare: both laid out by the reference tools (1.2.1 / 26.x) and read from their
+    files -> as the files have them, so the report is the one that tool's own compare makes of them;
+    otherwise (a mixed pair, tables a job's templates or a sharded run's merge made) the normalised ones."""
+    if npu.as_written is None or bench.as_written is None:
         return npu, bench
-    return _as_written(npu), _as_written(bench)
-
-
-def _as_written(table):
-    if table.as_written is not None:
-        return table.as_written()
-    if os.path.isfile(table.path):  # a table a template made: read its file again
-        return table_from_dump(_read_json(table.path, "dump file"), table.path, table._data_dir, normalise=False)
-    return table
+    return npu.as_written(), bench.as_written()
