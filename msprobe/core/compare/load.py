@@ -13,6 +13,7 @@ Row columns (lists of equal length, documented keys):
 """
 import json
 import os
+import re
 import zlib
 
 try:
@@ -20,12 +21,13 @@ try:
 except ImportError:  # pragma: no cover - orjson is a base dependency; the json module reads the same files
     orjson = None  # type: ignore[assignment]
 
+from msprobe.core.compare.normalise import TOOL_MSPROBE, dump_tool, normalise_dump
 from msprobe.core.errors import CompareError, ParseError
 from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.paths import check_path
 
-__all__ = ["DumpTable", "load_dump", "table_from_dump", "load_stack", "detect_mode", "ROW_COLUMNS",
-           "MODE_TENSOR", "MODE_STATISTICS", "MODE_MD5"]
+__all__ = ["DumpTable", "load_dump", "find_dump_file", "same_layout_pair", "table_from_dump", "load_stack", "detect_mode",
+           "ROW_COLUMNS", "MODE_TENSOR", "MODE_STATISTICS", "MODE_MD5"]
 
 MODE_TENSOR, MODE_STATISTICS, MODE_MD5 = "tensor", "statistics", "md5"
 ROW_COLUMNS = ("name", "entry", "role", "kind", "dtype", "shape", "shape_key", "max", "min", "mean",
@@ -52,6 +54,7 @@ class DumpTable:
         # tables with the same structure number have equal columns but max/min/mean/norm (templates.py)
         self.structure = None
         self.stat_array = None  # (rows, 4) float64 of max/min/mean/norm, when a template made the table
+        self.as_written = None  # a reference-layout table: () -> its rows as the file has them (same_layout_pair)
 
     def __len__(self):
         return len(self.columns["name"])
@@ -197,10 +200,36 @@ def _read_json(path, what):
         raise ParseError(f"{what} '{path}' cannot be read: {str(exc).splitlines()[0][:200]}") from None
 
 
+_DUMP_FOLDER = re.compile(r"^(rank\d*|proc\d+)$")  # msprobe and 1.2.1: rank / rank<N>; mindstudio-probe 26.x: proc<PID>
+
+
+def find_dump_file(path):
+    """The dump.json a path names: the file itself, or the one dump.json of a dump folder (the folder
+    holding it, its step folder or the dump path: `{dump_path}/step{N}/{rank|rank<N>|proc<PID>}/dump.json`).
+    A folder holding no dump.json, or several, raises CompareError saying what it found."""
+    if not os.path.isdir(path):
+        return path
+    found = []
+    for folder, children, files in os.walk(path):
+        depth = os.path.relpath(folder, path).count(os.sep) + (folder != path)
+        if "dump.json" in files and (folder == path or _DUMP_FOLDER.match(os.path.basename(folder))):
+            found.append(os.path.join(folder, "dump.json"))
+        if depth >= 2:
+            children[:] = []
+        children.sort()
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise CompareError(f"'{path}' holds no dump.json (looked in step*/rank*, step*/proc* and rank* folders).")
+    raise CompareError(f"'{path}' holds {len(found)} dump.json files ({found[0]}, ...): name one, or compare the "
+                       "folders as a job.")
+
+
 def load_dump(path, templates=None):
-    """Read a dump.json into a DumpTable; a corrupt file raises ParseError naming it. `templates`
-    (templates.DumpTemplates) reuses the structure of files read before: a job's ranks."""
-    path = check_path(path, kind="file", what="dump file", allow_symlink=True)
+    """Read a dump.json (or a dump folder's one dump.json, find_dump_file) into a DumpTable; a corrupt file
+    raises ParseError naming it. `templates` (templates.DumpTemplates) reuses the structure of files read
+    before: a job's ranks."""
+    path = check_path(find_dump_file(path), kind="file", what="dump file", allow_symlink=True)
     if templates is None or orjson is None:
         return table_from_dump(_read_json(path, "dump file"), path)
     with open(path, "rb") as handle:
@@ -216,15 +245,25 @@ def load_dump(path, templates=None):
     return templates.load(path, data, full, lambda text: table_from_dump(orjson.loads(text), path))
 
 
-def table_from_dump(raw, path="<memory>", data_dir=None):
+def table_from_dump(raw, path="<memory>", data_dir=None, normalise=True):
     """A DumpTable of a dump.json-shaped dict ({"task", "level", "framework", "data": {entry: body}}) that
     need not exist as a file: kernel compare and graph compare build tables in memory. `path` names it
-    in messages; tensor files are looked up in `data_dir` (data_name may also be an absolute path)."""
+    in messages; tensor files are looked up in `data_dir` (data_name may also be an absolute path).
+    The rows are those of the normalised call record (normalise.py); `normalise=False`: as the file has them."""
     if not isinstance(raw, dict) or not isinstance(raw.get("data"), dict):
         raise ParseError(f"dump file '{path}' has no 'data' object; is it a msprobe dump.json?")
-    table = DumpTable(path, {key: raw.get(key) for key in ("task", "level", "framework", "dump_data_dir")}, data_dir)
+    if normalise:
+        data, tool, not_comparable = normalise_dump(raw["data"], path, raw.get("framework"))
+    else:
+        data, tool, not_comparable = raw["data"], dump_tool(raw["data"], path, raw.get("framework")), {}
+    header = {key: raw.get(key) for key in ("task", "level", "framework", "dump_data_dir")}
+    header["tool"] = tool  # normalise.py: who laid the file out; rows whose meaning is that tool's own
+    header["not_comparable"] = not_comparable
+    table = DumpTable(path, header, data_dir)
+    if normalise and tool != TOOL_MSPROBE:
+        table.as_written = lambda: table_from_dump(raw, path, data_dir, normalise=False)
     rows = []
-    for entry, body in raw["data"].items():
+    for entry, body in data.items():
         if not isinstance(body, dict):
             raise ParseError(f"dump file '{path}': entry '{entry}' is not an object.")
         table.entries.append(entry)
@@ -296,3 +335,12 @@ def _detect_mode(table):
         raise CompareError(f"dump '{table.path}' was written by task '{task}', which compare cannot read; "
                            "use a statistics or tensor dump.")
     return MODE_STATISTICS
+
+
+def same_layout_pair(npu, bench):
+    """The two tables to compare: both laid out by the reference tools (1.2.1 / 26.x) and read from their
+    files -> as the files have them, so the report is the one that tool's own compare makes of them;
+    otherwise (a mixed pair, tables a job's templates or a sharded run's merge made) the normalised ones."""
+    if npu.as_written is None or bench.as_written is None:
+        return npu, bench
+    return npu.as_written(), bench.as_written()

@@ -26,10 +26,12 @@ class Reason(IntEnum):
     NON_TENSOR = 12         # non-tensor argument, equal on both sides
     VALUE_DIFF = 13         # non-tensor argument whose values differ
     BENCH_NONE = 14         # the NPU side holds data where the bench side holds None
+    CROSS_TOOL = 15         # the two tools record different quantities under this name (normalise.py)
 
 
 NOT_COMPARED = frozenset({Reason.NO_BENCH, Reason.NO_NPU, Reason.NPU_FILE_MISSING, Reason.BENCH_FILE_MISSING,
-                          Reason.NPU_UNREADABLE, Reason.BENCH_UNREADABLE, Reason.FILE_SHAPE, Reason.BENCH_NONE})
+                          Reason.NPU_UNREADABLE, Reason.BENCH_UNREADABLE, Reason.FILE_SHAPE, Reason.BENCH_NONE,
+                          Reason.CROSS_TOOL})
 UNREADABLE = frozenset({Reason.NPU_UNREADABLE, Reason.BENCH_UNREADABLE, Reason.FILE_SHAPE})
 
 

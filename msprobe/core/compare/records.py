@@ -16,6 +16,7 @@ from msprobe.core.compare.contraction import explained_epsilons
 from msprobe.core.compare.load import MODE_MD5, MODE_TENSOR, DumpTable
 from msprobe.core.compare.memo import memoized, structure_memo
 from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE, statistics_diffs
+from msprobe.core.compare.normalise import mark_not_comparable, tools_differ
 from msprobe.core.compare.reasons import NOT_COMPARED, UNREADABLE, Reason, reason_in
 from msprobe.core.compare.tensor_io import compare_tensor_files
 from msprobe.core.compare.tolerance import (Judgement, dtype_epsilon, judge_rows, run_epsilon, same_fill,
@@ -368,6 +369,9 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     rows = len(npu_pos)
     reason = made["reason"].copy()
     detail = [None] * rows
+    cross_tool = tools_differ(npu, bench)
+    if cross_tool:
+        mark_not_comparable(npu, bench, npu_pos, bench_pos, reason, detail)
     npu_stats, bench_stats = _stat_array(npu, npu_pos), _stat_array(bench, bench_pos)
     absent, npu_absent, entry_ids = made["absent"].copy(), made["npu_absent"], made["entry_ids"]
     records = CompareRecords(mode, npu, bench, npu_pos, bench_pos, reason, detail, made["fuzzy"], npu_stats,
@@ -418,7 +422,7 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     judged_stats = np.where(unjudged, np.nan, npu_stats), np.where(unjudged, np.nan, bench_stats)
     numel = judging["numel"]
     judgement = judge_rows(judged_stats[0], judged_stats[1], numel, npu_eps, bench_eps,
-                           tensor_error, tensor_norm, records.phases)
+                           tensor_error, tensor_norm, records.phases, cross_tool=cross_tool)
     judgement = _update_rule(records, judgement, judged_stats, tensor_error, numel)
     garbage = _uninitialized_rows(records)
     if len(garbage):
@@ -435,4 +439,7 @@ def build_records(mode, npu, bench, bench_index, unmatched_bench, options):
     records.color, records.highlights, records.overruled = judge.gate_highlights(color, highlights, within)
     for row in garbage.tolist():  # uninitialized memory is no evidence of anything: never coloured
         records.color[row], records.highlights[row] = 0, []
+    if cross_tool:  # quantities the two tools record differently (normalise.py): no verdict, no colour
+        for row in np.flatnonzero(reason == Reason.CROSS_TOOL).tolist():
+            records.color[row], records.highlights[row], records.verdict[row] = 0, [], "N/A"
     return records

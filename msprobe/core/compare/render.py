@@ -114,10 +114,13 @@ def _reason_message(reason, detail):
         return f"Dump file: {detail} not found."
     if reason == Reason.FILE_SHAPE:
         return f"Dump file: {detail}; the dump is inconsistent."
+    if reason == Reason.CROSS_TOOL:
+        return f"Not comparable across tools: {detail}."
     return _BASE_MESSAGES.get(reason, "")
 
 
 _UNMATCHED_CODES = frozenset({int(Reason.NO_BENCH), int(Reason.NO_NPU)})
+_STATISTICS_MESSAGE_CODES = _UNMATCHED_CODES | {int(Reason.CROSS_TOOL)}  # statistics mode says why no numbers
 _TENSOR_NOTE_CODES = frozenset(int(code) for code in (
     Reason.OK, Reason.ZERO_DIM, Reason.NAN_POSITION, Reason.SHAPE_MISMATCH, Reason.EMPTY, Reason.FILE_SHAPE,
     Reason.NPU_UNREADABLE, Reason.BENCH_UNREADABLE, Reason.BENCH_FILE_MISSING))
@@ -136,7 +139,7 @@ def _err_parts(records):
     rows = []
     for row, code in enumerate(reasons):
         parts = []
-        if tensor_mode or code in _UNMATCHED_CODES:
+        if tensor_mode or code in _STATISTICS_MESSAGE_CODES:
             parts.append(_reason_message(code, details[row]))
         if tensor_mode and code in _TENSOR_NOTE_CODES:
             if fuzzy[row]:

@@ -16,7 +16,7 @@ import numpy as np
 from msprobe.core.compare.advisor import find_suspect, write_advisor
 from msprobe.core.compare.first_divergence import report_pairs, report_records
 from msprobe.core.compare.job_summary import job_summary, job_summary_text, pair_summary, step_rank_of, write_job_summary
-from msprobe.core.compare.load import MODE_MD5, DumpTable, detect_mode, load_dump, load_stack
+from msprobe.core.compare.load import MODE_MD5, DumpTable, detect_mode, load_dump, load_stack, same_layout_pair
 from msprobe.core.compare.mapping import NameMapper, load_mapping_file
 from msprobe.core.compare.match import match_rows
 from msprobe.core.compare.memo import memoized, structure_memo
@@ -141,6 +141,7 @@ def compare_tables(npu: DumpTable, bench: DumpTable, options: Optional[CompareOp
     Raises CompareError when the two dumps hold different modes (statistics, tensor, md5).
     """
     options = options or CompareOptions(progress=False)
+    npu, bench = same_layout_pair(npu, bench)
     mode = _check_modes(npu, bench)
     bench_index, unmatched = memoized(structure_memo(npu, bench, mode, options), "match",
                                       lambda: match_rows(npu, bench, options.fuzzy_match, build_mapper(options)))

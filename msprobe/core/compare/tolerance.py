@@ -38,6 +38,11 @@ clean sides may then differ by up to 2 |step| per element; `update_scores` resca
 checks so that exactly this is the allowance (|diff| beyond what the parameter input carried, against
 2 |step| for Max/Min/Mean and 2 |step| sqrt(n) for Norm and the tensor error norm). A wrong step size,
 beta or epsilon shows as a differing argument of the optimizer's calls and is judged as usual.
+Statistics another tool computed (a mindstudio-probe 26.x dump against msprobe's, normalise.py) are the
+same Max and Min, but a Mean and Norm summed in another order: their allowances grow by log2(element
+count), the rounding of a sum in another order (26.x's Norm of one fp32 tensor is msprobe's within 1-2
+epsilons), and an integer tensor's Mean and Norm (float sums of exact numbers, in float32 by one tool and
+float64 by another) are not judged.
 All functions are pure and vectorised over rows.
 """
 from collections import Counter
@@ -46,7 +51,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["dtype_epsilon", "run_epsilon", "epsilon_name", "statistic_scores", "tensor_scores", "judge_rows",
-           "Judgement", "update_scores", "same_fill", "FILL_MAGNITUDES",
+           "Judgement", "update_scores", "cross_tool_allowance", "same_fill", "FILL_MAGNITUDES",
            "STATISTICS", "ALLOWED_SAME", "ALLOWED_MIXED", "PHASE_FACTOR", "AMPLIFICATION", "CHECKS"]
 
 STATISTICS = ("Max", "Min", "Mean", "Norm")
@@ -170,10 +175,11 @@ class Judgement(NamedTuple):
 
 
 def judge_rows(npu_stats, bench_stats, numel, npu_eps, bench_eps, tensor_error=None, tensor_bench_norm=None,
-               phases=None):
+               phases=None, cross_tool=False):
     """The judgement of every row. npu_eps / bench_eps: each side's epsilon per row (NaN: the row is
     not a tensor of a known dtype, so it is not judged). tensor_error / tensor_bench_norm: tensor-mode
-    norms per row, or None in statistics mode. phases: index into PHASE_FACTOR per row (None: forward)."""
+    norms per row, or None in statistics mode. phases: index into PHASE_FACTOR per row (None: forward).
+    cross_tool: the two sides' statistics were computed by different tools (cross_tool_allowance)."""
     npu_eps = np.asarray(npu_eps, dtype=np.float64)
     bench_eps = np.asarray(bench_eps, dtype=np.float64)
     rows = len(npu_eps)
@@ -192,6 +198,9 @@ def judge_rows(npu_stats, bench_stats, numel, npu_eps, bench_eps, tensor_error=N
     allowed[single, 2:4] = allowed[single, :1]
     if phases is not None:
         allowed = allowed * PHASE_FACTOR[np.asarray(phases, dtype=np.int64)][:, None]
+    if cross_tool:
+        allowed = allowed * cross_tool_allowance(numel, rows)
+        scores[eps == 0, 2:4] = np.nan  # an integer tensor's Mean and Norm are float sums on each side
     with np.errstate(invalid="ignore"):
         ratio = scores / allowed
     judged = ~np.isnan(ratio).all(axis=1)
@@ -200,6 +209,17 @@ def judge_rows(npu_stats, bench_stats, numel, npu_eps, bench_eps, tensor_error=N
     with np.errstate(invalid="ignore"):
         suspicious = np.nan_to_num(ratio, nan=0.0).max(axis=1) > 1.0 if rows else np.zeros(0, dtype=bool)
     return Judgement(scores, allowed, suspicious, worst, eps, mixed)
+
+
+def cross_tool_allowance(numel, rows):
+    """(rows, 5) factors on the allowances when another tool computed one side's statistics: its Mean and
+    Norm sum the same elements in another order, and a sum of n floats in any order a pairwise or blocked
+    reduction uses is within about log2(n) roundings of another order's; Max, Min and the tensor files
+    are the same numbers whoever reads them."""
+    factor = np.ones((rows, len(CHECKS)))
+    count = np.broadcast_to(np.asarray(numel, dtype=np.float64), (rows,))
+    factor[:, 2:4] = np.maximum(1.0, np.log2(np.maximum(count, 1.0)))[:, None]
+    return factor
 
 
 def update_scores(scores, allowed, diff, carried, step, numel):
