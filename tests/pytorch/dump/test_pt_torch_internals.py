@@ -130,9 +130,13 @@ def test_the_dispatch_mode_and_the_aten_op_list():
     _require("aten::add.Tensor" in set(names), "torch._C._dispatch_get_all_op_names", "it lists aten::add.Tensor")
 
 
-def test_the_names_beside_compiled_regions():
+def test_the_names_beside_compiled_regions_and_the_data_loader():
     """compiled.py: a module compiled by `module.compile()` keeps its compiled call in `_compiled_call_impl`; the
-    eager call is `Module._call_impl`; the modes are popped around a compiled call."""
+    eager call is `Module._call_impl`; the modes are popped around a compiled call; module hooks are kept out of
+    dynamo with `torch._dynamo.disable`. dataloader_driver.py wraps the loader iterator's `__next__`."""
+    iterator = _lookup("torch.utils.data.dataloader._BaseDataLoaderIter")
+    _require("__next__" in vars(iterator), "_BaseDataLoaderIter.__next__", "the iterator class defines __next__")
+    _require(callable(_lookup("torch._dynamo.disable")), "torch._dynamo.disable", "it is callable")
     _lookup("torch.overrides._get_current_function_mode")
     _lookup("torch.overrides._pop_mode_temporarily")
     _lookup("torch.utils._python_dispatch._get_current_dispatch_mode")
