@@ -35,9 +35,6 @@ FAST_STATS = Extension("msprobe.core.dump._fast_stats", ["msprobe/core/dump/_fas
 PAIR_KERNELS = Extension("msprobe.core._pair_kernels", ["msprobe/core/_pair_kernels.c"], optional=True,
                          depends=["msprobe/core/_native_common.h"],
                          extra_compile_args=[] if os.name == "nt" else ["-O3"])
-# the grad tracker's forward walks (pytorch/dump/grad_tracker.py); optional likewise
-GRAD_WALK = Extension("msprobe.pytorch.dump._grad_walk", ["msprobe/pytorch/dump/_grad_walk.c"], optional=True,
-                      extra_compile_args=[] if os.name == "nt" else ["-O3"])
 
 setup(
     name="msprobe",
@@ -50,7 +47,7 @@ setup(
     packages=find_packages(include=["msprobe", "msprobe.*"]),
     package_data={"msprobe": ["config.json", "**/*.yaml", "**/*.json", "**/*.html", "**/*.js", "**/*.css", "core/*.h"]},
     include_package_data=True,
-    ext_modules=[FAST_STATS, PAIR_KERNELS, GRAD_WALK],
+    ext_modules=[FAST_STATS, PAIR_KERNELS],
     install_requires=BASE,
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["msprobe=msprobe.cli:console_main"]},

@@ -145,7 +145,6 @@ class DumpCollector:
         # of the caller's frames and the capture's cache; a miss (or no C key) takes capture()
         self._stack_key = getattr(self.stack_capture, "native_key", None)
         self._stack_cache: Any = getattr(self.stack_capture, "stacks", None)  # set whenever _stack_key is
-        self._lane_names: Dict[str, List[str]] = {}  # the C lane's "{key}.{index}.forward" names, kept across steps
         # the argument walk in C (native.describe_seq / describe_map) where descriptors get no file stems: the same
         # descriptors as the records' describe_args / describe_kwargs, without a Python frame per argument
         self._tensor_class = getattr(adapter, "tensor_class", None)
@@ -176,12 +175,6 @@ class DumpCollector:
         self._keeps_tensors = self.task.tensor_seen is not None
         # RNG audit (rng_audit.py): the random state each random call starts from, in fingerprint dumps
         self._random_state = adapter.random_state if config.summary_mode == "xor" else None
-        # a framework's fast path may record an API call (begin_forward + end_forward, nothing else) when nothing here
-        # needs more: no call filter, forward inputs and outputs wanted, the C walks, no RNG audit, a task that
-        # neither looks at calls nor keeps tensors and admits every record (pytorch/dump/_grad_walk.c's Lane)
-        self.lane_ok = bool(self.filter.unfiltered and self.want_forward_input and self.want_forward_output
-                            and self._walk_seq is not None and self._random_state is None and not self._task_before
-                            and not self._task_after and self._task_admits_all and not self._keeps_tensors)
         if getattr(config, "async_dump", False):
             logger.warning("config: async_dump has no effect: msprobe always keeps a step's statistics until the "
                            "step ends and writes every file off the training thread.")

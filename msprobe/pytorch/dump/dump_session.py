@@ -13,7 +13,6 @@ nodes are removed by the GradTracker, whose removal is the session's last undo s
 import functools
 
 import torch
-from torch.autograd.function import _HookMixin
 
 from msprobe.core.dump.session import HookSession, Reentrancy, fewer_collections
 from msprobe.pytorch.dump import grad_tracker
@@ -29,7 +28,7 @@ class TorchDumpSession:
         self.hooks = HookSession()
         self.reentrancy = Reentrancy()
         # our own work inside hooks: not recorded, and not even routed through the modes (every `tensor.shape` would
-        # otherwise be a Python __torch_function__ call); a partial: no Python frame where _Paused is the C one
+        # otherwise be a Python __torch_function__ call)
         self.paused = functools.partial(_Paused, self.reentrancy)
         self.tracker = grad_tracker.GradTracker(collector, self.paused)
         wants = collector.config.wants
@@ -43,10 +42,6 @@ class TorchDumpSession:
             # and hooks, so the collection that follows walks the survivors only, not the whole step's bookkeeping
             fewer_collections(self.hooks)  # the step's records would otherwise set off full collections
             self.hooks.callback(self.tracker.remove)  # pending backward entries are flushed
-            if self.track_grads and grad_tracker.register_node_hook is not None:
-                # the consumer hooks' Node registration without torch's Python handle (_grad_walk.c); other hooks
-                # registered in the window take torch's own path
-                self.hooks.patch(_HookMixin, "_register_hook", grad_tracker.register_node_hook)
             if level in ("L0", "mix"):
                 from msprobe.pytorch.dump.module_hooks import ModuleHooks
 
@@ -60,8 +55,7 @@ class TorchDumpSession:
                 from msprobe.pytorch.dump.distributed_hooks import DistributedHooks
 
                 DistributedHooks(collector, self.paused, self.reentrancy).install(self.hooks)
-                self.api_mode = ApiDumpMode(collector, self.tracker, self.track_grads,
-                                            direct=not self.regions).install(self.hooks)
+                self.api_mode = ApiDumpMode(collector, self.tracker, self.track_grads).install(self.hooks)
             if level == "L2":
                 from msprobe.pytorch.dump.aten_hooks import AtenDumpMode
 
@@ -105,10 +99,10 @@ class TorchDumpSession:
 _NOBODY = object()
 
 
-class _PyPaused:
-    """The context of `TorchDumpSession.paused()`: inside the reentrancy guard, torch functions off. A class
-    rather than a generator-based context manager: it runs two to four times per recorded call. The reference of
-    _grad_walk.c's Paused, used where the extension is not built."""
+class _Paused:
+    """The context of `TorchDumpSession.paused()`: inside the reentrancy guard, torch functions off
+    (torch._C.DisableTorchFunction, non-public: docs/architecture.md). A class rather than a generator-based context
+    manager: it runs two to four times per recorded call."""
     __slots__ = ("reentrancy", "off")
 
     def __init__(self, reentrancy):
@@ -130,9 +124,6 @@ class _PyPaused:
         finally:
             self.reentrancy.leave()
         return False
-
-
-_Paused = grad_tracker.Paused or _PyPaused
 
 
 def install_optimizer_parent(collector, session):

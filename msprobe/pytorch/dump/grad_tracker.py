@@ -21,17 +21,14 @@ entry is emitted when every consumer has run (or, when no input needs a grad, wh
 arrived); entries still incomplete at the end of the step are emitted by `flush()` with null where
 nothing arrived.
 """
-from collections import OrderedDict
-
 import torch
-from torch.autograd.function import _HookMixin
 from torch.autograd.graph import get_gradient_edge
-
-from msprobe.core.native_switch import native_enabled
 
 __all__ = ["GradTracker"]
 
-next_sequence_nr = torch._C._autograd._get_sequence_nr  # also the lane's (api_hooks.py)
+# the autograd sequence number the next node will get: non-public, listed in docs/architecture.md and guarded by
+# tests/pytorch/dump/test_pt_torch_internals.py (as Node._sequence_nr below)
+next_sequence_nr = torch._C._autograd._get_sequence_nr
 
 
 _Tensor = torch.Tensor
@@ -62,45 +59,6 @@ def _edge_of(tensor):
     return get_gradient_edge(tensor).node, 0
 
 
-def _hook_output(value, hook, handles):
-    """`value.register_hook(hook)` for a plain tensor without torch's Python wrapper (its handle object and weak
-    reference): the same two steps (the tensor's hook dict, registered once on its grad_fn), the hook keyed by
-    itself; `handles` gets (dict, key) to pop at removal. A subclass (which may route hooks through
-    __torch_function__) takes register_hook."""
-    if type(value) is not _Tensor:
-        handles.append(value.register_hook(hook))
-        return
-    hooks = value._backward_hooks
-    if hooks is None:
-        hooks = value._backward_hooks = OrderedDict()
-        value.grad_fn._register_hook_dict(value)
-    hooks[hook] = hook
-    handles.append((hooks, hook))
-
-
-# begin() and watch_outputs() for a call with one tensor output, in C (_grad_walk.c: the same reads, keys and hooks),
-# and the API mode's lane (api_hooks.py); None when the extension was not built or MSPROBE_NATIVE_STATS=0 (the switch
-# of every C path of the dump)
-_begin_layout = _watch_single = Lane = ModeEntry = _OutputHook = _ConsumerHook = _emit_native = None
-Paused = register_node_hook = _remove_handles = MarkedOperator = None  # dump_session's _Paused, the window's Node
-# hook registration, GradTracker.remove's loop, the Tensor operators' marking wrapper
-if native_enabled():
-    try:
-        from msprobe.pytorch.dump import _grad_walk
-    except ImportError:  # built without a C compiler
-        pass
-    else:
-        _grad_walk.configure(_Tensor, _STRIDED, OrderedDict, lambda tensor: _edge_of(tensor)[0])
-        _begin_layout, _watch_single, Lane = _grad_walk.begin_layout, _grad_walk.watch_single, _grad_walk.Lane
-        ModeEntry = _grad_walk.ModeEntry  # the API mode's __torch_function__ around the lane (api_hooks.py)
-        # the closures of _output_hook / _consumer_hook below as C callables (the same reads and writes)
-        _OutputHook, _ConsumerHook = _grad_walk.OutputHook, _grad_walk.ConsumerHook
-        _emit_native = _grad_walk.emit  # GradTracker._emit below
-        Paused, register_node_hook = _grad_walk.Paused, _grad_walk.register_node_hook
-        MarkedOperator = _grad_walk.MarkedOperator  # api_hooks._marking's wrapper
-        _remove_handles = _grad_walk.remove_handles  # GradTracker.remove's loop below
-
-
 def flat_tensors(value, found):
     """Append every tensor inside lists, tuples and dicts (ModelOutput included) to `found`."""
     if isinstance(value, torch.Tensor):
@@ -127,7 +85,6 @@ def _output_positions(output):
 
 
 class PendingBackward:
-    # _grad_walk.c's Lane fills these slots as __init__ does (it checks they are slots)
     __slots__ = ("call", "args_layout", "kw_layout", "edges", "nodes", "seq_start", "input_grads",
                  "output_grads", "out_count", "contributions_left", "outputs_left", "done")
 
@@ -155,7 +112,7 @@ class GradTracker:
     def __init__(self, collector, pause):
         self.collector = collector
         self.pause = pause
-        self.handles = []  # RemovableHandles, and (hook dict, key) of the outputs' hooks (_hook_output)
+        self.handles = []  # the RemovableHandles of the hooks on outputs and consumer nodes
         self.pending = []
         # id(leaf) -> (leaf, its AccumulateGrad node) until removal: a parameter used by many calls of a step is asked
         # for its node once (a view op each time otherwise); holding the node keeps it the leaf's accumulator
@@ -165,11 +122,6 @@ class GradTracker:
     def begin(self, call, args, kwargs):
         """Before the call: note the gradient edge of every grad-requiring tensor input."""
         pending = PendingBackward(call)
-        if _begin_layout is not None and (kwargs is None or type(kwargs) is dict):
-            pending.args_layout, pending.kw_layout = _begin_layout(args, kwargs, self._leaf_edges, pending.edges,
-                                                                   pending.nodes)
-            pending.seq_start = next_sequence_nr()
-            return pending
         edges = pending.edges
         leaf_edges = self._leaf_edges
 
@@ -211,9 +163,6 @@ class GradTracker:
     def watch_outputs(self, pending, output):
         """After the call: hook the output grads and the consumers of the inputs."""
         single = isinstance(output, _Tensor)  # most calls: one tensor out
-        if single and _watch_single is not None:
-            _watch_single(self, pending, output)
-            return
         positions = (output,) if single else _output_positions(output)
         pending.out_count = len(positions)
         edges = pending.edges
@@ -233,7 +182,7 @@ class GradTracker:
                 if single and through is None and edges and type(value) is _Tensor:
                     alone = (value, node, output_nr)  # hooked after the walk, unless its node is a consumer
                 else:
-                    _hook_output(value, self._output_hook(pending, position, through), self.handles)
+                    self.handles.append(value.register_hook(self._output_hook(pending, position, through)))
                 if single:
                     roots.append((node, output_nr))
         merged = False
@@ -245,7 +194,7 @@ class GradTracker:
                         roots.append((node, value.output_nr))
             merged = self._hook_consumers(pending, roots, alone)
         if alone is not None and not merged:
-            _hook_output(alone[0], self._output_hook(pending, 0, None), self.handles)
+            self.handles.append(alone[0].register_hook(self._output_hook(pending, 0, None)))
         if pending.outputs_left or pending.contributions_left:
             self.pending.append(pending)
 
@@ -292,9 +241,6 @@ class GradTracker:
     def _consumer_hook(self, pending, links, root=None):
         """The hook of a consumer node; root: the output_nr of the call's single output when the node is its own
         (the grad it received there is the output's grad)."""
-        if _ConsumerHook is not None:
-            return _ConsumerHook(self, pending, links, root)
-
         def on_grads_sent(grad_inputs, grad_outputs):
             if pending.done:
                 return
@@ -315,9 +261,6 @@ class GradTracker:
         return on_grads_sent
 
     def _output_hook(self, pending, position, through=None):
-        if _OutputHook is not None:
-            return _OutputHook(self, pending, position, through)
-
         def on_output_grad(grad):
             if pending.done:
                 return
@@ -340,9 +283,6 @@ class GradTracker:
 
     # -- backward side ----------------------------------------------------------------------
     def _emit(self, pending):
-        if _emit_native is not None:
-            _emit_native(self, pending)
-            return
         if pending.done:
             return
         pending.done = True
@@ -372,24 +312,9 @@ class GradTracker:
 
     def remove(self):
         self.flush()
-        if _remove_handles is not None:
-            _remove_handles(self.handles)  # the loop below, in C (~450 handles a Llama step)
-        else:
-            for handle in self.handles:
-                if type(handle) is tuple:
-                    handle[0].pop(handle[1], None)
-                else:
-                    handle.remove()
+        for handle in self.handles:
+            handle.remove()
         self.handles = []
         self.pending = []
         self._leaf_edges = {}
 
-
-if _emit_native is not None:
-    # the C hooks and emit skip GradTracker's factories and _emit, and DumpCollector.backward's common case, where
-    # they are still these classes' own (and this module's switches above still hold the C callables); the fields
-    # of PendingBackward and ForwardCall instances read and written in place
-    from msprobe.core.dump.collector import DumpCollector, ForwardCall
-
-    _grad_walk.configure_defaults(globals(), GradTracker, DumpCollector, _HookMixin.__dict__["_register_hook"].__func__,
-                                  torch._C.DisableTorchFunction, PendingBackward, ForwardCall)

@@ -47,7 +47,7 @@ def torch_state(model):
                             for name, p in model.named_parameters()},
         "DataLoader __next__": _BaseDataLoaderIter.__dict__["__next__"],
         "gc thresholds": gc.get_threshold(),
-        # autograd's Node hook registration (the window registers its consumer hooks through its own)
+        # autograd's Node hook registration: the window registers through Node.register_hook, never replaces it
         "Node hook registration": vars(torch.autograd.function._HookMixin).get("_register_hook"),
     }
 

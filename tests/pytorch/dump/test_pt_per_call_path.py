@@ -10,12 +10,14 @@ import json
 import numpy as np
 import pytest
 import torch
+from torch.utils.hooks import RemovableHandle
 
 from hf_models import tiny_llama, train_lm
 from msprobe.core.dump import native, stack
 from msprobe.core.dump.record import RecordBuilder
 from msprobe.pytorch import PrecisionDebugger
 from msprobe.pytorch.dump import grad_tracker
+from msprobe.pytorch.dump.api_hooks import _NoSubclassDispatch
 from msprobe.pytorch.dump.adapter import TorchAdapter
 from pt_dump_helpers import write_config
 
@@ -173,11 +175,6 @@ def test_c_descriptor_is_not_used_with_file_stems_or_md5():
 
 def _dump_llama(root, level, monkeypatch, fast, mode="statistics"):
     if not fast:  # the general paths: the records' Python walk and describe_tensor, capture() for every stack
-        monkeypatch.setattr(grad_tracker, "_begin_layout", None)  # and the grad tracker's Python walks
-        monkeypatch.setattr(grad_tracker, "_watch_single", None)
-        monkeypatch.setattr(grad_tracker, "_OutputHook", None)  # and its backward hooks' Python closures
-        monkeypatch.setattr(grad_tracker, "_ConsumerHook", None)
-        monkeypatch.setattr(grad_tracker, "_emit_native", None)
         monkeypatch.setattr(native, "describe_seq", None)
         monkeypatch.setattr(native, "describe_map", None)
         monkeypatch.setattr(native, "tensor_describer", None)
@@ -190,7 +187,6 @@ def _dump_llama(root, level, monkeypatch, fast, mode="statistics"):
     collector = debugger.collector
     assert (collector._walk_seq is not None) is fast and (collector._stack_key is not None) is fast
     assert ("describe_tensor" in vars(collector.records)) is fast
-    assert (grad_tracker._watch_single is not None) is fast
     losses, _ = train_lm(model, debugger)
     debugger.close()
     monkeypatch.undo()
@@ -272,191 +268,83 @@ def _grad_calls():
     ]
 
 
-def _walked(fast, args, kwargs, function):
+def _walked(args, kwargs, function):
     """The tracker's state after begin / the call / watch_outputs, in terms that do not depend on object ids."""
     tracker = grad_tracker.GradTracker(collector=None, pause=contextlib.nullcontext)
-    names = ("_begin_layout", "_watch_single", "_OutputHook", "_ConsumerHook")  # the walks and the hooks they make
-    saved = [getattr(grad_tracker, name) for name in names]
-    if not fast:
-        for name in names:
-            setattr(grad_tracker, name, None)
-    try:
-        class Call:
-            key = "Torch.f"
 
+    class Call:
+        key = "Torch.f"
+
+    with _NoSubclassDispatch():  # as the API mode calls them (a subclass's view_as would add an alias node)
         pending = tracker.begin(Call, args, kwargs)
-        output = function(*args, **kwargs)
+    output = function(*args, **kwargs)
+    with _NoSubclassDispatch():
         tracker.watch_outputs(pending, output)
-    finally:
-        for name, value in zip(names, saved):
-            setattr(grad_tracker, name, value)
     nodes = {id(node): index for index, node in enumerate(pending.nodes)}
 
     def slot(value):
         if isinstance(value, list):
             return [slot(item) for item in value]
         return None if value is None else (nodes[value[0]], value[1])
-    hooks = [type(handle).__name__ if type(handle) is not tuple else ("dict", handle[0].get(handle[1]) is handle[1])
-             for handle in tracker.handles]
-    # the hooks are the C callables on the fast side, the Python closures on the other
-    made = {type(hook).__name__ for hooks, key in map(_hook_slot, tracker.handles) for hook in hooks.values()}
-    assert made <= ({"OutputHook", "ConsumerHook"} if fast else {"function"})
+    assert all(type(handle) is RemovableHandle for handle in tracker.handles)  # torch's own registration
     return {"args": [slot(item) for item in pending.args_layout], "kwargs": [slot(item) for item in pending.kw_layout],
             "nodes": [type(node).__name__ for node in pending.nodes], "out_count": pending.out_count,
             "outputs_left": sorted(pending.outputs_left), "contributions_left": pending.contributions_left,
-            "hooks": hooks, "kept": tracker.pending == [pending], "leaves": len(tracker._leaf_edges)}, tracker, output
+            "hooks": len(tracker.handles), "kept": tracker.pending == [pending],
+            "leaves": len(tracker._leaf_edges)}, tracker, output
 
 
 @pytest.mark.parametrize("case", range(len(_grad_calls())))
-def test_c_grad_walk_leaves_the_tracker_as_the_python_walk_does(case):
-    # each walk on tensors of its own (the same values): the hooks of one must not fire in the other's backward
-    fast, fast_tracker, fast_out = _walked(True, *_grad_calls()[case])
-    slow, slow_tracker, slow_out = _walked(False, *_grad_calls()[case])
-    assert fast == slow
+def test_the_grad_walk_hooks_what_gives_each_inputs_grad(case):
+    """Each call's walk: its hooks see, in the backward, the grads autograd computes for the call's output and for
+    each grad-requiring input (summed over the input's edges), recomputed here with torch.autograd.grad."""
+    state, tracker, output = _walked(*_grad_calls()[case])
     if case == 1:  # the 3-d linear: a view, mm and transpose nodes lead to the two inputs
-        assert fast["contributions_left"] == 2 and fast["args"] == [(0, 0), (1, 0)]
+        assert state["contributions_left"] == 2 and state["args"] == [(0, 0), (1, 0)]
     if case == 4:  # the input returned unchanged: its grad passes through the output hook
-        assert fast["contributions_left"] == 1 and fast["outputs_left"] == [0]
-    # the hooks registered by either walk see the same grads in the backward
-    grads = {}
-    for side, tracker, output in (("fast", fast_tracker, fast_out), ("slow", slow_tracker, slow_out)):
-        emitted = []
+        assert state["contributions_left"] == 1 and state["outputs_left"] == [0]
+    emitted = []
 
-        def emit(pending, sink=emitted):  # what _emit would hand to the collector
-            pending.done = True
-            sink.append((list(pending.output_grads.values()), dict(pending.input_grads)))
-        tracker._emit = emit
-        if output.requires_grad:
-            output.sum().backward(retain_graph=True)
-        grads[side] = emitted
-        tracker.remove()
-    assert len(grads["fast"]) == len(grads["slow"]) == (1 if fast["kept"] else 0)
-    for (fast_out_grads, fast_in), (slow_out_grads, slow_in) in zip(grads["fast"], grads["slow"]):
-        assert all(torch.equal(a, b) for a, b in zip(fast_out_grads, slow_out_grads))
-        assert [torch.equal(a, b) for a, b in zip(fast_in.values(), slow_in.values())] == [True] * len(slow_in)
+    def emit(pending):  # what _emit would hand to the collector
+        pending.done = True
+        emitted.append((list(pending.output_grads.values()), dict(pending.input_grads)))
+    tracker._emit = emit
+    if output.requires_grad:
+        output.sum().backward(retain_graph=True)
+    tracker.remove()
+    assert len(emitted) == (1 if state["kept"] else 0)
+    if emitted:
+        (out_grads, in_grads), = emitted
+        assert len(out_grads) == 1 and torch.equal(out_grads[0], torch.ones_like(output))
+        # recomputed on fresh leaves of the same values (the call's own grads, not what flows on to the inputs'
+        # history): one grad per distinct grad-requiring input
+        args, kwargs, function = _grad_calls()[case]
+        fresh = {}
+
+        def leaf(value):
+            if isinstance(value, list):
+                return [leaf(item) for item in value]
+            if not (isinstance(value, torch.Tensor) and value.requires_grad):
+                return value
+            if id(value) not in fresh:
+                fresh[id(value)] = value.detach().requires_grad_()
+            return fresh[id(value)]
+        args, kwargs = [leaf(arg) for arg in args], {key: leaf(value) for key, value in kwargs.items()}
+        expected = torch.autograd.grad(function(*args, **kwargs).sum(), list(fresh.values()))
+        got = list(in_grads.values())
+        assert len(got) == len(expected)
+        for grad in expected:
+            assert sum(torch.equal(grad, other) for other in got) == sum(torch.equal(grad, other) for other in expected)
 
 
 def test_the_extensions_are_built_and_switched_on():
-    """The C walks, describer and stack key (_fast_stats) and the lane, the mode's C entry, the backward hooks and emit
-    (_grad_walk) are built by `pip install`: the tests here compare them with the Python paths, which they would
-    otherwise compare with themselves."""
-    assert None not in (native.describe_seq, native.describe_map, native.tensor_describer, grad_tracker.Lane,
-                        grad_tracker.ModeEntry, grad_tracker._OutputHook, grad_tracker._ConsumerHook,
-                        grad_tracker._emit_native, grad_tracker._watch_single, grad_tracker.Paused,
-                        grad_tracker.register_node_hook, grad_tracker.MarkedOperator)
+    """The C walks and describer (_fast_stats) are built by `pip install`: the tests here compare them with the
+    Python paths, which they would otherwise compare with themselves."""
+    assert None not in (native.describe_seq, native.describe_map, native.tensor_describer)
 
 
-def _dump_llama_lane(root, monkeypatch, lane, level):
-    """A tiny Llama's dump with every C path on, the mode's lane on or off; the lanes made, for their counts."""
-    from msprobe.pytorch.dump import api_hooks
-
-    made = []
-    real = api_hooks._lane_for
-
-    def recording(collector, tracker):
-        made.append(real(collector, tracker))
-        return made[-1]
-    monkeypatch.setattr(api_hooks, "_lane_for", recording)
-    if not lane:
-        monkeypatch.setattr(grad_tracker, "Lane", None)
-    root.mkdir()
-    torch.manual_seed(0)
-    model = tiny_llama()
-    debugger = PrecisionDebugger(config_path=write_config(root, "statistics", level), model=model)
-    losses, _ = train_lm(model, debugger)
-    debugger.close()
-    monkeypatch.undo()
-    return losses, made
-
-
-@pytest.mark.parametrize("level", ["L1", "mix"])
-def test_the_lane_writes_the_dump_the_python_path_writes(tmp_path, monkeypatch, level):
-    (lane_losses, lanes), (python_losses, none) = [
-        _dump_llama_lane(tmp_path / side, monkeypatch, side == "lane", level) for side in ("lane", "python")]
-    assert [loss.item() for loss in lane_losses] == [loss.item() for loss in python_losses]
-    assert lanes and none and all(lane is not None for lane in lanes) and all(lane is None for lane in none)
-    recorded, handed_back = (sum(lane.counts()[i] for lane in lanes) for i in (0, 1))
-    assert recorded > 100 and handed_back == 0  # every API call took the lane
-    for lane_dir in _same_dumps(tmp_path, "lane", "python"):
-        data = json.loads((lane_dir / "dump.json").read_text())["data"]
-        assert any(name.endswith(".backward") for name in data)  # the grads the lane's tracker walk hooked
-
-
-def test_the_lane_hands_back_what_it_does_not_take_before_touching_anything(tmp_path):
-    from msprobe.core.config import load_config
+def test_a_failing_backward_entry_is_reported_and_backward_goes_on(tmp_path, monkeypatch):
     from msprobe.core.dump.collector import DumpCollector
-    from msprobe.pytorch.dump import api_hooks
-
-    collector = DumpCollector(load_config(write_config(tmp_path, "statistics", "L1")), TorchAdapter())
-    tracker = grad_tracker.GradTracker(collector, contextlib.nullcontext)
-    lane = api_hooks._lane_for(collector, tracker)
-    assert lane is not None and collector.lane_ok
-    collector.start(0)
-    x = torch.ones(3, requires_grad=True)
-    # arguments not as torch passes them (a list, a mapping that is no dict) and a key that is no str: handed back
-    for key, args, kwargs in (("Torch.add", [x, x], {}), ("Torch.add", (x, x), OrderedDictLike()), (7, (x, x), {})):
-        assert lane(key, torch.add, args, kwargs) is api_hooks._REFERENCE
-    assert collector.counters == {} and collector.data == {} and tracker.pending == [] and lane.counts() == (0, 3)
-    # a call it takes: named, described, its stack captured, its grads watched, the output returned as is
-    out = lane("Torch.mul", torch.mul, (x, x), None)
-    assert torch.equal(out, x * x) and lane.counts() == (1, 3)
-    entry = collector.data["Torch.mul.0.forward"]
-    assert list(entry) == ["input_args", "input_kwargs", "output"] and list(entry["output"][0]["shape"]) == [3]
-    assert collector.stacks["Torch.mul.0.forward"] and len(tracker.pending) == 1
-    call = tracker.pending[0].call
-    assert (call.name, call.index, call.dump, call.function, call.tensors) == ("Torch.mul.0.forward", 0, True,
-                                                                               torch.mul, ())
-    # a failing description: reported by the guard, the call runs undumped, training goes on
-    collector.records.describe_tensor = _raising
-    out = lane("Torch.mul", torch.mul, (x, x), None)
-    assert torch.equal(out, x * x) and "Torch.mul.1.forward" not in collector.data
-    assert collector.guard.failed == {"Torch.mul": 1}
-    tracker.remove()
-
-
-class OrderedDictLike(dict):
-    """A dict subclass: the lane takes exact dicts only."""
-
-
-def _raising(*_):
-    raise RuntimeError("statistics exploded")
-
-
-def test_the_c_backward_hooks_and_emit_write_the_dump_the_python_closures_write(tmp_path, monkeypatch):
-    sides = {}
-    for side in ("c", "python"):
-        if side == "python":
-            monkeypatch.setattr(grad_tracker, "_OutputHook", None)
-            monkeypatch.setattr(grad_tracker, "_ConsumerHook", None)
-            monkeypatch.setattr(grad_tracker, "_emit_native", None)
-        made = []
-        for name in ("_output_hook", "_consumer_hook"):
-            real = getattr(grad_tracker.GradTracker, name)
-            monkeypatch.setattr(grad_tracker.GradTracker, name,
-                                lambda self, *args, real=real, made=made: made.append(real(self, *args)) or made[-1])
-        root = tmp_path / side
-        root.mkdir()
-        torch.manual_seed(0)
-        model = tiny_llama()
-        debugger = PrecisionDebugger(config_path=write_config(root, "statistics", "mix"), model=model)
-        losses, _ = train_lm(model, debugger)
-        debugger.close()
-        monkeypatch.undo()
-        sides[side] = [loss.item() for loss in losses], {type(hook).__name__ for hook in made}
-    assert sides["c"][0] == sides["python"][0]
-    assert sides["c"][1] == {"OutputHook", "ConsumerHook"} and sides["python"][1] == {"function"}
-    for c_dir in _same_dumps(tmp_path, "c", "python", ("dump.json",)):
-        data = json.loads((c_dir / "dump.json").read_text())["data"]
-        backward = [entry for name, entry in data.items() if name.endswith(".backward") or ".backward." in name]
-        assert len(backward) > 50 and all(entry.get("input") for entry in backward[:50])
-
-
-@pytest.mark.parametrize("native_emit", [True, False])
-def test_a_failing_backward_entry_is_reported_and_backward_goes_on(tmp_path, monkeypatch, native_emit):
-    from msprobe.core.dump.collector import DumpCollector
-
-    if not native_emit:
-        monkeypatch.setattr(grad_tracker, "_emit_native", None)
 
     def broken(self, call, grads_of_outputs, grads_of_inputs):
         raise RuntimeError("backward entry exploded")
@@ -477,20 +365,9 @@ def test_a_failing_backward_entry_is_reported_and_backward_goes_on(tmp_path, mon
     assert "Functional.linear.0.forward" in data and not any(name.endswith(".backward") for name in data)
 
 
-def _hook_slot(handle):
-    """(the dict that holds a hook, its key) for a tracker handle: an output's (tensor hook dict, hook) pair, or a
-    node hook's RemovableHandle."""
-    if type(handle) is tuple:
-        return handle
-    return handle.hooks_dict_ref(), handle.id
-
-
-@pytest.mark.parametrize("fast", [True, False])
-def test_remove_takes_every_hook_off_the_graph(fast, monkeypatch):
-    if not fast:
-        monkeypatch.setattr(grad_tracker, "_remove_handles", None)  # the Python loop
-    state, tracker, output = _walked(fast, *_grad_calls()[1])  # the 3-d linear: an output hook, two consumer hooks
-    kept = [_hook_slot(handle) for handle in tracker.handles]
+def test_remove_takes_every_hook_off_the_graph():
+    state, tracker, output = _walked(*_grad_calls()[1])  # the 3-d linear: an output hook, two consumer hooks
+    kept = [(handle.hooks_dict_ref(), handle.id) for handle in tracker.handles]
     assert len(kept) == 3 and all(key in hooks for hooks, key in kept)
     emitted = []
     tracker._emit = emitted.append
@@ -500,32 +377,24 @@ def test_remove_takes_every_hook_off_the_graph(fast, monkeypatch):
     assert emitted == []
 
 
-def test_the_modes_c_entry_is_on_the_instance_for_the_window_only(tmp_path):
+def test_the_mode_runs_its_classs_torch_function_only(tmp_path):
+    """Nothing is put on the mode instance (torch and dynamo read the class's method), beside a compiled region too."""
     from pt_dump_helpers import load_rank
 
-    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"))
-    debugger.start()
-    mode = debugger.session.api_mode
-    entry = vars(mode).get("__torch_function__")
-    assert type(entry).__name__ == "ModeEntry" and entry.__self__ is mode
-    x = torch.ones(2, requires_grad=True)
-    (x * 3).sum().backward()
-    debugger.stop()
-    assert "__torch_function__" not in vars(mode)  # the class's method again, for whatever holds the mode
-    debugger.close()
-    data = load_rank(tmp_path / "dump")[0]["data"]
-    assert {"Tensor.__mul__.0.forward", "Tensor.__mul__.0.backward", "Tensor.sum.0.forward"} <= set(data)
-
-
-def test_beside_a_compiled_region_the_mode_keeps_its_python_method(tmp_path):
-    # dynamo reads the mode's __torch_function__ when it traces under it: a compiled module keeps the Python one
     model = torch.compile(torch.nn.Linear(4, 2), backend="eager")
-    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"), model=model)
-    debugger.start()
-    mode = debugger.session.api_mode
-    assert mode.lane is not None and "__torch_function__" not in vars(mode)
-    debugger.stop()
-    debugger.close()
+    for models in (None, model):
+        root = tmp_path / ("compiled" if models is not None else "plain")
+        root.mkdir()
+        debugger = PrecisionDebugger(config_path=write_config(root, "statistics", "L1"), model=models)
+        debugger.start()
+        mode = debugger.session.api_mode
+        assert "__torch_function__" not in vars(mode)
+        x = torch.ones(2, requires_grad=True)
+        (x * 3).sum().backward()
+        debugger.stop()
+        debugger.close()
+        data = load_rank(root / "dump")[0]["data"]
+        assert {"Tensor.__mul__.0.forward", "Tensor.__mul__.0.backward", "Tensor.sum.0.forward"} <= set(data)
 
 
 def test_c_descriptor_is_shared_only_where_it_would_be_equal():
