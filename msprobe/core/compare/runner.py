@@ -314,10 +314,11 @@ def pair_rank_dirs(npu_dir, bench_dir, listings):
                 logger.warning("%s of '%s' has no counterpart in '%s'; skipped.", rank_folder_name(label), npu_step,
                                bench_step)
                 continue
-            name = rank_folder_name(label)
-            tag = f"{step_tag}_{name}-{name}" if len(npu_labels) > 1 or label.isdigit() else step_tag
-            pairs.append((tag, os.path.join(npu_step, name, "dump.json"),
-                          os.path.join(bench_step, rank_folder_name(bench_label), "dump.json")))
+            name, bench_name = rank_folder_name(label), rank_folder_name(bench_label)
+            pair_name = f"{name}-{bench_name if label.startswith('proc') else name}"
+            tag = f"{step_tag}_{pair_name}" if len(npu_labels) > 1 or label.isdigit() else step_tag
+            pairs.append((tag, os.path.join(npu_step, name, "dump.json"), os.path.join(bench_step, bench_name,
+                                                                                      "dump.json")))
     if not pairs:
         raise CompareError(f"no rank of '{npu_dir}' has a matching rank in '{bench_dir}'.")
     return pairs
