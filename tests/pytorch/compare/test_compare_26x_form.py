@@ -138,3 +138,22 @@ def test_acc_check_and_graph_visualize_take_dump_folders(dumps, tmp_path):
     assert main(["graph_visualize", "-tp", str(tmp_path / "npu"), "-gp", str(tmp_path / "bench"), "-o", str(graph)]) == 0
     assert len(glob.glob(str(graph / "compare_*.vis"))) == 1
     assert os.path.isdir(bench)
+
+
+def test_parse_converts_dumped_tensor_files(dumps, tmp_path, capsys):
+    import numpy as np
+    import torch
+
+    source = os.path.join(dumps["tensor_fp32"], "dump_tensor_data")
+    names = sorted(os.listdir(source))
+    assert main(["parse", "-d", source, "-t", "npy", "-o", str(tmp_path / "npy")]) == 0
+    assert sorted(os.listdir(tmp_path / "npy")) == sorted(name[:-3] + ".npy" for name in names)
+    for name in names:
+        original = torch.load(os.path.join(source, name))
+        assert np.array_equal(np.load(tmp_path / "npy" / (name[:-3] + ".npy")), original.float().numpy())
+    # and back, one file, into the default -t pt
+    one = str(tmp_path / "npy" / (names[0][:-3] + ".npy"))
+    assert main(["parse", "-d", one, "-o", str(tmp_path / "pt")]) == 0
+    assert torch.equal(torch.load(tmp_path / "pt" / names[0]), torch.load(os.path.join(source, names[0])).float())
+    assert main(["-f", "mindspore", "parse", "-d", one, "-o", str(tmp_path / "x")]) == 1  # -t pt needs torch
+    assert "parse -t pt needs PyTorch" in capsys.readouterr().out
