@@ -15,7 +15,7 @@ EXTRAS = {
     # the tested range (README "Versions"): the full suite on 2.13, CI's smoke job on the oldest and the newest
     "pytorch": ["torch>=2.6,<2.16"],
     "mindspore": ["mindspore>=2.4", "numpy<2"],
-    "test": ["pytest>=7", "pytest-timeout>=2", "ruff>=0.6", "mypy>=1.8", "transformers>=4.40", "tensorboard>=2.10",
+    "test": ["pytest>=7", "pytest-timeout>=2", "ruff>=0.6", "mypy>=1.8", "transformers>=5", "tensorboard>=2.10",
              "tb-graph-ascend", "matplotlib>=3.5", "cryptography>=3.4", "safetensors>=0.4", "accelerate>=0.26",
              "lightning>=2.0", "duckdb>=0.9", "ray>=2.9"],
     # whole-job analyses: the trend store (trend.duckdb) and its heatmaps
