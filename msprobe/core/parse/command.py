@@ -56,7 +56,7 @@ def run(args, save_pt: Optional[Callable[[object, str], None]] = None):
         target = os.path.join(args.output_path, os.path.splitext(os.path.relpath(source, base))[0] + "." + args.type)
         ensure_dir(os.path.dirname(target))
         array = load_tensor(source)
-        if args.type == "npy":
+        if save_pt is None or args.type == "npy":
             np.save(target, array, allow_pickle=False)
         else:
             save_pt(array, target)
