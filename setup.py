@@ -12,9 +12,10 @@ with open(os.path.join(HERE, "README.md"), encoding="utf-8") as handle:
 
 BASE = ["numpy>=1.21", "pandas>=1.3", "openpyxl>=3.0", "pyyaml>=5.4", "tqdm>=4.60", "orjson>=3.6", "rich>=12"]
 EXTRAS = {
-    "pytorch": ["torch>=2.0"],
+    # the tested range (README "Versions"): the full suite on 2.13, CI's smoke job on the oldest and the newest
+    "pytorch": ["torch>=2.6,<2.16"],
     "mindspore": ["mindspore>=2.4", "numpy<2"],
-    "test": ["pytest>=7", "pytest-timeout>=2", "ruff>=0.6", "mypy>=1.8", "transformers>=4.40", "tensorboard>=2.10",
+    "test": ["pytest>=7", "pytest-timeout>=2", "ruff>=0.6", "mypy>=1.8", "transformers>=5", "tensorboard>=2.10",
              "tb-graph-ascend", "matplotlib>=3.5", "cryptography>=3.4", "safetensors>=0.4", "accelerate>=0.26",
              "lightning>=2.0", "duckdb>=0.9", "ray>=2.9"],
     # whole-job analyses: the trend store (trend.duckdb) and its heatmaps

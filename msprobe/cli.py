@@ -1,5 +1,8 @@
 """`msprobe -f {pytorch,mindspore} <subcommand> ...`: parse, then import only the chosen subcommand.
 
+26.x's form works too: `msprobe compare -tp NPU_DIR -gp BENCH_DIR -o OUT`, the framework read from the dump,
+and 26.x's subcommand names (`acc_check` for run_ut ...) as aliases (msprobe/core/cli_forms.py).
+
 A subcommand is a file `msprobe/<framework>/commands/<name>.py` providing `DESCRIPTION` (one line),
 `add_arguments(parser)` and `run(args)` (returns an exit code or None); one that is the same for every
 framework lives once in `msprobe/core/commands/`. The commands are found by listing those folders,
@@ -14,6 +17,7 @@ import os
 import sys
 
 from msprobe import __version__
+from msprobe.core import cli_forms
 from msprobe.core.errors import MsprobeError
 from msprobe.core.log import level_from_env, logger
 
@@ -39,6 +43,8 @@ def available_commands(framework):
 
 COMMANDS = {framework: available_commands(framework) for framework in FRAMEWORKS}
 SUBCOMMANDS = tuple(sorted(set().union(*COMMANDS.values())))
+#: what the command line accepts: our subcommands, 26.x's names for them, and 26.x's we refuse by name
+_ACCEPTED = tuple(sorted(set(SUBCOMMANDS) | set(cli_forms.ALIASES) | set(cli_forms.REFUSED)))
 
 
 def _load_command(framework, name):
@@ -58,11 +64,14 @@ def _build_parser():
         prog="msprobe", description="msprobe: find where a training run loses numerical accuracy.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="subcommands of this installation, by framework:\n" + _commands_help()
+               + "\n\n26.x's names: " + ", ".join(f"{a} = {c}" for a, c in sorted(cli_forms.ALIASES.items()))
+               + ". Without -f the framework is read from the dump the command names (compare -tp, run_ut "
+               "-api_info ...), else pytorch."
                + "\n\nRun 'msprobe -f pytorch <subcommand> -h' for the options of a subcommand.")
     parser.add_argument("-v", "--version", action="version", version=f"msprobe {__version__}")
-    parser.add_argument("-f", "--framework", choices=FRAMEWORKS, default="pytorch",
-                        help="framework of the data (default: pytorch)")
-    parser.add_argument("subcommand", nargs="?", choices=SUBCOMMANDS, metavar="subcommand",
+    parser.add_argument("-f", "--framework", choices=FRAMEWORKS, default=None,
+                        help="framework of the data (default: the one the dump records, else pytorch)")
+    parser.add_argument("subcommand", nargs="?", choices=_ACCEPTED, metavar="subcommand",
                         help="one of: " + ", ".join(SUBCOMMANDS))
     parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
@@ -87,7 +96,7 @@ def main(argv=None):
     # `-h` after the subcommand belongs to the subcommand
     top_args, sub_args = argv, []
     for i, token in enumerate(argv):
-        if token in SUBCOMMANDS:
+        if token in _ACCEPTED:
             top_args, sub_args = argv[:i + 1], argv[i + 1:]
             break
     args = parser.parse_args(top_args)
@@ -95,11 +104,13 @@ def main(argv=None):
         parser.print_help()
         return 2
     try:
-        module = _load_command(args.framework, args.subcommand)
+        name, sub_args, form_26x = cli_forms.resolve_command(args.subcommand, sub_args)
+        framework = args.framework or cli_forms.framework_of_args(name, sub_args, required=form_26x) or "pytorch"
+        module = _load_command(framework, name)
         if module is None:
-            raise MsprobeError(f"'{args.subcommand}' is not available for {args.framework} in msprobe {__version__}; "
-                               f"{args.framework} commands: {', '.join(COMMANDS[args.framework])}.")
-        sub = argparse.ArgumentParser(prog=f"msprobe -f {args.framework} {args.subcommand}",
+            raise MsprobeError(f"'{name}' is not available for {framework} in msprobe {__version__}; "
+                               f"{framework} commands: {', '.join(COMMANDS[framework])}.")
+        sub = argparse.ArgumentParser(prog=f"msprobe -f {framework} {name}",
                                       description=getattr(module, "DESCRIPTION", None))
         module.add_arguments(sub)
         code = module.run(sub.parse_args(sub_args))

@@ -80,3 +80,18 @@ def test_every_module_the_tests_import_is_declared_in_an_extra():
         if not distributions & declared:
             undeclared[module] = sorted(distributions)
     assert not undeclared, f"imported by tests but declared in no extra of setup.py: {undeclared}"
+
+
+def test_no_test_reads_files_outside_the_repository():
+    """A fresh clone has no reference tree beside it (CI's shared/ copy is not a user's): what tests compare against
+    is vendored under tests/fixtures."""
+    markers = ('"shared", "reference"', "shared" + "/reference")  # split: this file is read too
+    outside = []
+    for folder, _, names in os.walk(os.path.join(ROOT, "tests")):
+        for name in names:
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                    text = handle.read()
+                if any(marker in text for marker in markers) and name != "test_packaging.py":
+                    outside.append(os.path.relpath(os.path.join(folder, name), ROOT))
+    assert outside == []

@@ -23,9 +23,11 @@ from msprobe.core.ranges import IndexRanges
 # TASKS, DUMP_TASKS and SECTIONS are the registry's, computed when asked for (module __getattr__ below)
 __all__ = ["LEVELS", "DebuggerConfig", "load_config", "parse_config", "expand_ranges",
            "default_config_path", "DEFAULT_CONFIG", "IndexRanges", "keys_without_effect", "FRAMEWORKS",
-           "load_task_section", "TOP_FIELDS", "task_names", "dump_task_names", "section_schema"]
+           "load_task_section", "TOP_FIELDS", "task_names", "dump_task_names", "section_schema", "KEYS_26X",
+           "TASKS_26X", "RISK_LEVELS"]
 
 LEVELS = ("L0", "L1", "L2", "mix")
+RISK_LEVELS = ("ALL", "FOCUS", "CORE")
 FRAMEWORKS = ("pytorch", "mindspore")
 
 
@@ -57,6 +59,8 @@ def _task_rule() -> rules.Rule:
     """`task`: one of the registered config tasks (checked against the registry when used)."""
     def check(key, value):
         names = task_names()
+        if value in TASKS_26X:
+            raise ConfigError(f"config: task '{value}' (msprobe 26.x) is not a task here: {TASKS_26X[value]}.")
         if value not in names:
             _fail(key, value, " | ".join(repr(n) for n in names))
         return value
@@ -81,7 +85,32 @@ TOP_FIELDS: Tuple[Field, ...] = (
           "debugger that reads the file", listed=False),
     Field("is_deterministic", rules.boolean, False, "PyTorch only: deterministic algorithms while dumping",
           listed=False, effect=_PYTORCH_ONLY),
+    # keys of msprobe 26.x's config.json that mean something here (see KEYS_26X below for the others)
+    Field("dump_enable", rules.boolean, None, "switch dumping on and off while training runs: set, the file is "
+          "looked at again at each `start()` and `step()` (one `stat`), and an edit to `false` / `true` takes effect "
+          "there; absent (`null`): dumping is always on and the file is read once", listed=False),
+    Field("risk_level", rules.choice(*RISK_LEVELS), "ALL", "levels L1/mix without `scope`/`list`: `ALL` every API, "
+          "`FOCUS` all but shape, view, copy and creation APIs, `CORE` only matrix products, convolutions, "
+          "normalisations, embeddings, attention, fused optimizers and collectives (core/dump/risk.py); modules "
+          "are always kept", listed=False),
 )
+#: msprobe 26.x's keys and tasks without a counterpart here: what to use instead (one line each, shown when refused)
+KEYS_26X: Dict[str, str] = {
+    "precision": "statistics are computed one way only here (docs/dump.md says how); remove "
+                 "'precision'",
+    "custom_op_namespaces": "level L2 records every torch.ops operator, custom namespaces included; remove "
+                            "'custom_op_namespaces'",
+    "load": "feeding dumped inputs back into modules is not supported; to re-run one API on dumped inputs use "
+            "run_ut or op_generate (docs/api_checker.md)",
+    "extra_info": "stack.json and construct.json are always written; remove 'extra_info'",
+}
+TASKS_26X: Dict[str, str] = {
+    "structure": "task 'statistics' writes the same calls, dtypes and shapes (with their statistics)",
+    "diff_check": "dump both runs with task 'statistics' and summary_mode 'xor', then msprobe compare (the first "
+                  "divergence), or statistics.bench_path to save tensors where a run departs from a good one "
+                  "(docs/determinism.md)",
+    "nan_check": "task 'overflow_check' (the first API producing inf/nan) or 'flight_recorder'",
+}
 _TOP = {f.name: f for f in TOP_FIELDS}
 
 
@@ -128,6 +157,8 @@ class DebuggerConfig:
     async_dump: bool = False
     is_deterministic: bool = False
     framework: str = ""
+    dump_enable: Optional[bool] = None  # set: re-read from the config file at start()/step() (core/debugger_base)
+    risk_level: str = "ALL"
     scope: List[str] = field(default_factory=list)
     list: List[str] = field(default_factory=list)
     data_mode: List[str] = field(default_factory=lambda: ["all"])
@@ -172,6 +203,10 @@ def parse_config(raw: Any, **overrides: Any) -> "DebuggerConfig":
     if not isinstance(raw, dict):
         raise ConfigError(f"config: the top level must be a JSON object, got {type(raw).__name__}.")
     raw = dict(raw)
+    for key in KEYS_26X:
+        if key in raw and not (key == "extra_info" and raw[key] is True):  # true: what is done here anyway
+            raise ConfigError(f"config: '{key}' (msprobe 26.x) has no counterpart here: {KEYS_26X[key]}.")
+    raw.pop("extra_info", None)
     for key, value in overrides.items():
         if value is not None:
             raw[key] = value
@@ -190,7 +225,8 @@ def parse_config(raw: Any, **overrides: Any) -> "DebuggerConfig":
     cfg = DebuggerConfig(task=task, dump_path=top["dump_path"], rank=top["rank"], step=top["step"],
                          level=top["level"], enable_dataloader=top["enable_dataloader"],
                          async_dump=top["async_dump"], is_deterministic=top["is_deterministic"],
-                         framework=top["framework"], section=section)
+                         framework=top["framework"], dump_enable=top["dump_enable"], risk_level=top["risk_level"],
+                         section=section)
     for key in ("scope", "list", "data_mode", "summary_mode", "file_format", "overflow_nums", "check_mode"):
         if key in section:
             setattr(cfg, key, section[key])

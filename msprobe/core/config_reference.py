@@ -8,7 +8,7 @@ import inspect
 import json
 from typing import Any, Dict, List, Optional, Sequence, Type
 
-from msprobe.core.config import TOP_FIELDS
+from msprobe.core.config import KEYS_26X, TASKS_26X, TOP_FIELDS
 from msprobe.core.config_fields import Field
 from msprobe.core.dump.tasks import Task, config_tasks, section_fields, task_class
 from msprobe.core.errors import ConfigError
@@ -88,7 +88,31 @@ def markdown_reference() -> str:
         if key not in seen:
             seen.add(key)
             out.append(f"| {key} | {where} |")
+    out += ["", "### Keys and tasks of msprobe 26.x", "", "| 26.x | here |", "|---|---|"]
+    out += [f"| {_cell(name)} | {_cell(text)} |" for name, text in _from_26x()]
     return "\n".join(out + ["", DOC_END])
+
+
+#: what 26.x's keys with a counterpart are here (the others: config.KEYS_26X / TASKS_26X, refused when used)
+_MEANINGFUL_26X = (
+    ("`dump_enable`", "top-level key: " + next(f.doc for f in TOP_FIELDS if f.name == "dump_enable")),
+    ("`risk_level`", "top-level key (default `ALL` here, `FOCUS` in 26.x): "
+     + next(f.doc for f in TOP_FIELDS if f.name == "risk_level")),
+    ("`statistics.tensor_list`", "a key of the statistics section: calls whose name contains one of its strings also "
+     "get their tensors in dump_tensor_data/"),
+    ("`start(token_range=[first, last])`", "PrecisionDebugger.start: only those forwards of the model are dumped"),
+    ("`start(rank_id=N)`", "PrecisionDebugger.start: dump as rank N (folder rank<N>) when no process group says it"),
+    ("`async_dump`", "top-level key: the same meaning"),
+    ("`extra_info: true`", "accepted: stack.json and construct.json are always written"),
+)
+
+
+def _from_26x() -> List[tuple]:
+    """(26.x key or task, what it is here) for every 26.x config key and task a user may bring."""
+    refused = [(f"`{key}`", f"refused: {text}") for key, text in KEYS_26X.items() if key != "extra_info"]
+    refused.append(("`extra_info: false`", f"refused: {KEYS_26X['extra_info']}"))
+    tasks = [(f"task `{task}`", f"refused: {text}") for task, text in TASKS_26X.items()]
+    return list(_MEANINGFUL_26X) + refused + tasks
 
 
 def _explain_one(cls: Type[Task]) -> str:
@@ -106,7 +130,9 @@ def _explain_one(cls: Type[Task]) -> str:
 def explain(task: Optional[str] = None) -> str:
     """The reference of one task (its docstring and its keys), or of every config task."""
     if task is None:
-        return "\n\n".join(_explain_one(cls) for cls in config_tasks(shipped_only=True))
+        keys_26x = "\n".join(f"  {name.replace('`', '')}: {text.replace('`', '')}" for name, text in _from_26x())
+        return "\n\n".join([*(_explain_one(cls) for cls in config_tasks(shipped_only=True)),
+                             "Keys and tasks of msprobe 26.x:\n" + keys_26x])
     try:
         cls = task_class(task)
     except KeyError:

@@ -14,11 +14,12 @@ own (PyTorch: the DataLoader driver, module_dump; MindSpore: the L2 graph dump).
 
 States: idle -> start() -> window open -> stop() -> idle -> step() -> idle (next step) ... -> close().
 """
-from typing import Any, ClassVar, List, Optional, Protocol
+from typing import Any, ClassVar, List, Optional, Protocol, Sequence, Tuple
 
 from msprobe.core.config import dump_task_names, load_config
 from msprobe.core.dump.collector import DumpCollector
 from msprobe.core.dump.session import CollectWindow
+from msprobe.core.dump.switch import DumpSwitch
 from msprobe.core.errors import ConfigError, MsprobeError, UnsupportedError
 from msprobe.core.framework import DumpHooks, Framework, WindowSession, current_rank, get_framework
 from msprobe.core.log import logger
@@ -71,6 +72,12 @@ class DebuggerBase(CollectWindow):
                                   level=level, step=step)
         self.collector = self.hooks = self.session = self.driver = self.grad_probe = None
         self.models = []
+        # dump_enable set in the file: it is looked at again at each start()/step() (core/dump/switch.py)
+        self.switch = DumpSwitch(config_path, self.config.dump_enable) \
+            if config_path and self.config.dump_enable is not None else None
+        self.rank_id: Optional[int] = None  # start(rank_id=...): the rank when no process group says it
+        self.token_range: Optional[Tuple[int, int]] = None  # start(token_range=...): forwards of the model dumped
+        self._token_hook: Any = None
         task = self.config.task
         dump_tasks = dump_task_names(self.framework.name)  # the registry's list for this framework
         if task != "grad_probe" and task not in dump_tasks:
@@ -123,9 +130,18 @@ class DebuggerBase(CollectWindow):
         raise UnsupportedError(f"save() is not available for {self.framework.name}.")
 
     # -- the user API -----------------------------------------------------------------------
-    def start(self, model: Any = None) -> None:
-        """Begin dumping (installs the hooks); a no-op for steps or ranks that are filtered out, for
-        grad_probe, and while a driver runs the steps."""
+    def start(self, model: Any = None, token_range: Optional[Sequence[int]] = None,
+              rank_id: Optional[int] = None) -> None:
+        """Begin dumping (installs the hooks); a no-op for steps or ranks that are filtered out, while
+        config.json's dump_enable is false, for grad_probe, and while a driver runs the steps.
+
+        token_range=[first, last] (inference): of the forwards of `model` in this window, only the first-th
+        to the last-th (counted from 0, both included) are dumped. rank_id: the rank to dump as when no
+        process group says it (folder rank<N>, the config's rank filter)."""
+        self.token_range = _token_range(token_range)
+        if rank_id is not None and (isinstance(rank_id, bool) or not isinstance(rank_id, int) or rank_id < 0):
+            raise ConfigError(f"start(rank_id=...) must be an integer >= 0, got {rank_id!r}.")
+        self.rank_id = rank_id
         if self.grad_probe is not None:
             return
         if self.driver is not None:
@@ -150,6 +166,8 @@ class DebuggerBase(CollectWindow):
         step the debugger closes itself (every file written)."""
         if self.grad_probe is not None:
             return
+        if self.switch is not None:
+            self.switch.enabled()  # an edit made during the step is seen now (it acts at the next start)
         if self.driver is not None:
             self.driver.step()
             return
@@ -194,6 +212,9 @@ class DebuggerBase(CollectWindow):
         collector, hooks = self.collector, self.hooks
         if collector is None or hooks is None:
             return
+        if self.switch is not None and not self.switch.enabled():
+            self.end_window()  # dump_enable turned false: the open window's files are written
+            return
         added = model is not None and not any(known is model for known in self.models)
         if model is not None:
             self._remember(model)
@@ -202,8 +223,11 @@ class DebuggerBase(CollectWindow):
             if added:
                 hooks.add_model(self.session, model)
             return
-        if collector.all_steps_done() or not collector.start(current_rank(self.framework)):
+        rank = self.rank_id if self.rank_id is not None else current_rank(self.framework)
+        if collector.all_steps_done() or not collector.start(rank):
             return
+        if self.token_range is not None:
+            self._count_tokens(collector)
         try:
             self.session = hooks.open(self.models)
         except MsprobeError:
@@ -213,8 +237,26 @@ class DebuggerBase(CollectWindow):
             collector.stop()
             collector.guard.report("PrecisionDebugger.start", exc)
 
+    def _count_tokens(self, collector: DumpCollector) -> None:
+        """Before the window's hooks (so the model's own entry sees it): a forward pre-hook on the model that turns
+        collecting on for the token_range-th forwards only."""
+        if not self.models or not hasattr(self.models[-1], "register_forward_pre_hook"):
+            raise ConfigError("start(token_range=...) counts the forwards of the model: pass it, start(model, "
+                              "token_range=[first, last]).")
+        first, last = self.token_range or (0, 0)
+        count = [0]
+        collector.active = False  # nothing outside the counted forwards
+
+        def on_forward(module: Any, args: Any) -> None:
+            collector.active = not collector.finished and first <= count[0] <= last
+            count[0] += 1
+        self._token_hook = self.models[-1].register_forward_pre_hook(on_forward)
+
     def end_window(self) -> None:
         """Remove the window's hooks and hand its files to the writer."""
+        if self._token_hook is not None:
+            self._token_hook.remove()
+            self._token_hook = None
         if self.session is not None:
             session, self.session = self.session, None
             session.close()
@@ -227,3 +269,14 @@ class DebuggerBase(CollectWindow):
         if self.collector is not None and self.hooks is not None:
             self.collector.next_step()
             self.hooks.new_step()
+
+
+def _token_range(value: Optional[Sequence[int]]) -> Optional[Tuple[int, int]]:
+    """start(token_range=[first, last]) checked: two integers, 0 <= first <= last."""
+    if value is None:
+        return None
+    if (not isinstance(value, (list, tuple)) or len(value) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in value) or value[0] > value[1]):
+        raise ConfigError(f"start(token_range=...) must be [first, last], integers with 0 <= first <= last, got "
+                          f"{value!r}.")
+    return value[0], value[1]

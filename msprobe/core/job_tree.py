@@ -5,19 +5,19 @@
 
 Accepted roots: a dump root (step*/rank*), one step folder (rank* inside: step 0) or one rank folder
 (a dump.json inside: step 0, rank from its name, else 0). A rank folder without a number ("rank", as a
-single-process run writes it) is rank 0. Only names are listed; no dump.json is read here.
+single-process run writes it, or 26.x's "proc<PID>") is rank 0. Only names are listed; no dump.json is read here.
 """
 import os
 import re
 from dataclasses import dataclass
 from typing import List
 
+from msprobe.core.dump_paths import label_rank, rank_label
 from msprobe.core.errors import PathError
 from msprobe.core.paths import check_path
 
 __all__ = ["RankFolder", "job_folders", "step_dirs", "rank_dirs"]
 
-_RANK_DIR = re.compile(r"^rank(\d*)$")
 _STEP_DIR = re.compile(r"^step(\d+)$")
 
 
@@ -54,10 +54,10 @@ def rank_dirs(step_folder) -> List[tuple]:
     """[(rank number, folder)] of the rank* folders of a step folder that hold a dump.json, by number."""
     found = []
     for name in os.listdir(step_folder):
-        match = _RANK_DIR.match(name)
+        label = rank_label(name)
         full = os.path.join(step_folder, name)
-        if match and os.path.isdir(full) and _has_dump(full):
-            found.append((int(match.group(1) or 0), full))
+        if label is not None and os.path.isdir(full) and _has_dump(full):
+            found.append((label_rank(label), full))
     return sorted(found)
 
 
@@ -65,8 +65,8 @@ def job_folders(root, what="dump root") -> List[RankFolder]:
     """Every (step, rank) folder with a dump.json under `root`, sorted by step then rank."""
     root = check_path(root, kind="dir", what=what, allow_symlink=True)
     if _has_dump(root):
-        match = _RANK_DIR.match(os.path.basename(os.path.normpath(root)))
-        return [RankFolder(0, int(match.group(1) or 0) if match else 0, root)]
+        label = rank_label(os.path.basename(os.path.normpath(root)))
+        return [RankFolder(0, label_rank(label) if label is not None else 0, root)]
     steps = step_dirs(root) or [(0, root)]
     folders = [RankFolder(step, rank, folder) for step, step_folder in steps for rank, folder in rank_dirs(step_folder)]
     if not folders:

@@ -10,7 +10,7 @@ import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Union
 
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
@@ -53,8 +53,8 @@ def load_graph(directory: str, options: GraphOptions) -> Graph:
     return build_graph(construct, table, stacks, options.complete_stack, framework)
 
 
-def _read_input(path: str) -> dict:
-    content = load_json(path, what="graph input file (-i)")
+def _read_input(path: Union[str, dict]) -> dict:
+    content = path if isinstance(path, dict) else load_json(path, what="graph input file (-i)")
     if not isinstance(content, dict) or not content.get("npu_path"):
         raise ConfigError(f"graph input file '{path}' must be a JSON object with 'npu_path' "
                           "(and 'bench_path' to compare two runs).")
@@ -140,8 +140,9 @@ def _link_distributed(jobs: List[GraphJob], graphs: List[Graph]) -> None:
             link_ranks(ranked)
 
 
-def run_graph(input_path: str, output_path: str, options: Optional[GraphOptions] = None) -> List[str]:
-    """Build (npu_path only) or compare (npu_path + bench_path) graphs; returns the written files."""
+def run_graph(input_path: Union[str, dict], output_path: str, options: Optional[GraphOptions] = None) -> List[str]:
+    """Build (npu_path only) or compare (npu_path + bench_path) graphs; returns the written files. `input_path`:
+    the -i JSON file, or its content as a dict."""
     options = options or GraphOptions()
     start = time.time()
     content = _read_input(input_path)

@@ -6,6 +6,7 @@ Framework commands (`msprobe -f pytorch compare`, `msprobe -f mindspore compare`
 Importing this module imports no framework.
 """
 import argparse
+import os
 from typing import Callable, Optional
 
 from msprobe.core.errors import ConfigError
@@ -25,13 +26,21 @@ def add_arguments(parser: argparse.ArgumentParser, help_texts: Optional[dict] = 
     """The compare options (same flags for every framework); `help_texts` overrides the help of
     input_path, api_mapping, cell_mapping, data_mapping or layer_mapping."""
     texts = dict(_MAPPING_HELP, **(help_texts or {}))
-    parser.add_argument("-i", "--input_path", required=True, help=texts["input_path"])
+    parser.add_argument("-i", "--input_path", default=None, help=texts["input_path"])
+    # 26.x's form: the two dumps named on the command line (a dump.json or any folder holding dumps)
+    parser.add_argument("-tp", "--target_path", default=None,
+                        help="instead of -i: the run under test, a dump.json or a folder (dump root, step folder, "
+                             "rank/rank<N>/proc<PID> folder)")
+    parser.add_argument("-gp", "--golden_path", default=None, help="instead of -i: the bench run, as -tp")
+    parser.add_argument("-tensor_log", "--is_print_compare_log", action="store_true",
+                        help="with -tp/-gp: print each compared row (compare.json's is_print_compare_log)")
+    parser.add_argument("--xlsx", action="store_true", help="accepted for 26.x command lines: reports are always xlsx")
     parser.add_argument("-o", "--output_path", default="./output", help="output directory (default ./output)")
     parser.add_argument("-s", "--stack_mode", action="store_true",
                         help="show NPU_Stack_Info when compare.json sets stack_path (auto-detected otherwise)")
     parser.add_argument("-c", "--compare_only", action="store_true",
                         help="skip the automatic analysis (no advisor_{timestamp}.txt)")
-    parser.add_argument("-f", "--fuzzy_match", action="store_true",
+    parser.add_argument("-f", "-fm", "--fuzzy_match", action="store_true",
                         help="match APIs whose names differ only in the call counter")
     parser.add_argument("-d", "--diff_only", action="store_true",
                         help="write only rows that fail, warn, differ, are highlighted or beyond dtype tolerance")
@@ -60,6 +69,36 @@ def read_compare_json(path: str) -> dict:
     return content
 
 
+def _inputs(args) -> dict:
+    """compare.json's content, from -i or from -tp/-gp (two single dumps as their dump.json files; folders holding
+    several ranks or steps as they are, paired rank by rank)."""
+    given = [flag for flag, value in (("-i", args.input_path), ("-tp", args.target_path), ("-gp", args.golden_path))
+             if value is not None]
+    if args.input_path is not None:
+        if len(given) > 1:
+            raise ConfigError("give either -i compare.json or -tp/-gp, not both.")
+        return read_compare_json(args.input_path)
+    if len(given) < 2:
+        raise ConfigError("compare needs -i compare.json, or -tp TARGET -gp GOLDEN (dump.json files or dump folders).")
+    npu, bench = _dumps_in(args.target_path, "-tp"), _dumps_in(args.golden_path, "-gp")
+    single = len(npu) == 1 and len(bench) == 1
+    return {"npu_path": npu[0] if single else args.target_path, "bench_path": bench[0] if single else args.golden_path,
+            "is_print_compare_log": args.is_print_compare_log}
+
+
+def _dumps_in(path: str, flag: str) -> list:
+    """The dump.json files under a -tp/-gp path; a folder without any (MindSpore kernel dumps) is left whole."""
+    from msprobe.core.dump_paths import dump_jsons
+    from msprobe.core.errors import PathError
+
+    try:
+        return dump_jsons(path, flag)
+    except PathError:
+        if os.path.isdir(path):
+            return [path, path]  # not a single dump.json: compared as the folder it is
+        raise
+
+
 def options_from_args(args, stack_path=None, print_log=True, entry_mapper=None):
     from msprobe.core.compare import CompareOptions
 
@@ -82,7 +121,7 @@ def run(args, entry_mapper: Optional[Callable[[str], str]] = None,
 
     if args.data_mapping and args.fuzzy_match:
         raise ConfigError("-dm (data_mapping) cannot be combined with -f (fuzzy_match).")
-    content = read_compare_json(args.input_path)
+    content = _inputs(args)
     options = options_from_args(args, content.get("stack_path"), bool(content.get("is_print_compare_log", True)),
                                 entry_mapper)
     if special_input is not None and special_input(content, args, options):

@@ -25,6 +25,7 @@ from msprobe.core.compare.render import SUSPICION, print_suspicious_rows, render
 from msprobe.core.compare.templates import DumpTemplates
 from msprobe.core.compare.xlsx import Sheet, write_xlsx
 from msprobe.core.dump.session import HookSession, fewer_collections
+from msprobe.core.dump_paths import rank_folder_name, rank_label
 from msprobe.core.errors import CompareError
 from msprobe.core.log import logger
 from msprobe.core.paths import check_path, make_dir
@@ -32,7 +33,6 @@ from msprobe.core.paths import check_path, make_dir
 __all__ = ["CompareOptions", "CompareOutcome", "compare_dumps", "compare_pair", "compare_tables", "find_rank_pairs",
            "list_rank_dirs", "pair_rank_dirs"]
 
-_RANK_DIR = re.compile(r"^rank(\d*)$")
 _STEP_DIR = re.compile(r"^step(\d+)$")
 
 
@@ -228,14 +228,29 @@ def _dump_json_in(directory):
 
 
 def _rank_dirs(directory):
-    """{rank label: dir} for rank* subdirectories holding a dump.json (none where directory is missing)."""
+    """{rank label: dir} for rank folders (rank, rank<N>, proc<PID>) holding a dump.json (none where directory
+    is missing)."""
     found = {}
     for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
-        match = _RANK_DIR.match(name)
+        label = rank_label(name)
         full = os.path.join(directory, name)
-        if match and os.path.isdir(full) and _dump_json_in(full):
-            found[match.group(1)] = full
+        if label is not None and os.path.isdir(full) and _dump_json_in(full):
+            found[label] = full
     return found
+
+
+def _counterpart(label, npu_labels, bench_labels):
+    """The bench label paired with NPU rank `label`: the same label; the only one when each side has one; a
+    process folder (proc<PID>, PIDs differ between runs) the bench's in the same place of the PID order."""
+    if label in bench_labels:
+        return label
+    if len(bench_labels) == 1 and len(npu_labels) == 1:
+        return next(iter(bench_labels))
+    npu_procs, bench_procs = (sorted((x for x in labels if x.startswith("proc")), key=lambda x: int(x[4:]))
+                              for labels in (npu_labels, bench_labels))
+    if label in npu_procs and len(npu_procs) == len(bench_procs):
+        return bench_procs[npu_procs.index(label)]
+    return None
 
 
 def _layer_dir(root, layer):
@@ -295,15 +310,16 @@ def pair_rank_dirs(npu_dir, bench_dir, listings):
             raise CompareError(f"no rank*/dump.json found under '{npu_step}'; give a dump.json, a step directory "
                                "or a dump root with step*/rank* directories.")
         for label in sorted(npu_labels):  # rank dir names differ by label only: the order of sorted(listdir)
-            bench_label = label if label in bench_labels else None
-            if bench_label is None and len(bench_labels) == 1 and len(npu_labels) == 1:
-                bench_label = next(iter(bench_labels))
+            bench_label = _counterpart(label, npu_labels, bench_labels)
             if bench_label is None:
-                logger.warning("rank%s of '%s' has no counterpart in '%s'; skipped.", label, npu_step, bench_step)
+                logger.warning("%s of '%s' has no counterpart in '%s'; skipped.", rank_folder_name(label), npu_step,
+                               bench_step)
                 continue
-            tag = f"{step_tag}_rank{label}-rank{label}" if len(npu_labels) > 1 or label else step_tag
-            pairs.append((tag, os.path.join(npu_step, f"rank{label}", "dump.json"),
-                          os.path.join(bench_step, f"rank{bench_label}", "dump.json")))
+            name, bench_name = rank_folder_name(label), rank_folder_name(bench_label)
+            pair_name = f"{name}-{bench_name if label.startswith('proc') else name}"
+            tag = f"{step_tag}_{pair_name}" if len(npu_labels) > 1 or label.isdigit() else step_tag
+            pairs.append((tag, os.path.join(npu_step, name, "dump.json"), os.path.join(bench_step, bench_name,
+                                                                                      "dump.json")))
     if not pairs:
         raise CompareError(f"no rank of '{npu_dir}' has a matching rank in '{bench_dir}'.")
     return pairs

@@ -4,12 +4,14 @@ scope: [start, end] full names (API "Tensor.add.0.forward" or module "Module.fc.
        everything from the start call to the end call is dumped (a module end includes its body).
 list:  full names ("Functional.relu.3.forward", the direction is optional) or substrings ("relu");
        in mix level a module whose name matches is expanded: every call inside it is dumped.
+risk_level (without scope and list, levels L1/mix): the APIs of that risk class (risk.py); modules are kept.
 
 The filter reads the call's structured name (its key and call index, see collector.ForwardCall): the config's
 names are parsed once here, and a call is never formatted and parsed back.
 """
 from typing import Any, List, Optional, Protocol, Set
 
+from msprobe.core.dump.risk import keeps
 from msprobe.core.naming import call_of
 
 __all__ = ["CallFilter", "CallName"]
@@ -41,7 +43,11 @@ class CallFilter:
                 self.list_full.add(call_of(item))
             else:
                 self.list_parts.append(item)
-        self.unfiltered = not self.scope and not items
+        # risk_level (core/dump/risk.py): APIs of levels L1/mix when neither scope nor list picks the calls
+        risk = getattr(config, "risk_level", "ALL")
+        self.risk_level = risk if select and risk != "ALL" and not self.scope and not items and \
+            self.level in ("L1", "mix") else None
+        self.unfiltered = not self.scope and not items and self.risk_level is None
         self._in_scope = False
         self._scope_done = False
         self._scope_end_module: Optional[Any] = None  # the module call that closes the scope when it returns
@@ -63,6 +69,8 @@ class CallFilter:
         if self.unfiltered:
             return True
         short = call.call_name
+        if self.risk_level is not None:
+            return call.is_module or keeps(self.risk_level, short)
         keep = False
         if self.scope:
             if not self._in_scope and not self._scope_done and short == self.scope[0]:

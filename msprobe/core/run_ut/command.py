@@ -2,9 +2,9 @@
 import os
 import time
 
+from msprobe.core.dump_paths import dump_json_of
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
-from msprobe.core.paths import check_path
 from msprobe.core.run_ut.api_info import drop_repeated_cases, filter_by_lists, load_api_cases
 from msprobe.core.run_ut.report import ResultWriter
 from msprobe.core.run_ut.runner import WorkerPool, run_cases
@@ -68,7 +68,7 @@ def execute_run_ut(args, factory, layout, settings, multi=False, error_dir_name=
     'tensor_dir', 'error_data_dir' and 'threads'. Failing APIs' data go to <out>/ut_error_data{ts}
     (or <out>/<error_dir_name>) with -save_error_data. `start_method` starts multi_run_ut workers;
     without -n there are up to `workers_per_device` per device, never more than the CPU cores."""
-    api_info = check_path(args.api_info_file, kind="file", what="-api_info")
+    api_info = dump_json_of(args.api_info_file, what="-api_info")  # a dump.json or a folder holding one
     devices = args.device_id if isinstance(args.device_id, list) else [args.device_id]
     workers = _worker_count(args, multi, workers_per_device)
     # workers start first: their framework import overlaps the reading of dump.json below

@@ -1,14 +1,17 @@
-"""`msprobe -f FRAMEWORK parse`: the interactive session that shows, compares and looks up dumped tensors."""
+"""`msprobe -f pytorch parse`: the interactive session that shows, compares and looks up dumped tensors, or
+(-d) dumped tensor files converted to .npy/.pt (msprobe/core/parse/command.py)."""
+from msprobe.core.parse import command
+from msprobe.core.parse.command import DESCRIPTION, add_arguments
 
-DESCRIPTION = ("Interactive tool: show a tensor file (pt), compare two (cn), look up an API in a dump (pk), "
-               "compare two directories (vc). Type 'help' inside.")
+__all__ = ["DESCRIPTION", "add_arguments", "run"]
 
 
-def add_arguments(parser):
-    """The session takes no options: everything happens at its prompt."""
+def _save_pt(array, path):
+    import numpy as np
+    import torch
+
+    torch.save(torch.from_numpy(np.array(array)), path)  # a copy: the array read may be a read-only memory map
 
 
 def run(args):
-    from msprobe.core.parse.shell import run_shell
-
-    return run_shell()
+    return command.run(args, save_pt=_save_pt)

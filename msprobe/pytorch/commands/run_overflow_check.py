@@ -21,13 +21,14 @@ def run(args):
     from msprobe.core.log import logger
     from msprobe.core.overflow.rerun import (judge_rerun, overflow_cases, overflow_tensor_dir, terminal_line,
                                              write_report, RerunRow)
-    from msprobe.core.paths import check_path, make_dir
+    from msprobe.core.dump_paths import dump_json_of
+    from msprobe.core.paths import make_dir
     from msprobe.core.run_ut.api_info import load_api_cases
     from msprobe.pytorch.api_accuracy_checker.arguments import build_call_args, flatten_tensors
     from msprobe.pytorch.api_accuracy_checker.executor import device_for
     from msprobe.pytorch.api_accuracy_checker.op_resolver import resolve_api
 
-    dump_json = check_path(args.api_info, kind="file", what="-api_info")
+    dump_json = dump_json_of(args.api_info, what="-api_info")  # a dump.json or a folder holding one
     out_dir = make_dir(args.out_path, what="-o/--out_path")
     if args.jit_compile:
         logger.warning("run_overflow_check: -j/--jit_compile has no effect without torch_npu.")

@@ -146,3 +146,22 @@ def test_bad_fmk_is_one_config_error(tmp_path):
 
     with pytest.raises(ConfigError, match="fmk must be one of"):
         ConfigChecker(output_zip_path=str(tmp_path / "x.zip"), fmk="tensorflow")
+
+
+def test_26x_dump_form_packs_the_launch_files_and_compares(tmp_path, monkeypatch):
+    """`config_check -d launch.sh config.yaml -o pack.zip` (26.x's form) packs without a run; -c finds the change."""
+    monkeypatch.chdir(tmp_path)
+    for name, lr in (("a", "1e-4"), ("b", "3e-4")):
+        (tmp_path / f"{name}.sh").write_text(f"python train.py --lr {lr} --batch_size 8\n")
+        (tmp_path / f"{name}.yaml").write_text("optimizer:\n  betas: [0.9, 0.95]\n")
+        output = ["-o", "a.zip"] if name == "a" else []  # b: the default ./config_check_pack.zip
+        assert main(["config_check", "-d", f"{name}.sh", f"{name}.yaml", *output]) == 0
+    with zipfile.ZipFile(tmp_path / "a.zip") as archive:
+        assert json.loads(archive.read("meta.json"))["fmk"] == "pytorch"
+        assert json.loads(archive.read("packages.json"))["torch"] == torch.__version__
+    assert main(["config_check", "-c", "a.zip", "config_check_pack.zip"]) == 0  # default folder ./config_check_result
+    [name] = [n for n in os.listdir(tmp_path / "config_check_result") if n.endswith(".json")]
+    with open(tmp_path / "config_check_result" / name) as handle:
+        differences = json.load(handle)["differences"]
+    assert [(d["check"], d["a"], d["b"]) for d in differences if "lr" in d["item"]] == [
+        ("hyperparameters", "1e-4", "3e-4")]

@@ -11,9 +11,9 @@ from msprobe.pytorch import PrecisionDebugger
 from msprobe.pytorch.dump import api_names
 from pt_dump_helpers import load_rank, write_config
 
-REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-REFERENCE_YAML = os.path.join(REPOSITORY, "..", "shared", "reference", "msprobe-1.2.1", "data", "pytorch",
-                              "hook_module", "support_wrap_ops.yaml")
+# msprobe 1.2.1's API list (data/pytorch/hook_module/support_wrap_ops.yaml), vendored: a fresh clone has no reference tree
+REFERENCE_YAML = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "fixtures",
+                              "reference_1.2.1", "support_wrap_ops.yaml")
 
 
 class Operators(nn.Module):

@@ -172,7 +172,7 @@ def _load_builtin_tasks() -> None:
     from msprobe.core.dump.tasks import statistics, tensor, overflow_check, run_ut  # noqa: F401 - they register
     from msprobe.core.dump.tasks import free_benchmark, grad_probe, flight_recorder  # noqa: F401 - they register
     from msprobe.core.dump.tasks import online_run_ut  # noqa: F401 - it registers
-    from msprobe.core.dump.tasks import baseline  # noqa: F401 - it registers
+    from msprobe.core.dump.tasks import baseline, tensor_list  # noqa: F401 - they register
 
 
 def task_class(name: str) -> Type[Task]:
@@ -190,7 +190,13 @@ def task_for(config: Any) -> Type[Task]:
     if config.task == "tensor" and config.section.get("online_run_ut"):
         return task_class("online_run_ut")
     if config.task == "statistics" and config.section.get("bench_path"):
+        if config.section.get("tensor_list"):
+            from msprobe.core.errors import ConfigError
+            raise ConfigError("config: statistics.tensor_list and statistics.bench_path (baseline mode) each choose "
+                              "which tensors to save; set one of them.")
         return task_class("statistics_baseline")  # baseline mode (tasks/baseline.py)
+    if config.task == "statistics" and config.section.get("tensor_list"):
+        return task_class("statistics_tensor_list")  # tasks/tensor_list.py
     return task_class(config.task)
 
 

@@ -1,5 +1,5 @@
 """The statistics task: every dumped call's descriptors with their statistics, no tensor files."""
-from msprobe.core.config_fields import COMMON_FIELDS, SUMMARY_MODE, Field, integer, string
+from msprobe.core.config_fields import COMMON_FIELDS, SUMMARY_MODE, Field, integer, string, string_list
 from msprobe.core.dump.tasks import Task, register_task
 
 __all__ = ["Statistics"]
@@ -18,4 +18,6 @@ class Statistics(Task):
         "bench_path", string, "", "with `summary_mode: \"xor\"`: a fingerprint dump of a good run; tensors are saved "
         "only for the first `diff_nums` calls that differ from it (docs/determinism.md)", listed=False),
         Field("diff_nums", integer(1), 1, "baseline mode: how many differing calls get their tensors saved",
-              listed=False))
+              listed=False),
+        Field("tensor_list", string_list, [], "calls whose name contains one of these strings also get their "
+              "tensors in dump_tensor_data/, as with task tensor (msprobe 26.x's key)", listed=False))
