@@ -13,7 +13,6 @@ Row columns (lists of equal length, documented keys):
 """
 import json
 import os
-import re
 import zlib
 
 try:
@@ -22,7 +21,8 @@ except ImportError:  # pragma: no cover - orjson is a base dependency; the json 
     orjson = None  # type: ignore[assignment]
 
 from msprobe.core.compare.normalise import TOOL_MSPROBE, dump_tool, normalise_dump
-from msprobe.core.errors import CompareError, ParseError
+from msprobe.core.dump_paths import dump_json_of
+from msprobe.core.errors import CompareError, ParseError, PathError
 from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.paths import check_path
 
@@ -200,29 +200,18 @@ def _read_json(path, what):
         raise ParseError(f"{what} '{path}' cannot be read: {str(exc).splitlines()[0][:200]}") from None
 
 
-_DUMP_FOLDER = re.compile(r"^(rank\d*|proc\d+)$")  # msprobe and 1.2.1: rank / rank<N>; mindstudio-probe 26.x: proc<PID>
 
 
 def find_dump_file(path):
-    """The dump.json a path names: the file itself, or the one dump.json of a dump folder (the folder
-    holding it, its step folder or the dump path: `{dump_path}/step{N}/{rank|rank<N>|proc<PID>}/dump.json`).
-    A folder holding no dump.json, or several, raises CompareError saying what it found."""
+    """The dump.json a path names: the file itself, or the one dump.json of a dump folder (dump_paths.dump_json_of:
+    its rank folder, its step folder or the dump path). A folder holding no dump.json, or several, raises
+    CompareError saying what it found."""
     if not os.path.isdir(path):
         return path
-    found = []
-    for folder, children, files in os.walk(path):
-        depth = os.path.relpath(folder, path).count(os.sep) + (folder != path)
-        if "dump.json" in files and (folder == path or _DUMP_FOLDER.match(os.path.basename(folder))):
-            found.append(os.path.join(folder, "dump.json"))
-        if depth >= 2:
-            children[:] = []
-        children.sort()
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        raise CompareError(f"'{path}' holds no dump.json (looked in step*/rank*, step*/proc* and rank* folders).")
-    raise CompareError(f"'{path}' holds {len(found)} dump.json files ({found[0]}, ...): name one, or compare the "
-                       "folders as a job.")
+    try:
+        return dump_json_of(path, "dump folder")
+    except PathError as exc:
+        raise CompareError(str(exc)) from None
 
 
 def load_dump(path, templates=None):

@@ -211,7 +211,7 @@ def test_a_folder_with_several_dumps_is_refused_by_name(tmp_path):
         folder = tmp_path / "step0" / f"rank{rank}"
         folder.mkdir(parents=True)
         (folder / "dump.json").write_text('{"task": "statistics", "data": {}}')
-    with pytest.raises(CompareError, match="holds 2 dump.json"):
+    with pytest.raises(CompareError, match="holds 2 dumps"):
         find_dump_file(str(tmp_path))
     assert find_dump_file(str(tmp_path / "step0" / "rank1")).endswith(os.path.join("rank1", "dump.json"))
     (tmp_path / "empty").mkdir()
