@@ -51,10 +51,14 @@ class ApiAllowList:
     function the user's process patched (torch.tanh replaced by a wrapper) is the one run, as a direct
     call would run it. A table may be any Mapping (a lazy one serves the thousands of ATen overloads)."""
 
-    def __init__(self, framework: str, tables: Dict[str, Mapping], version: str = ""):
+    def __init__(self, framework: str, tables: Dict[str, Mapping], version: str = "",
+                 refusal: Optional[Callable[[Callable], str]] = None):
         self.framework = framework
         self.tables = dict(tables)
         self.version = version
+        # the framework's reason a listed callable may still not be replayed ('' when it may): an effect
+        # outside tensors found in its operator schema (Aten.from_file); see docs/security.md
+        self.refusal = refusal
 
     def lookup(self, prefix: str, api: str) -> Optional[Callable]:
         """The callable of prefix.api, or None when the list does not hold it."""
@@ -89,6 +93,9 @@ def resolve(allow_list: ApiAllowList, prefix, api, warn=True) -> Callable:
         version = f" {allow_list.version}" if allow_list.version else ""
         _refuse(f"{shown_name(name)} does not exist in msprobe's API list for {allow_list.framework}{version} "
                 "(the APIs its dump wraps): refused, nothing was run.", warn)
+    reason = allow_list.refusal(function) if allow_list.refusal is not None else ""
+    if reason:
+        _refuse(f"{shown_name(name)} is refused: {reason}; nothing was run.", warn)
     return function
 
 
