@@ -140,8 +140,17 @@ class _SizingMode(TorchDispatchMode):
         return result
 
 
+# what an argument of a replayed call may be besides tensors and containers of them (run_ut builds no other)
+_PLAIN = (bool, int, float, complex, str, type(None), slice, type(Ellipsis), torch.dtype, torch.device, torch.layout,
+          torch.memory_format, torch.Size)
+
+
 def _meta(value):
-    """A meta twin of one argument: tensors keep shape, strides, dtype; devices become meta."""
+    """A meta twin of one argument: tensors keep shape, strides, dtype; devices become meta; anything that is
+    not a tensor or a plain value (a storage, a stream, a generator, a file) is refused."""
+    if not isinstance(value, (torch.Tensor, *_PLAIN)):
+        raise ReplayRefused(f"an argument is a {type(value).__name__}, not a tensor or a plain value; "
+                            "refused, nothing was run")
     if isinstance(value, torch.Tensor):
         return torch.empty_strided(tuple(value.shape), tuple(value.stride()), dtype=value.dtype, device="meta")
     if isinstance(value, torch.device):
@@ -164,8 +173,8 @@ def check_replayed_call(function, args, kwargs: Optional[Dict[str, Any]], cap: i
     tensors = [leaf for leaf in tree_flatten((args, kwargs))[0] if isinstance(leaf, torch.Tensor)]
     mode = _SizingMode(cap)
     mode.largest = max((t.numel() for t in tensors), default=0)
-    meta_args, meta_kwargs = tree_map(_meta, list(args)), tree_map(_meta, dict(kwargs or {}))
     try:
+        meta_args, meta_kwargs = tree_map(_meta, list(args)), tree_map(_meta, dict(kwargs or {}))
         with torch.no_grad(), torch.device("meta"), mode:  # factories without a device: meta too
             function(*meta_args, **meta_kwargs)
     except ReplayRefused as exc:
