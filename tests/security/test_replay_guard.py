@@ -13,7 +13,6 @@ import glob
 import json
 import os
 import resource
-import signal
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from msprobe.core.errors import MsprobeError
 from msprobe.pytorch.api_accuracy_checker.replay_guard import (MAX_MADE_ELEMENTS, ReplayRefused, check_replayed_call,
                                                                effect_refusal)
 from tests.net import free_port
+from tests.security.online_bench import running_bench, send_calls
 
 ENV = dict(os.environ, MSPROBE_NO_PROGRESS="1", OMP_NUM_THREADS="1")
 TENSOR = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 3], "Max": 1.0, "Min": -1.0,
@@ -262,38 +262,16 @@ def test_op_generate_script_of_an_oversized_call_refuses_it_when_run(tmp_path):
 
 def test_the_online_bench_refuses_from_file_and_oversized_calls_it_receives(tmp_path):
     """The issue: one 251-byte message ([11586, 11586]) took the bench from 235 MB to 6.8 GB."""
-    from msprobe.core.run_ut.online import wire
-    from msprobe.core.run_ut.online.transport import open_channel
-
     section = {"host": "127.0.0.1", "port": free_port(), "tls_path": ""}
-    config = tmp_path / "bench.json"
-    config.write_text(json.dumps({"task": "run_ut", "run_ut": {"is_online": True, **section}}))
-    log_path = tmp_path / "bench.log"
-    with open(log_path, "w", encoding="utf-8") as log:
-        bench = subprocess.Popen([sys.executable, "-m", "msprobe.cli", "-f", "pytorch", "run_ut", "-config",
-                                  str(config), "-o", str(tmp_path / "out")], stdout=log, stderr=subprocess.STDOUT,
-                                 env=ENV, preexec_fn=_limit_address_space)
     created = tmp_path / "created.bin"
-    calls = [("Aten.from_file", _from_file(created, 1000)), ("Torch.full", [_ints(11586, 11586), {"type": "float", "value": 1.0}]),
+    calls = [("Aten.from_file", _from_file(created, 1000)),
+             ("Torch.full", [_ints(11586, 11586), {"type": "float", "value": 1.0}]),
              ("Tensor.repeat", [ONE, _int(4097), _int(4097)]), ("Torch.exp", [TENSOR])]
-    try:
-        deadline = time.monotonic() + 120
-        while "waiting for ranks" not in log_path.read_text():
-            assert bench.poll() is None and time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.05)
-        channel = open_channel(section, 0)
-        for seq, (name, args) in enumerate(calls):
-            forward = {"input_args": args, "input_kwargs": {}, "output": []}
-            channel.send(wire.encode({"kind": "call", "rank": 0, "step": 0, "seq": seq, "name": f"{name}.{seq}",
-                                      "forward": forward, "expects_backward": False}))
-        channel.send(wire.encode({"kind": "end", "rank": 0}))
-        channel.close()
-        pid, status, usage = os.wait4(bench.pid, 0)
+    with running_bench(tmp_path, section, ENV, preexec_fn=_limit_address_space) as (bench, log_path):
+        send_calls(section, [(f"{name}.{seq}", {"input_args": args, "input_kwargs": {}, "output": []})
+                             for seq, (name, args) in enumerate(calls)])
+        _, status, usage = os.wait4(bench.pid, 0)
         bench.returncode = os.waitstatus_to_exitcode(status)
-    finally:
-        if bench.poll() is None:
-            bench.send_signal(signal.SIGTERM)
-            bench.wait(timeout=30)
     text = log_path.read_text()
     assert bench.returncode == 0 and not created.exists(), text
     rows = _rows(tmp_path / "out", "_rank0")

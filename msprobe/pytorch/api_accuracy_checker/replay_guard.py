@@ -20,12 +20,13 @@ operator schema (`OpOverload._schema`, the public attribute of torch's operator 
   (`nonzero`, `masked_select`, `unique`, boolean indexing): the sizing stops there, as their inputs are
   sized already.
 """
+import functools
 import re
 from typing import Any, Dict, Optional
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten
 
 from msprobe.core.errors import UnsupportedError
 
@@ -142,26 +143,86 @@ class _SizingMode(TorchDispatchMode):
 
 # what an argument of a replayed call may be besides tensors and containers of them (run_ut builds no other)
 _PLAIN = (bool, int, float, complex, str, type(None), slice, type(Ellipsis), torch.dtype, torch.device, torch.layout,
-          torch.memory_format, torch.Size)
+          torch.memory_format)
 
 
-def _meta(value):
-    """A meta twin of one argument: tensors keep shape, strides, dtype; devices become meta; anything that is
-    not a tensor or a plain value (a storage, a stream, a generator, a file) is refused."""
-    if not isinstance(value, (torch.Tensor, *_PLAIN)):
-        raise ReplayRefused(f"an argument is a {type(value).__name__}, not a tensor or a plain value; "
-                            "refused, nothing was run")
+def _signature(value):
+    """A hashable description of one argument that the sizing run depends on (a tensor's shape, strides and
+    dtype; a plain value itself); anything else (a storage, a stream, a file) is refused."""
     if isinstance(value, torch.Tensor):
-        return torch.empty_strided(tuple(value.shape), tuple(value.stride()), dtype=value.dtype, device="meta")
+        return ("tensor", tuple(value.shape), tuple(value.stride()), value.dtype)
+    if isinstance(value, (list, tuple)):
+        kind = "size" if isinstance(value, torch.Size) else type(value).__name__
+        return (kind, tuple(_signature(item) for item in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((key, _signature(item)) for key, item in value.items()))
+    if isinstance(value, _PLAIN):
+        return ("value", type(value).__name__, value)
+    raise ReplayRefused(f"an argument is a {type(value).__name__}, not a tensor or a plain value; "
+                        "refused, nothing was run")
+
+
+def _device_text(value):
+    try:
+        torch.device(value)
+    except (RuntimeError, ValueError):
+        return value
+    return "meta"  # 'cpu', 'cuda:0' as an argument (Tensor.to('cpu')): the sizing stays on meta
+
+
+def _meta(signature):
+    """The meta twin of an argument from its signature: tensors on meta, devices meta, values as they are."""
+    kind, *rest = signature
+    if kind == "tensor":
+        shape, stride, dtype = rest
+        return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+    if kind == "size":
+        return torch.Size(_meta(item) for item in rest[0])
+    if kind in ("list", "tuple"):
+        items = [_meta(item) for item in rest[0]]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict":
+        return {key: _meta(item) for key, item in rest[0]}
+    value = rest[1]
     if isinstance(value, torch.device):
         return torch.device("meta")
-    if isinstance(value, str):
-        try:
-            torch.device(value)
-        except (RuntimeError, ValueError):
-            return value
-        return "meta"  # 'cpu', 'cuda:0' as an argument (Tensor.to('cpu')): the sizing stays on meta
-    return value
+    return _device_text(value) if isinstance(value, str) else value
+
+
+def _elements(signature):
+    kind, *rest = signature
+    if kind == "tensor":
+        return max(1, int(torch.Size(rest[0]).numel())) if rest[0] else 1
+    if kind in ("list", "tuple", "size"):
+        return max((_elements(item) for item in rest[0]), default=0)
+    if kind == "dict":
+        return max((_elements(item) for _, item in rest[0]), default=0)
+    return 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _sizing_refusal(function, arguments, cap: int) -> str:
+    """'' when the call of these argument signatures may run, else the one-line refusal (without the API
+    name). Cached: a dump repeats the same calls (every layer of a model) and the answer depends only on this."""
+    args, kwargs = arguments
+    mode = _SizingMode(cap)
+    mode.largest = max(_elements(args), _elements(kwargs))
+    try:
+        with torch.no_grad(), torch.device("meta"), mode:  # factories without a device: meta too
+            function(*_meta(args), **_meta(kwargs))
+    except ReplayRefused as exc:
+        return str(exc)
+    except _StopSizing:
+        return ""
+    except _NotSizable as exc:
+        return f"cannot be sized before it runs ({exc}): refused, nothing was run"
+    except Exception as exc:  # noqa: BLE001 - a call that fails on meta cannot be sized
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        if isinstance(exc, NotImplementedError) or "meta" in first.lower():
+            return f"cannot be sized on the meta device ({type(exc).__name__}: {first}): refused, nothing was run"
+        # the arguments themselves are wrong (shapes that do not match): the real call would fail alike
+        return f"run failed: {type(exc).__name__}: {first} (found sizing it on the meta device; nothing was run)"
+    return ""
 
 
 def check_replayed_call(function, args, kwargs: Optional[Dict[str, Any]], cap: int = MAX_MADE_ELEMENTS,
@@ -170,24 +231,12 @@ def check_replayed_call(function, args, kwargs: Optional[Dict[str, Any]], cap: i
     every tensor it makes holds at most max(`cap`, elements of its largest tensor argument) elements,
     found by running it on the meta device first. Nothing of the real call runs here."""
     shown = api_name or getattr(function, "__name__", "the call")
-    tensors = [leaf for leaf in tree_flatten((args, kwargs))[0] if isinstance(leaf, torch.Tensor)]
-    mode = _SizingMode(cap)
-    mode.largest = max((t.numel() for t in tensors), default=0)
     try:
-        meta_args, meta_kwargs = tree_map(_meta, list(args)), tree_map(_meta, dict(kwargs or {}))
-        with torch.no_grad(), torch.device("meta"), mode:  # factories without a device: meta too
-            function(*meta_args, **meta_kwargs)
+        arguments = (_signature(list(args)), _signature(dict(kwargs or {})))
+        reason = _sizing_refusal(function, arguments, cap)
     except ReplayRefused as exc:
-        raise ReplayRefused(f"{shown}: {exc}") from None
-    except _StopSizing:
-        return
-    except _NotSizable as exc:
-        raise ReplayRefused(f"{shown} cannot be sized before it runs ({exc}): refused, nothing was run") from None
-    except Exception as exc:  # noqa: BLE001 - a call that fails on meta cannot be sized
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-        if isinstance(exc, NotImplementedError) or "meta" in first.lower():
-            raise ReplayRefused(f"{shown} cannot be sized on the meta device ({type(exc).__name__}: {first}): "
-                                "refused, nothing was run") from None
-        # the arguments themselves are wrong (shapes that do not match): the real call would fail alike
-        raise ReplayRefused(f"run failed: {type(exc).__name__}: {first} (found sizing it on the meta device; "
-                            "nothing was run)") from None
+        reason = str(exc)
+    except TypeError:  # an unhashable function or value: sized without the cache
+        reason = _sizing_refusal.__wrapped__(function, arguments, cap)
+    if reason:
+        raise ReplayRefused(reason if reason.startswith("run failed") else f"{shown}: {reason}")
