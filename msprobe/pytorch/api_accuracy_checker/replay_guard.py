@@ -50,6 +50,7 @@ class ReplayRefused(UnsupportedError):
     """A replayed call refused before it ran: an effect outside tensors, or an output over the cap."""
 
 
+@functools.lru_cache(maxsize=None)  # one answer per operator overload
 def schema_refusal(op) -> str:
     """Why the ATen operator overload `op` may not be replayed ('' when it reads and writes tensors only)."""
     schema = op._schema
