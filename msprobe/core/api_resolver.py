@@ -13,8 +13,9 @@ hooks wrap (PyTorch: `msprobe.pytorch.dump.api_names.api_allow_list`, MindSpore:
 
 A name outside the list (module hops, dunder chains, save/load/open, unknown prefixes, very long or
 non-ASCII names) raises `ApiNameRefused` with one line: run_ut and friends show it as that API's SKIP
-row, op_generate as its `[ERROR]` line. run_ut, multi_run_ut, run_overflow_check, op_generate, online
-run_ut's bench and online_dispatch all resolve here.
+row, op_generate as its `[ERROR]` line. A listed callable may still be refused by the framework's
+`refusal` (an effect outside tensors in its operator schema or signature: `Aten.from_file`). run_ut,
+multi_run_ut, run_overflow_check, op_generate, online run_ut's bench and online_dispatch all resolve here.
 """
 from collections.abc import Mapping
 from typing import Callable, Dict, NoReturn, Optional, Tuple
