@@ -13,8 +13,9 @@ hooks wrap (PyTorch: `msprobe.pytorch.dump.api_names.api_allow_list`, MindSpore:
 
 A name outside the list (module hops, dunder chains, save/load/open, unknown prefixes, very long or
 non-ASCII names) raises `ApiNameRefused` with one line: run_ut and friends show it as that API's SKIP
-row, op_generate as its `[ERROR]` line. run_ut, multi_run_ut, run_overflow_check, op_generate, online
-run_ut's bench and online_dispatch all resolve here.
+row, op_generate as its `[ERROR]` line. A listed callable may still be refused by the framework's
+`refusal` (an effect outside tensors in its operator schema or signature: `Aten.from_file`). run_ut,
+multi_run_ut, run_overflow_check, op_generate, online run_ut's bench and online_dispatch all resolve here.
 """
 from collections.abc import Mapping
 from typing import Callable, Dict, NoReturn, Optional, Tuple
@@ -51,10 +52,14 @@ class ApiAllowList:
     function the user's process patched (torch.tanh replaced by a wrapper) is the one run, as a direct
     call would run it. A table may be any Mapping (a lazy one serves the thousands of ATen overloads)."""
 
-    def __init__(self, framework: str, tables: Dict[str, Mapping], version: str = ""):
+    def __init__(self, framework: str, tables: Dict[str, Mapping], version: str = "",
+                 refusal: Optional[Callable[[Callable], str]] = None):
         self.framework = framework
         self.tables = dict(tables)
         self.version = version
+        # the framework's reason a listed callable may still not be replayed ('' when it may): an effect
+        # outside tensors found in its operator schema (Aten.from_file); see docs/security.md
+        self.refusal = refusal
 
     def lookup(self, prefix: str, api: str) -> Optional[Callable]:
         """The callable of prefix.api, or None when the list does not hold it."""
@@ -89,6 +94,9 @@ def resolve(allow_list: ApiAllowList, prefix, api, warn=True) -> Callable:
         version = f" {allow_list.version}" if allow_list.version else ""
         _refuse(f"{shown_name(name)} does not exist in msprobe's API list for {allow_list.framework}{version} "
                 "(the APIs its dump wraps): refused, nothing was run.", warn)
+    reason = allow_list.refusal(function) if allow_list.refusal is not None else ""
+    if reason:
+        _refuse(f"{shown_name(name)} is refused: {reason}; nothing was run.", warn)
     return function
 
 

@@ -104,6 +104,12 @@ class Framework(abc.ABC):
         """config_check's view of this framework (core/config_check/probe.py)."""
         raise UnsupportedError(f"framework '{self.name}' has no config_check support.")
 
+    def replay_sizer(self) -> Optional[Callable[..., None]]:
+        """`size(function, args, kwargs, api_name=...)`: raises an UnsupportedError (one line) unless the call
+        reads and writes tensors only and makes no tensor over the cap, found without running it (PyTorch:
+        its meta device); None when this framework cannot size a call before it runs."""
+        return None
+
 
 def available_frameworks() -> Tuple[str, ...]:
     """Sorted names of the adapter packages of this installation (without importing any of them)."""

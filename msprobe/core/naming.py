@@ -48,8 +48,8 @@ _PGRAD_ROW = re.compile(r"(?P<prefix>Module|Cell)\.(?P<api>.+?)\.parameters_grad
 # ASCII identifiers (dunders included) joined by dots, a call index, optionally a direction
 MAX_API_NAME_LEN = 200
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-_SAFE_CALL = re.compile(rf"(?P<prefix>[A-Za-z][A-Za-z0-9_]*)\.(?P<api>{_IDENT}(?:\.{_IDENT})*)\.(?P<index>\d+)"
-                        rf"(?:\.(?P<dir>{_DIRS}))?")
+_SAFE_CALL = re.compile(rf"(?P<prefix>[A-Za-z][A-Za-z0-9_]*)\.(?P<api>{_IDENT}(?:\.{_IDENT})*)\.(?P<index>[0-9]+)"
+                        rf"(?:\.(?P<dir>{_DIRS}))?")  # [0-9], not \d: '٣' is a digit to \d
 
 
 @dataclass(frozen=True)

@@ -77,5 +77,10 @@ class TorchFramework(Framework):
 
         return TorchConfigCheckProbe()
 
+    def replay_sizer(self):
+        from msprobe.pytorch.api_accuracy_checker.replay_guard import check_replayed_call
+
+        return check_replayed_call
+
 
 FRAMEWORK = TorchFramework()

@@ -12,16 +12,15 @@ import glob
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from msprobe.core.api_resolver import ApiAllowList, ApiNameRefused, resolve, resolve_entry, shown_name
 from msprobe.core.errors import MsprobeError, UnsupportedError
 from tests.net import free_port
+from tests.security.online_bench import running_bench, send_calls
 
 ENV = dict(os.environ, MSPROBE_NO_PROGRESS="1", OMP_NUM_THREADS="1")
 TENSOR = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 3], "Max": 1.0, "Min": -1.0,
@@ -289,39 +288,16 @@ def test_pytorch_run_overflow_check_cli_on_a_crafted_dump_runs_nothing(tmp_path)
 @pytest.mark.parametrize("transport", ["tcp", "shared_folder"])
 def test_online_run_ut_bench_refuses_hostile_names_it_receives(tmp_path, transport):
     """Anyone who reaches the bench port, or may write into its nfs_path, sends names: none runs."""
-    from msprobe.core.run_ut.online import wire
-    from msprobe.core.run_ut.online.transport import open_channel
-
     if transport == "tcp":
         section = {"host": "127.0.0.1", "port": free_port(), "tls_path": ""}
     else:
         (tmp_path / "nfs").mkdir()
         section = {"nfs_path": str(tmp_path / "nfs"), "port": -1}
-    config = tmp_path / "bench.json"
-    config.write_text(json.dumps({"task": "run_ut", "run_ut": {"is_online": True, **section}}))
-    log_path = tmp_path / "bench.log"
-    with open(log_path, "w", encoding="utf-8") as log:
-        bench = subprocess.Popen([sys.executable, "-m", "msprobe.cli", "-f", "pytorch", "run_ut", "-config",
-                                  str(config), "-o", str(tmp_path / "out")], stdout=log, stderr=subprocess.STDOUT,
-                                 env=ENV)
     names = TORCH_HOSTILE[:12]
-    try:
-        deadline = time.monotonic() + 120
-        while "waiting for ranks" not in log_path.read_text():
-            assert bench.poll() is None and time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.05)
-        channel = open_channel(section, 0)
-        for seq, name in enumerate(names):
-            forward = {"input_args": _payload(name, tmp_path / f"marker_{seq}"), "input_kwargs": {}, "output": []}
-            channel.send(wire.encode({"kind": "call", "rank": 0, "step": 0, "seq": seq, "name": f"{name}.0",
-                                      "forward": forward, "expects_backward": False}))
-        channel.send(wire.encode({"kind": "end", "rank": 0}))
-        channel.close()
+    with running_bench(tmp_path, section, ENV) as (bench, log_path):
+        send_calls(section, [(f"{name}.0", {"input_args": _payload(name, tmp_path / f"marker_{seq}"),
+                                             "input_kwargs": {}, "output": []}) for seq, name in enumerate(names)])
         assert bench.wait(timeout=120) == 0
-    finally:
-        if bench.poll() is None:
-            bench.send_signal(signal.SIGTERM)
-            bench.wait(timeout=30)
     text = log_path.read_text()
     assert not _markers(tmp_path), text
     rows = _result_rows(tmp_path / "out", "_rank0")

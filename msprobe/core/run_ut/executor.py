@@ -13,7 +13,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, cast
 
-from msprobe.core.naming import BACKWARD, FORWARD, entry_of_call, tensor_file_name
+from msprobe.core.errors import UnsupportedError
+from msprobe.core.naming import BACKWARD, FORWARD, entry_of_call, is_api_name, tensor_file_name
 from msprobe.core.precision.output_check import SKIP, aggregate_status
 from msprobe.core.run_ut.runner import run_or_skip
 
@@ -61,6 +62,9 @@ class FrameworkOps(Protocol):
 def run_case(case, settings: Dict[str, Any], ops: FrameworkOps) -> Dict[str, Any]:
     """Outcome dict of one ApiCase: forward and backward verdicts, message, detail rows."""
     function = ops.resolve(case)
+    if not is_api_name(case.name):  # it becomes file names (-save_error_data): ASCII grammar, '٣' is no index
+        raise UnsupportedError(f"{ascii(case.name)[1:81]} is refused: not an API name of ASCII letters, digits, "
+                               "'_' and dots; nothing was run")
     tested, bench, with_grad = ops.build_inputs(case, settings)
     ops.forward(case, function, tested, with_grad, is_bench=False)
     ops.forward(case, function, bench, with_grad, is_bench=True)

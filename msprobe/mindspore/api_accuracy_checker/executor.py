@@ -18,6 +18,7 @@ from msprobe.core.run_ut.executor import run_case as run_checked_case
 from msprobe.core.run_ut.random_data import kind_of_dtype, rng_for
 from msprobe.mindspore.api_accuracy_checker.api_map import (ms_dtype, resolve_mindspore, resolve_torch,
                                                             torch_dtype_of)
+from msprobe.mindspore.api_accuracy_checker.replay_guard import check_call_size
 
 __all__ = ["make_executor", "run_case", "MindSporeOps", "saved_tensor", "call_arguments",
            "call_input_grads"]
@@ -272,6 +273,26 @@ def _compare(prefix, tested, bench, tested_dtypes, bench_dtypes):
     return rows
 
 
+def _check_size(case, inputs, torch_function):
+    """Refuse (one line) a call that would make a tensor over the cap: sized through its PyTorch bench on
+    the meta device when there is one (see replay_guard)."""
+    shapes = [tuple(np.shape(value)) for value in inputs.values]
+    torch_sizing = None
+    if torch_function is not None:
+        def torch_sizing():
+            import torch
+
+            from msprobe.core.framework import get_framework
+
+            tensors = [torch.empty(shape, dtype=torch_dtype_of(dtype), device="meta")
+                       for shape, dtype in zip(shapes, inputs.dtypes)]
+            size = get_framework("pytorch").replay_sizer()
+            size(torch_function, fill(inputs.template.args, tensors, _torch_scalar),
+                 fill(inputs.template.kwargs, tensors, _torch_scalar), api_name=case.name)
+    plain = fill([inputs.template.args, inputs.template.kwargs], [None] * len(shapes), _ms_scalar)
+    check_call_size(case.name, shapes, plain, torch_sizing)
+
+
 class _Side:
     """What one side of a MindSpore run_ut call keeps between forward and backward."""
 
@@ -299,6 +320,7 @@ class MindSporeOps:
         tensor_dir = settings.get("tensor_dir")
         inputs = _Inputs(case, tensor_dir)
         torch_function = resolve_torch(case.prefix, case.api) if settings.get("torch_bench", True) else None
+        _check_size(case, inputs, torch_function)  # before the MindSpore op runs
         bench = (_Side("torch", inputs, tensor_dir, torch_function) if torch_function is not None
                  else _Side("mindspore", inputs.upcast(), tensor_dir))
         with_grad = case.backward is not None and bool(inputs.float_slots)

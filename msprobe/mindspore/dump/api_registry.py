@@ -104,13 +104,16 @@ def api_targets():
 @functools.lru_cache(maxsize=1)
 def api_allow_list():
     """The APIs names may resolve to (run_ut, multi_run_ut): exactly the ones `api_targets` wraps, by dump
-    name ('Mint.special.log1p', 'Tensor.__mul__'). See msprobe.core.api_resolver."""
+    name ('Mint.special.log1p', 'Tensor.__mul__'), less those with a file, path or handle parameter
+    (replay_guard.signature_refusal). See msprobe.core.api_resolver."""
     import mindspore
 
     tables = {}
     for owner, name, prefix, api in api_targets():
         tables.setdefault(prefix, {}).setdefault(api, (owner, name))
-    return ApiAllowList("mindspore", tables, version=mindspore.__version__)
+    from msprobe.mindspore.api_accuracy_checker.replay_guard import signature_refusal
+
+    return ApiAllowList("mindspore", tables, version=mindspore.__version__, refusal=signature_refusal)
 
 
 def _make_wrapper(original, prefix, api, on_call):

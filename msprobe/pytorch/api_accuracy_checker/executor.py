@@ -22,6 +22,7 @@ from msprobe.core.run_ut.executor import run_case as run_checked_case
 from msprobe.pytorch.api_accuracy_checker.arguments import (bench_copy, build_call_args, build_grads,
                                                             flatten_tensors)
 from msprobe.pytorch.api_accuracy_checker.op_resolver import is_inplace, resolve_api
+from msprobe.pytorch.api_accuracy_checker.replay_guard import MAX_MADE_ELEMENTS, check_replayed_call
 
 __all__ = ["make_executor", "device_for", "run_case", "TorchOps", "call_api", "run_backward"]
 
@@ -35,11 +36,16 @@ def device_for(device_id):
     return "cpu"
 
 
-def call_api(function, call, inplace):
-    """Call `function` with CallArgs `call` as run_ut does (index tuples restored, leaves of in-place ops copied)."""
+def _positional(function, call):
     args = call.args
     if len(args) == 2 and isinstance(args[1], list) and function in _INDEXERS:
         args = [args[0], tuple(args[1])]  # the dump stores an index tuple as a list
+    return args
+
+
+def call_api(function, call, inplace):
+    """Call `function` with CallArgs `call` as run_ut does (index tuples restored, leaves of in-place ops copied)."""
+    args = _positional(function, call)
     if inplace and call.leaves:
         # an in-place op may not write into a leaf that requires grad: give it a differentiable copy
         leaf_ids = {id(leaf) for leaf in call.leaves}
@@ -125,10 +131,12 @@ def run_backward(outputs, grads):
 
 class TorchOps:
     """`FrameworkOps` of PyTorch: `function` replaces the resolved API (op_generate scripts); `seed`
-    replaces the name-based seed of random inputs."""
+    replaces the name-based seed of random inputs. The tested side's call is sized first (replay_guard):
+    no tensor it makes may exceed max(`size_cap`, its largest tensor argument) elements."""
 
     failing_statuses = (ERROR, WARNING)
     empty_forward_status = SKIP
+    size_cap = MAX_MADE_ELEMENTS
 
     def __init__(self, function=None, seed=None):
         self.function, self.seed = function, seed
@@ -145,6 +153,9 @@ class TorchOps:
     def forward(self, case, function, side, with_grad, is_bench):
         torch.default_generator.manual_seed(0)  # CPU generator only: seeding CUDA costs more than most ops
         low = autocast_dtype(case.forward)
+        if not is_bench:  # the tested side runs first: sized before anything runs, the bench the same call
+            check_replayed_call(function, _positional(function, side.inputs), side.inputs.kwargs, self.size_cap,
+                                case.name)
         if low is None:
             side.outputs = flatten_tensors(call_api(function, side.inputs, is_inplace(case.api)))
         elif is_bench:

@@ -6,6 +6,7 @@ from msprobe.core.precision.standards import (BENCHMARK, BINARY, STANDARD_LABELS
                                              standard_of)
 from msprobe.core.run_ut.api_info import ApiCase
 from msprobe.pytorch.api_accuracy_checker.executor import device_for, run_case
+from msprobe.pytorch.api_accuracy_checker.replay_guard import ReplayRefused
 
 __all__ = ["reproduce", "STANDARD_FIELDS"]
 
@@ -55,7 +56,11 @@ def reproduce(api_name, function, forward, backward, propagation="forward", tens
     settings = {"device": device_for(device_id), "tensor_dir": tensor_dir}
     verdicts = []
     for iteration in range(max(1, int(iter_times)) if tensor_dir is None else 1):
-        outcome = run_case(case, settings, function=function, seed=seed + iteration)
+        try:
+            outcome = run_case(case, settings, function=function, seed=seed + iteration)
+        except ReplayRefused as exc:  # an effect outside tensors or a tensor over the cap: one line, nothing ran
+            print(f"[ERROR] {exc}")
+            return ERROR
         rows = [r for r in outcome["details"] if f".{propagation}." in r["name"]]
         print(f"== {api_name} {propagation}, iteration {iteration} ==")
         if not rows:

@@ -27,6 +27,7 @@ def run(args):
     from msprobe.pytorch.api_accuracy_checker.arguments import build_call_args, flatten_tensors
     from msprobe.pytorch.api_accuracy_checker.executor import device_for
     from msprobe.pytorch.api_accuracy_checker.op_resolver import resolve_api
+    from msprobe.pytorch.api_accuracy_checker.replay_guard import check_replayed_call
 
     dump_json = dump_json_of(args.api_info, what="-api_info")  # a dump.json or a folder holding one
     out_dir = make_dir(args.out_path, what="-o/--out_path")
@@ -44,6 +45,8 @@ def run(args):
         if dtype_up:
             from msprobe.pytorch.api_accuracy_checker.arguments import bench_copy
             call = _float32_copy(bench_copy(call))
+        else:  # sized on the meta device first: effects outside tensors and oversized outputs are refused
+            check_replayed_call(function, call.args, call.kwargs, api_name=case.name)
         with torch.no_grad():
             output = function(*call.args, **call.kwargs)
         return any(isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all())

@@ -138,14 +138,17 @@ def api_table():
 def api_allow_list():
     """The APIs names may resolve to (run_ut, op_generate, online run_ut, run_overflow_check): every name
     of the L1 dump's table (all names of an object, so 'Torch.conv2d' too) and the registered ATen
-    operators the L2 dump records ('Aten.addmm', 'Aten.addmm.default'). See msprobe.core.api_resolver."""
+    operators the L2 dump records ('Aten.addmm', 'Aten.addmm.default'), less those whose schema has an
+    effect outside tensors (Aten.from_file; see replay_guard). See msprobe.core.api_resolver."""
     tables = {}
     for owner, attribute, name in _api_entries():
         if _is_api(getattr(owner, attribute, None)):
             prefix, _, api = name.partition(".")
             tables.setdefault(prefix, {}).setdefault(api, (owner, attribute))
     tables["Aten"] = operator_table("aten")
-    return ApiAllowList("pytorch", tables, version=torch.__version__)
+    from msprobe.pytorch.api_accuracy_checker.replay_guard import effect_refusal
+
+    return ApiAllowList("pytorch", tables, version=torch.__version__, refusal=effect_refusal)
 
 
 @functools.lru_cache(maxsize=None)

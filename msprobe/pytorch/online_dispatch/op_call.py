@@ -43,13 +43,14 @@ class OpCall:
 def resolve_op(qualified: str) -> torch._ops.OpOverload:
     """'aten::add.Tensor' -> torch.ops.aten.add.Tensor ('aten::addmm' -> .default), only for operators the
     dispatcher has registered (msprobe.core.api_resolver): a received 'load_library::__self__...' is
-    refused, never walked."""
+    refused, never walked; so is an operator whose schema has an effect outside tensors (replay_guard)."""
     from msprobe.core.api_resolver import ApiAllowList, resolve
+    from msprobe.pytorch.api_accuracy_checker.replay_guard import effect_refusal
     from msprobe.pytorch.dump.api_names import operator_table
 
     namespace, _, rest = str(qualified).partition("::")
     packet_name, _, overload = rest.partition(".")
-    allow = ApiAllowList("pytorch operators", {"Operator": operator_table()})
+    allow = ApiAllowList("pytorch operators", {"Operator": operator_table()}, refusal=effect_refusal)
     return resolve(allow, "Operator", f"{namespace}.{packet_name}.{overload or 'default'}", warn=False)
 
 

@@ -62,7 +62,10 @@ def _values_of(case, node, device):
 
 
 class OnlineTorchOps(TorchOps):
-    """TorchOps whose tensors come from the received blobs; collects `device_rows` for each case."""
+    """TorchOps whose tensors come from the received blobs; collects `device_rows` for each case. A
+    received call may make tensors of the online cap only (or of its largest received tensor)."""
+
+    size_cap = MAX_GENERATED_ONLINE
 
     def __init__(self):
         super().__init__()
