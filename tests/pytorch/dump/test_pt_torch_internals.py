@@ -155,3 +155,17 @@ def test_the_names_beside_compiled_regions_and_the_data_loader():
         with torch.overrides._pop_mode_temporarily():
             _require(torch.overrides._get_current_function_mode() is not mode, "torch.overrides._pop_mode_temporarily",
                      "the mode is off the stack inside it")
+
+
+def test_an_operators_schema_names_its_arguments_types_and_writes():
+    """replay_guard judges an ATen operator by `OpOverload._schema` (docs/security.md): a renamed field would let an
+    operator with effects outside tensors through, or refuse every operator."""
+    schema = _lookup("torch.ops.aten.from_file.default")._schema
+    by_name = {argument.name: argument for argument in schema.arguments}
+    _require("filename" in by_name and str(by_name["filename"].type) == "str", "OpOverload._schema.arguments",
+             "aten::from_file names its `filename` argument with type str")
+    add_out = _lookup("torch.ops.aten.add_.Tensor")._schema
+    _require(add_out.arguments[0].alias_info is not None and add_out.arguments[0].alias_info.is_write,
+             "Argument.alias_info.is_write", "aten::add_ marks its self argument as written")
+    _require(bool(schema.returns) and schema.name == "aten::from_file", "FunctionSchema.returns / .name",
+             "a schema lists its returns and its qualified name")
