@@ -165,16 +165,41 @@ def find_suspect(records):
 
 
 def _structural_suspect(records):
-    """The first structural difference (structure.py) as a Suspect, or None."""
+    """The first structural difference (structure.py) as a Suspect, or None. A differing argument of a call
+    whose outputs differ too is that call's cause (kind 'cause', the argument listed with it, the values
+    that show it); one whose outputs stay within tolerance is named by the argument row itself."""
     differences = structural_differences(records)
     if not differences:
         return None
     first = differences[0]
+    more = len(differences) - 1
+    tail = f" (and {more} more structural difference{'s' if more > 1 else ''})" if more else ""
+    if first.kind == "argument":
+        cause = _argument_cause(records, first)
+        if cause is not None:
+            cause.summary += tail
+            return cause
     suspect = Suspect(first.row, records.names[first.row], first.entry, PHASES[first.phase], first.kind,
                       differing_arguments=[first.row] if first.kind == "argument" else [])
-    more = len(differences) - 1
-    suspect.summary = "structural difference: " + first.text + (
-        f" (and {more} more structural difference{'s' if more > 1 else ''})" if more else "")
+    suspect.summary = "structural difference: " + first.text + tail
+    return suspect
+
+
+def _argument_cause(records, difference):
+    """The 'cause' Suspect of a call made with a differing argument whose outputs differ, else None."""
+    bad, compared = row_flags(records)
+    rows = np.flatnonzero(records.entry_ids == records.entry_ids[difference.row])
+    is_input = np.isin(records.roles[rows], ["input", "parameters"])
+    outputs, inputs = rows[~is_input], rows[is_input]
+    bad_out = outputs[bad[outputs]]
+    if not len(bad_out):
+        return None
+    arguments = [r for r in inputs.tolist() if records.reason[r] == Reason.VALUE_DIFF]
+    suspect = Suspect(int(bad_out[0]), records.names[int(bad_out[0])], difference.entry,
+                      PHASES[difference.phase], "cause", bad_out.tolist(),
+                      inputs[compared[inputs] & ~bad[inputs] & (records.reason[inputs] != Reason.VALUE_DIFF)].tolist(),
+                      inputs[~compared[inputs]].tolist(), arguments)
+    suspect.summary = _describe(records, suspect)
     return suspect
 
 

@@ -65,9 +65,15 @@ def remove_call(model, layer=1):
     norm.forward = plain.forward
 
 
+def _activation(model, layer):
+    """(the layer's MLP, the name of its activation attribute): `act_fn`, Phi3's `activation_fn`."""
+    mlp = model.model.layers[layer].mlp
+    return mlp, "act_fn" if hasattr(mlp, "act_fn") else "activation_fn"
+
+
 def swap_module(model, layer=0):
     """The layer's MLP activation (SiLU) swapped for GELU with the tanh approximation."""
-    model.model.layers[layer].mlp.act_fn = nn.GELU(approximate="tanh")
+    setattr(*_activation(model, layer), nn.GELU(approximate="tanh"))
 
 
 def change_scale(model, layer=1):
@@ -77,7 +83,7 @@ def change_scale(model, layer=1):
 
 def gelu_approximate(model, layer=0):
     """The layer's activation is F.gelu with approximate='tanh' instead of the exact one (an argument)."""
-    model.model.layers[layer].mlp.act_fn = _Gelu("tanh")
+    setattr(*_activation(model, layer), _Gelu("tanh"))
 
 
 class _Gelu(nn.Module):
@@ -90,7 +96,7 @@ class _Gelu(nn.Module):
 
 
 def exact_gelu(model, layer=0):
-    model.model.layers[layer].mlp.act_fn = _Gelu("none")
+    setattr(*_activation(model, layer), _Gelu("none"))
 
 
 def dump_pair(root, build, npu_edit=None, bench_edit=None, task="statistics", level="mix"):
