@@ -115,6 +115,31 @@ def mixtral():
                                             attn_implementation="eager"))
 
 
+def qwen2():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    return Qwen2ForCausalLM(Qwen2Config(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64,
+                                        num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
+                                        max_position_embeddings=32))
+
+
+def phi3():
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    return Phi3ForCausalLM(Phi3Config(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64,
+                                      num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
+                                      max_position_embeddings=32, pad_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0,
+                                      attention_dropout=0.0))
+
+
+def mistral():
+    from transformers import MistralConfig, MistralForCausalLM
+
+    return MistralForCausalLM(MistralConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64,
+                                            num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
+                                            max_position_embeddings=32))
+
+
 def _t5_batch(seed):
     ids = _ids(seed)
     return {"input_ids": ids, "labels": ids.flip(1)}
@@ -127,6 +152,10 @@ MODELS = {
     "bert": (bert, _causal_batch, lambda m: m.bert.encoder.layer),
     "t5": (t5, _t5_batch, lambda m: m.encoder.block),
     "mixtral": (mixtral, _causal_batch, lambda m: m.model.layers),
+    # new in issue 40 (attention through sdpa, transformers' default): structural fault shapes
+    "qwen2": (qwen2, _causal_batch, lambda m: m.model.layers),
+    "phi3": (phi3, _causal_batch, lambda m: m.model.layers),
+    "mistral": (mistral, _causal_batch, lambda m: m.model.layers),
 }
 
 
@@ -223,6 +252,92 @@ def norm_low_precision(block, side, rng):
     return wrapped
 
 
+# -- structural faults (issue 40): the two sides make other calls, or the same calls with another argument --
+
+def _attention(block):
+    """The block's (outermost) attention module."""
+    return next(m for n, m in block.named_modules() if n and "attention" in type(m).__name__.lower())
+
+
+def _scaled_output(module, factor):
+    """module's forward followed by an extra `out[0] * factor` (one more call inside the module)."""
+    inner = module.forward
+
+    def forward(*args, **kwargs):
+        out = inner(*args, **kwargs)
+        return (out[0] * factor,) + tuple(out[1:]) if isinstance(out, tuple) else out * factor
+    module.forward = forward
+
+
+def insert_call(block, side, rng):
+    """An extra `out[0] * 1.01` at the end of the block's attention forward on the faulty side."""
+    attention = _attention(block)
+    if side == "faulty":
+        _scaled_output(attention, 1.01)
+    return attention
+
+
+def remove_call(block, side, rng):
+    """The bench side scales the block's attention output by 1.01; the faulty side forgot that call."""
+    attention = _attention(block)
+    if side == "bench":
+        _scaled_output(attention, 1.01)
+    return attention
+
+
+def _activation_site(block):
+    acts = [(n, m) for n, m in block.named_modules() if "act" in n.rsplit(".", 1)[-1] and not list(m.children())]
+    name = acts[0][0]
+    parent = block.get_submodule(name.rsplit(".", 1)[0]) if "." in name else block
+    return parent, name.rsplit(".", 1)[-1], acts[0][1]
+
+
+def swap_module(block, side, rng):
+    """The block's MLP activation swapped for another class on the faulty side (GELU tanh, or SiLU where it
+    was a GELU)."""
+    parent, attr, module = _activation_site(block)
+    if side == "faulty":
+        module = nn.SiLU() if isinstance(module, nn.GELU) else nn.GELU(approximate="tanh")
+        setattr(parent, attr, module)
+    return module
+
+
+def scalar_argument(block, side, rng):
+    """The block's attention softmax scale 1 % off on the faulty side (sdpa's `scale`, or the eager
+    attention's multiplication by the scale)."""
+    attention = next(m for n, m in block.named_modules() if hasattr(m, "scaling")
+                     and "attention" in type(m).__name__.lower())
+    if side == "faulty":
+        attention.scaling *= 1.01
+    return attention
+
+
+class LowPrecision(nn.Module):
+    """Runs `inner` on its input cast to `dtype` and casts the result back (Tensor.to is not dumped: the
+    activation's own call sees the other dtype)."""
+
+    def __init__(self, inner, dtype):
+        super().__init__()
+        self.inner = inner
+        self.probe = torch.zeros((), dtype=dtype)
+
+    def forward(self, x):
+        return self.inner(x.to(self.probe.dtype)).to(x.dtype)
+
+
+def op_dtype(block, side, rng):
+    """The block's MLP activation computed in bf16 on the faulty side of an fp32 pair."""
+    parent, attr, module = _activation_site(block)
+    wrapped = LowPrecision(module, torch.bfloat16 if side == "faulty" else torch.float32)
+    setattr(parent, attr, wrapped)
+    return wrapped
+
+
+def _missing_hit(suspect, spans):
+    """A call the faulty side lacks: named as missing inside the fault's module."""
+    return suspect.kind == "missing" and f"inside {spans['site_path']}" in suspect.summary
+
+
 @dataclass
 class Fault:
     """How to inject one fault and score it. install(model, blocks_of, side, rng) -> the site module (or
@@ -265,7 +380,14 @@ FAULTS = {
     "norm_fp16": Fault(_in_block(norm_low_precision), base=("fp32", "fp32")),
     "optimizer_eps": Fault(hit=_optimizer_hit, optimizer_eps=(1e-3, 1e-8)),
     "loader_batch": Fault(hit=_loader_hit, batch_shift=(1, 0)),
+    # structure before values (issue 40)
+    "insert_call": Fault(_in_block(insert_call)),
+    "remove_call": Fault(_in_block(remove_call), hit=_missing_hit),
+    "swap_module": Fault(_in_block(swap_module)),
+    "scalar_argument": Fault(_in_block(scalar_argument)),
+    "op_dtype": Fault(_in_block(op_dtype), base=("fp32", "fp32")),
 }
+STRUCTURAL = ("insert_call", "remove_call", "swap_module", "scalar_argument", "op_dtype")
 
 CLEAN = {"clean_bf16": ("bf16", "fp32"), "clean_fp16": ("fp16", "fp32"), "clean_threads": ("fp32", "fp32")}
 
@@ -294,9 +416,11 @@ class SpanRecorder:
             handle.remove()
 
 
-def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench", threads=None, loss_scale=None):
+def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench", threads=None, loss_scale=None,
+              found=None):
     """Train `steps` AdamW steps of the model under the debugger (tensor task, level mix); returns
-    ([dump.json dicts per step], span names of the fault's site, first call names)."""
+    ([dump.json dicts per step], span names of the fault's site, first call names); `found` (a dict), when
+    given, gets "site_path": the fault's module's qualified name."""
     from msprobe.pytorch import PrecisionDebugger
 
     builder, batch_of, blocks_of = MODELS[model_name]
@@ -304,6 +428,7 @@ def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench",
     model = builder()
     rng = random.Random(seed)
     site = fault.install(model, blocks_of, side, rng) if fault and fault.install else None
+    site_path = next((n for n, m in model.named_modules() if m is site), None) if site is not None else None
     # fp16 is run as users run it: autocast with fp32 weights and optimizer (pure fp16 Adam underflows:
     # g*g and eps=1e-8 flush to 0 and the update divides by zero); bf16 is a pure bf16 port
     autocast = dtype == "fp16"
@@ -350,6 +475,8 @@ def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench",
             rank_dir = os.path.join(out_dir, f"step{step}", sorted(os.listdir(os.path.join(out_dir, f"step{step}")))[0])
         with open(os.path.join(rank_dir, "dump.json")) as handle:
             dumps.append((json.load(handle), os.path.join(rank_dir, "dump_tensor_data")))
+    if found is not None:
+        found["site_path"] = site_path
     return dumps, spans, first
 
 
@@ -373,7 +500,7 @@ def _is_hit(suspect, spans, site_names, fault):
     if suspect is None:
         return False
     if fault.hit is not None:
-        return fault.hit(suspect, {"first_call": spans["first_call"]})
+        return fault.hit(suspect, {"first_call": spans["first_call"], "site_path": spans.get("site_path")})
     return suspect.entry in site_names or any(suspect.name.startswith(p) for p in spans["site_prefixes"])
 
 
@@ -450,8 +577,9 @@ def run_pair(work, model_name, pair, seed, steps, fault=None):
     base = fault.base if fault else CLEAN[pair]
     threads = (1, 2) if pair == "clean_threads" else (None, None)
     scale = 4096.0 if "fp16" in base else None
+    found: dict = {}
     faulty, spans, first = dump_side(os.path.join(work, "faulty"), model_name, base[0], seed, steps, fault, "faulty",
-                                     threads[0], scale)
+                                     threads[0], scale, found)
     bench, _, _ = dump_side(os.path.join(work, "bench"), model_name, base[1], seed, steps, fault, "bench", threads[1],
                             scale)
     site_prefixes = set()
@@ -461,7 +589,8 @@ def run_pair(work, model_name, pair, seed, steps, fault=None):
     # the data enters at the first call of the dump (the embedding; T5's encoder embeds through its own
     # module, not get_input_embeddings())
     first = set(first) | {next(iter(faulty[0][0]["data"]), None)}
-    info = {"site": spans, "site_prefixes": site_prefixes, "first_call": first}
+    info = {"site": spans, "site_prefixes": site_prefixes, "first_call": first,
+            "site_path": found.get("site_path")}
     scored = range(steps) if fault is None else [0]
     return score_pair(model_name, pair, faulty, bench, scored, fault, info)
 

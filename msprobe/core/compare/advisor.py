@@ -43,7 +43,7 @@ from msprobe.core.paths import atomic_write_bytes
 
 __all__ = ["Suspect", "find_suspect", "advisor_text", "write_advisor", "advice_for", "STRUCTURAL_KINDS"]
 
-STRUCTURAL_KINDS = ("extra", "missing", "swapped", "argument")
+STRUCTURAL_KINDS = ("extra", "missing", "swapped", "argument", "dtype")
 
 _ADVICE = {
     "cause": ("1. The inputs agree but the output does not: this API (or module) itself computes "
@@ -66,6 +66,10 @@ _ADVICE = {
                   "module, or a configuration differs between them; the values after it follow from it.\n"
                   "2. Compare the module's code (and its class) on both sides, and the framework versions.\n"
                   "3. Once the structure agrees, compare again for the values."),
+    "dtype": ("1. This call computes in another dtype on the two sides while the rest of the run agrees: a "
+              "cast, an autocast region or a kernel's precision setting differs around it.\n"
+              "2. Check the casts before it and the precision options of the op (allow_bf16_reduced_precision, "
+              "autocast scopes, the kernel's accumulation dtype)."),
     "argument": ("1. The call is made with another non-tensor argument on the two sides (a scale, an "
                  "approximation mode, a dtype, a flag): a different function of the same inputs.\n"
                  "2. Find where the argument is set (the config, a constant, a patched attribute) and make "
@@ -82,7 +86,7 @@ class Suspect:
     """The advisor's pick: report `row`, its `name`, the call (`entry`) and `phase` ('forward',
     'backward', 'parameters_grad', 'after backward'), `kind` ('cause': inputs agree, output does not;
     'input': the first difference is already in an input; a structural difference: 'extra', 'missing',
-    'swapped' or 'argument', structure.Difference), the rows it rests on, and a one-line `summary`."""
+    'swapped', 'argument' or 'dtype', structure.Difference), the rows it rests on, and a one-line `summary`."""
     row: int
     name: str
     entry: str
@@ -372,7 +376,7 @@ def _forward_of(entry):
 
 def advice_for(suspect):
     if suspect.kind in STRUCTURAL_KINDS:
-        return _ADVICE["argument" if suspect.kind == "argument" else "structure"]
+        return _ADVICE[suspect.kind if suspect.kind in ("argument", "dtype") else "structure"]
     if suspect.kind == "input":
         role = "parameters" if ".parameters." in suspect.name else "input"
         return _ADVICE[role]

@@ -4,6 +4,8 @@ a compare (an extra, missing or swapped call or module; a differing argument) th
 `call_parents(table)` reads construct.json beside a table's dump.json once per file: {entry: parent key},
 the parent key being the parent module's path, direction and call index without its class
 ('model.layers.1.self_attn:forward.0'), so a swapped submodule's children still share their parent's key.
+Without a module tree (level L1) the parent is the call site: the innermost stack.json frame outside the
+frameworks (file, function and code, not the line number).
 `structural_differences(records)` lists the differences in execution order; each is a `Difference` with the
 rows it rests on and one line of text. What two ports of one model differ in by design is no difference:
 dtype names passed as arguments (bf16 against fp32), the same dtype-extreme fill, a float argument within
@@ -12,6 +14,7 @@ framework or another model: more than MAX_UNMATCHED of the calls unmatched) repo
 """
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -20,7 +23,7 @@ import numpy as np
 from msprobe.core.compare.reasons import Reason
 from msprobe.core.naming import parse_name
 
-__all__ = ["call_parents", "parent_key", "Difference", "structural_differences", "argument_rows",
+__all__ = ["call_parents", "parent_key", "stack_site", "Difference", "structural_differences", "argument_rows",
            "MAX_UNMATCHED"]
 
 MAX_UNMATCHED = 0.1  # the share of forward calls without counterpart above which the call sequences differ wholesale
@@ -41,9 +44,19 @@ def parent_key(parent) -> str:
 
 
 def call_parents(table) -> Dict[str, str]:
-    """{entry: parent key} from construct.json beside the table's dump.json ({} when there is none or it
-    names no parent, e.g. level L1)."""
-    path = os.path.join(os.path.dirname(table.path or ""), "construct.json")
+    """{entry: parent key} from construct.json beside the table's dump.json; where it names no parent (level
+    L1), the call site from stack.json (`stack_site`); {} when neither is there. A table made in memory
+    may name its files in `table.structure_files` ((construct path or None, stack path or None))."""
+    base = os.path.dirname(table.path or "")
+    construct, stack = getattr(table, "structure_files", None) or (os.path.join(base, "construct.json"),
+                                                                    os.path.join(base, "stack.json"))
+    found = _cached(construct, _construct_parents) if construct else {}
+    if not found and stack:
+        found = _cached(stack, _stack_parents)
+    return found
+
+
+def _cached(path, read):
     try:
         stat = os.stat(path)
     except OSError:
@@ -56,12 +69,50 @@ def call_parents(table) -> Dict[str, str]:
                 raw = json.loads(handle.read() or b"{}")
         except (OSError, ValueError):
             raw = {}
-        keys: Dict[str, str] = {}
-        found = {entry: keys.setdefault(parent, parent_key(parent)) if parent else ""
-                 for entry, parent in raw.items()} if isinstance(raw, dict) and any(raw.values()) else {}
+        found = read(raw) if isinstance(raw, dict) else {}
         if len(_PARENTS) > 64:
             _PARENTS.clear()
         _PARENTS[key] = found
+    return found
+
+
+def _construct_parents(raw) -> Dict[str, str]:
+    keys: Dict[str, str] = {}
+    if not any(raw.values()):
+        return {}
+    return {entry: keys.setdefault(parent, parent_key(parent)) if parent else "" for entry, parent in raw.items()}
+
+
+_FRAME = re.compile(r"File ([^,]+), line \d+, in ([^,]+),([^'\"]*)")
+
+
+def stack_site(text) -> str:
+    """The innermost frame of a stack outside torch, mindspore and msprobe, as 'file:function:code' (no
+    line number: two copies of one code base may differ in lines); '' when there is none."""
+    for match in _FRAME.finditer(text):
+        path = match.group(1).replace("\\", "/")
+        if any(part in path for part in ("/torch/", "/mindspore/", "/msprobe/")):
+            continue
+        code = match.group(3).replace("\\n", " ").strip()
+        return f"{os.path.basename(path)}:{match.group(2)}:{code}"
+    return ""
+
+
+def _stack_parents(raw) -> Dict[str, str]:
+    """{entry: 'stack:' + call site} of a stack.json ({name: [lines]} or grouped {"0": [[names], [lines]]})."""
+    sites: Dict[str, str] = {}
+    found = {}
+    for key, value in raw.items():
+        if isinstance(value, list) and len(value) == 2 and isinstance(value[0], list) and key.isdigit():
+            names, lines = value[0], value[1]
+        else:
+            names, lines = [key], value
+        text = str(lines)
+        site = sites.get(text)
+        if site is None:
+            site = sites.setdefault(text, "stack:" + stack_site(text))
+        for name in names:
+            found[name] = site
     return found
 
 
@@ -69,7 +120,7 @@ def call_parents(table) -> Dict[str, str]:
 class Difference:
     """One structural difference: kind 'extra' (a call or module only the NPU side made), 'missing' (only
     the bench side), 'swapped' (one module path, another class), 'argument' (a non-tensor argument that
-    differs); `row` the report row it is named by, `entry` its call, `rows` every row it rests on, `phase`
+    differs), 'dtype' (an op computed in another dtype in an otherwise same-dtype pair); `row` the report row it is named by, `entry` its call, `rows` every row it rests on, `phase`
     (0 forward, 3 after backward), `order` (NPU row position for sorting) and `text`."""
     kind: str
     row: int
@@ -227,6 +278,36 @@ def _call_text(entry):
     return f"{parsed.prefix}.{parsed.api}"
 
 
+def _dtype_differences(records, forward_calls):
+    """Calls whose float tensors have another dtype on the two sides, in a run whose sides otherwise compute
+    in the same dtypes (an op computed in bf16 in an fp32 pair): reported only where such calls are few
+    (at most MAX_UNMATCHED of the forward calls); a bf16 port, or autocast on one side, differs everywhere."""
+    from msprobe.core.compare.records import FLOAT_DTYPES
+
+    matched = (records.npu_pos >= 0) & (records.bench_pos >= 0) & (records.phases != 1) & (records.phases != 2)
+    if not matched.any():
+        return []
+    dtypes_n = np.asarray(records.npu.columns["dtype"], dtype=object)[records.npu_pos[matched]]
+    dtypes_b = np.asarray(records.bench.columns["dtype"], dtype=object)[records.bench_pos[matched]]
+    floats = np.isin(dtypes_n, list(FLOAT_DTYPES)) & np.isin(dtypes_b, list(FLOAT_DTYPES))
+    differ = floats & (dtypes_n != dtypes_b)
+    if not differ.any():
+        return []
+    rows = np.flatnonzero(matched)[differ]
+    ids, first = np.unique(records.entry_ids[rows], return_index=True)
+    if len(ids) > MAX_UNMATCHED * forward_calls:
+        return []
+    entries = records.entries
+    found = []
+    for row, a, b in zip(rows[first].tolist(), dtypes_n[differ][first].tolist(), dtypes_b[differ][first].tolist()):
+        entry = entries[row]
+        text = (f"{entry} computes in another dtype{_parent_text(records, 'npu', entry)}: "
+                f"{records.names[row][len(entry) + 1:]} is {a} on the NPU side, {b} on the bench side, where the "
+                f"rest of the run agrees in dtype")
+        found.append(Difference("dtype", row, entry, text, int(records.phases[row]), row, [row]))
+    return found
+
+
 def _fold_into_modules(records, found):
     """Calls without counterpart made inside a module that is itself extra, missing or swapped are part of
     that difference (a swapped activation's own calls), which takes the earliest of their places."""
@@ -302,6 +383,7 @@ def structural_differences(records) -> List[Difference]:
         text = (f"{entry} is called with another argument{_parent_text(records, 'npu', entry)}: "
                 f"{records.names[row][len(entry) + 1:]} is {values[0]} on the NPU side, {values[1]} on the bench side")
         found.append(Difference("argument", row, entry, text, int(records.phases[row]), row, [row]))
+    found += _dtype_differences(records, forward_calls)
     found = _fold_into_modules(records, found)
     # forward pass first, then the optimizer step; in each, execution order
     found.sort(key=lambda d: (d.phase != 0, d.order))

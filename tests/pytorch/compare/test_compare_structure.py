@@ -14,6 +14,7 @@ from msprobe.core.compare import CompareOptions, compare_tables
 from msprobe.core.compare.advisor import advisor_text
 from msprobe.core.compare.load import load_dump
 from msprobe.core.compare.render import summary_text
+from msprobe.core.compare.structure import call_parents
 
 MODELS = {"qwen2": sm.tiny_qwen2, "phi3": sm.tiny_phi3, "mistral": sm.tiny_mistral}
 FAULTS = {"clean": (None, None), "insert": (sm.insert_call, None), "remove": (sm.remove_call, None),
@@ -81,6 +82,22 @@ def test_an_inserted_call_is_named_as_an_extra_call_in_its_module(pairs, model):
     extra = records.suspect.entry
     assert parents_n[extra].startswith("Module.model.layers.1.self_attn.")
     assert all(j < 0 for e, j in zip(records.entries, records.bench_pos.tolist()) if e == extra)
+
+
+def test_without_a_module_tree_calls_pair_by_their_call_site(pairs, tmp_path):
+    """Level L1 (no construct.json parents): the stack's innermost model frame is the parent."""
+    level = logging.getLogger("msprobe").level
+    logging.getLogger("msprobe").setLevel(logging.WARNING)
+    try:
+        npu, bench = sm.dump_pair(str(tmp_path / "l1"), sm.tiny_qwen2, sm.insert_call, None, level="L1")
+    finally:
+        logging.getLogger("msprobe").setLevel(level)
+    records = compare_tables(load_dump(npu), load_dump(bench), CompareOptions(progress=False))
+    reason = _reason(records)
+    assert reason.startswith("Reason: structural difference: an extra Tensor.__mul__"), reason
+    assert records.suspect.kind == "extra" and "data loader" not in advisor_text(records)
+    # the extra call's parent is its call site, this file's wrapper (no module tree at L1)
+    assert call_parents(records.npu)[records.suspect.entry].startswith("stack:structural_models.py:forward:")
 
 
 @pytest.mark.parametrize("model", list(MODELS))
