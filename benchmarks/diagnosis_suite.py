@@ -334,8 +334,8 @@ def op_dtype(block, side, rng):
 
 
 def _missing_hit(suspect, spans):
-    """A call the faulty side lacks: named as missing inside the fault's module."""
-    return suspect.kind == "missing" and f"inside {spans['site_path']}" in suspect.summary
+    """A call the faulty side lacks: named as missing, and made inside the fault's module on the bench side."""
+    return suspect.kind == "missing" and suspect.entry in spans["bench_site"]
 
 
 @dataclass
@@ -416,11 +416,9 @@ class SpanRecorder:
             handle.remove()
 
 
-def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench", threads=None, loss_scale=None,
-              found=None):
+def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench", threads=None, loss_scale=None):
     """Train `steps` AdamW steps of the model under the debugger (tensor task, level mix); returns
-    ([dump.json dicts per step], span names of the fault's site, first call names); `found` (a dict), when
-    given, gets "site_path": the fault's module's qualified name."""
+    ([dump.json dicts per step], span names of the fault's site, first call names)."""
     from msprobe.pytorch import PrecisionDebugger
 
     builder, batch_of, blocks_of = MODELS[model_name]
@@ -428,7 +426,6 @@ def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench",
     model = builder()
     rng = random.Random(seed)
     site = fault.install(model, blocks_of, side, rng) if fault and fault.install else None
-    site_path = next((n for n, m in model.named_modules() if m is site), None) if site is not None else None
     # fp16 is run as users run it: autocast with fp32 weights and optimizer (pure fp16 Adam underflows:
     # g*g and eps=1e-8 flush to 0 and the update divides by zero); bf16 is a pure bf16 port
     autocast = dtype == "fp16"
@@ -475,8 +472,6 @@ def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench",
             rank_dir = os.path.join(out_dir, f"step{step}", sorted(os.listdir(os.path.join(out_dir, f"step{step}")))[0])
         with open(os.path.join(rank_dir, "dump.json")) as handle:
             dumps.append((json.load(handle), os.path.join(rank_dir, "dump_tensor_data")))
-    if found is not None:
-        found["site_path"] = site_path
     return dumps, spans, first
 
 
@@ -500,7 +495,7 @@ def _is_hit(suspect, spans, site_names, fault):
     if suspect is None:
         return False
     if fault.hit is not None:
-        return fault.hit(suspect, {"first_call": spans["first_call"], "site_path": spans.get("site_path")})
+        return fault.hit(suspect, {"first_call": spans["first_call"], "bench_site": spans.get("bench_site", set())})
     return suspect.entry in site_names or any(suspect.name.startswith(p) for p in spans["site_prefixes"])
 
 
@@ -577,10 +572,9 @@ def run_pair(work, model_name, pair, seed, steps, fault=None):
     base = fault.base if fault else CLEAN[pair]
     threads = (1, 2) if pair == "clean_threads" else (None, None)
     scale = 4096.0 if "fp16" in base else None
-    found: dict = {}
     faulty, spans, first = dump_side(os.path.join(work, "faulty"), model_name, base[0], seed, steps, fault, "faulty",
-                                     threads[0], scale, found)
-    bench, _, _ = dump_side(os.path.join(work, "bench"), model_name, base[1], seed, steps, fault, "bench", threads[1],
+                                     threads[0], scale)
+    bench, bench_spans, _ = dump_side(os.path.join(work, "bench"), model_name, base[1], seed, steps, fault, "bench", threads[1],
                             scale)
     site_prefixes = set()
     for name in spans:
@@ -589,8 +583,7 @@ def run_pair(work, model_name, pair, seed, steps, fault=None):
     # the data enters at the first call of the dump (the embedding; T5's encoder embeds through its own
     # module, not get_input_embeddings())
     first = set(first) | {next(iter(faulty[0][0]["data"]), None)}
-    info = {"site": spans, "site_prefixes": site_prefixes, "first_call": first,
-            "site_path": found.get("site_path")}
+    info = {"site": spans, "site_prefixes": site_prefixes, "first_call": first, "bench_site": bench_spans}
     scored = range(steps) if fault is None else [0]
     return score_pair(model_name, pair, faulty, bench, scored, fault, info)
 
@@ -634,6 +627,25 @@ def table(results):
     return "\n".join(lines)
 
 
+def shape_table(results):
+    """Markdown table per fault shape (every model, mode and level together): the advisor's hit rate, the
+    graph's "first" badge's, and how often graph and advisor agree; clean pairs: false suspects."""
+    lines = ["| pair | models | advisor names it first | graph \"first\" badge | graph = advisor |",
+             "|---|---|---|---|---|"]
+    for pair in dict.fromkeys(r["pair"] for r in results):
+        rows = [r for r in results if r["pair"] == pair]
+        models = ", ".join(dict.fromkeys(r["model"] for r in rows))
+        if "hit" in rows[0]:
+            advisor = _rate(sum(r["hit"] for r in rows), len(rows))
+            graph = _rate(sum(r.get("graph_first_hit", False) for r in rows), len(rows))
+        else:
+            advisor = "false suspects " + _rate(sum(r["false_suspect"] for r in rows), len(rows))
+            graph = "false badges " + _rate(sum(r.get("graph_first_false_suspect", False) for r in rows), len(rows))
+        agree = _rate(sum(r.get("agree", False) for r in rows), len(rows))
+        lines.append(f"| {pair} | {models} | {advisor} | {graph} | {agree} |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="gpt2 and llama, one step")
@@ -655,6 +667,7 @@ def main(argv=None):
             with open(path) as handle:
                 results += [json.loads(line) for line in handle if line.startswith("{")]
         print(table([r for r in results if "tool" not in r]))
+        print(shape_table([r for r in results if "tool" not in r]))
         if any("tool" in r for r in results):  # rows of diagnosis_tools.TOOLS
             import diagnosis_tools
 
@@ -692,6 +705,7 @@ def main(argv=None):
         ms_rows = diagnosis_mindspore.main(["--seeds", str(args.seeds)])
     if not args.json_only:
         print(table(results))
+        print(shape_table(results))
         if tool_rows:
             import diagnosis_tools
 

@@ -30,9 +30,10 @@ import numpy as np
 from msprobe.core.compare.advisor import _new_error as own_difference
 from msprobe.core.compare.advisor import row_flags
 from msprobe.core.compare.reasons import Reason
+from msprobe.visualization.graph_model import API_COLLECTION
 
 __all__ = ["WITHIN", "AMPLIFIED", "CONSEQUENCE", "OWN", "SUSPECT", "LEVEL_TEXT", "node_levels", "level_index",
-           "GraphVerdict", "graph_verdict", "verdict_of_document", "suspect_node_of"]
+           "GraphVerdict", "graph_verdict", "verdict_of_document", "suspect_node_of", "missing_call_place"]
 
 WITHIN, AMPLIFIED, CONSEQUENCE, OWN, SUSPECT = range(5)
 LEVEL_TEXT = (
@@ -106,11 +107,33 @@ def suspect_node_of(npu, bench, records):
     if npu_row >= 0:
         return next((n for n in npu.nodes.values() if npu_row in n.input_rows or npu_row in n.output_rows), None)
     bench_row = int(records.bench_pos[row]) if row < len(records.bench_pos) else -1
-    holder = next((n for n in bench.nodes.values() if bench_row in n.input_rows or bench_row in n.output_rows),
+    order = bench.preorder()
+    holder = next((n for n in order if bench_row in n.input_rows or bench_row in n.output_rows),
                   None) if bench_row >= 0 else None
-    while holder is not None and holder.matched is None:
-        holder = holder.parent
-    return holder.matched if holder is not None and holder.matched is not None else None
+    if holder is None:
+        return None
+    chain = [{"id": n.id, "type": n.node_type, "matched": n.matched.id if n.matched is not None else None,
+              "up": n.parent.id if n.parent is not None else None} for n in order]
+    found = missing_call_place(chain, holder.id)
+    return npu.nodes.get(found) if found is not None else None
+
+
+def missing_call_place(chain, holder):
+    """Where the NPU side lacks a call of the bench side: the NPU counterpart of the bench node `holder`'s
+    nearest matched module ancestor (not the root, not an API collection), else (no module tree, level
+    L1) of the last matched call before it in execution order. `chain`: the bench nodes in pre-order as
+    dicts {id, type, matched (NPU id or None), up (parent id or None)}."""
+    nodes = {n["id"]: n for n in chain}
+    node = nodes[holder]
+    while node is not None:
+        if node["matched"] is not None and node["type"] != API_COLLECTION and node["up"] is not None \
+                and node["id"] != holder:
+            return node["matched"]
+        node = nodes.get(node["up"]) if node["up"] is not None else None
+    position = next(i for i, n in enumerate(chain) if n["id"] == holder)
+    before = [n for n in chain[:position] if n["matched"] is not None and n["type"] != API_COLLECTION
+              and n["up"] is not None]
+    return before[-1]["matched"] if before else None
 
 
 def level_index(level: int, closeness: float, bins: List[List[float]]) -> float:
@@ -164,10 +187,11 @@ def verdict_of_document(document: dict, suspect: Optional[str] = None, bench_onl
     holder = _holder(nodes, suspect) if not bench_only else None
     if holder is None and suspect is not None:  # a call only the bench side made: where the NPU side lacks it
         bench_nodes = document["Bench"]["node"]
-        node = bench_nodes.get(_holder(bench_nodes, suspect) or "")
-        while node is not None and not node.get("matched_node_link"):
-            node = bench_nodes.get(node.get("upnode"))
-        holder = node["matched_node_link"][-1] if node is not None else None
+        found = _holder(bench_nodes, suspect)
+        chain = [{"id": k, "type": v["node_type"], "up": v.get("upnode") if v.get("upnode") != "None" else None,
+                  "matched": v["matched_node_link"][-1] if v.get("matched_node_link") else None}
+                 for k, v in bench_nodes.items()]
+        holder = missing_call_place(chain, found) if found is not None else None
     return GraphVerdict(worst, first, suspect, index, holder)
 
 

@@ -20,6 +20,11 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+try:
+    import orjson
+except ImportError:  # pragma: no cover - orjson is a base dependency; json reads the same files
+    orjson = None  # type: ignore[assignment]
+
 from msprobe.core.compare.reasons import Reason
 from msprobe.core.naming import parse_name
 
@@ -66,8 +71,9 @@ def _cached(path, read):
     if found is None:
         try:
             with open(path, "rb") as handle:
-                raw = json.loads(handle.read() or b"{}")
-        except (OSError, ValueError):
+                text = handle.read() or b"{}"
+                raw = orjson.loads(text) if orjson is not None else json.loads(text)
+        except (OSError, ValueError):  # orjson.JSONDecodeError is a ValueError
             raw = {}
         found = read(raw) if isinstance(raw, dict) else {}
         if len(_PARENTS) > 64:
@@ -263,8 +269,9 @@ def _bench_order(records):
 def _parent_text(records, side, entry):
     parents = call_parents(records.npu if side == "npu" else records.bench)
     parent = parents.get(entry, "")
-    if not parent:
-        return ""
+    if parent.startswith("stack:"):  # a call site (no module tree): 'stack:file:function:code'
+        where = parent[len("stack:"):].split(":", 2)
+        return f" called from {where[1]} in {where[0]}" if len(where) == 3 and where[0] else ""
     path, _, _ = parent.partition(":")
     return f" inside {path}" if path else ""
 

@@ -163,3 +163,22 @@ def test_a_clean_graph_has_no_first_badge(pairs):
     npu_json, bench_json = pairs("qwen2", "clean")
     verdict = graph_verdict(os.path.dirname(npu_json), os.path.dirname(bench_json))
     assert verdict.first_node is None and verdict.worst_node is None
+
+
+def test_a_missing_call_without_a_module_tree_badges_the_call_before_it(tmp_path):
+    """Level L1: no module holds the missing call (the bench side's extra `* 1.01` after attention); the
+    badge goes on the NPU call just before it, attention's output projection."""
+    from msprobe.visualization import graph_verdict
+
+    level = logging.getLogger("msprobe").level
+    logging.getLogger("msprobe").setLevel(logging.WARNING)
+    try:
+        npu, bench = sm.dump_pair(str(tmp_path / "l1"), sm.tiny_qwen2, None, sm.insert_call, level="L1")
+    finally:
+        logging.getLogger("msprobe").setLevel(level)
+    records = compare_tables(load_dump(npu), load_dump(bench), CompareOptions(progress=False))
+    assert records.suspect.kind == "missing" and records.npu_pos[records.suspect.row] < 0, records.suspect.summary
+    verdict = graph_verdict(os.path.dirname(npu), os.path.dirname(bench))
+    assert verdict.suspect == records.suspect.name
+    assert verdict.first_node == verdict.suspect_node == verdict.worst_node
+    assert verdict.first_node.startswith("Functional.linear."), verdict.first_node
