@@ -126,8 +126,9 @@ def _stack_parents(raw) -> Dict[str, str]:
 class Difference:
     """One structural difference: kind 'extra' (a call or module only the NPU side made), 'missing' (only
     the bench side), 'swapped' (one module path, another class), 'argument' (a non-tensor argument that
-    differs), 'dtype' (an op computed in another dtype in an otherwise same-dtype pair); `row` the report row it is named by, `entry` its call, `rows` every row it rests on, `phase`
-    (0 forward, 3 after backward), `order` (NPU row position for sorting) and `text`."""
+    differs), 'dtype' (an op computed in another dtype in an otherwise same-dtype pair); `row` the report
+    row it is named by, `entry` its call, `rows` every row it rests on, `phase` (0 forward, 3 after
+    backward), `order` (NPU row position for sorting) and `text`."""
     kind: str
     row: int
     entry: str
@@ -362,9 +363,9 @@ def structural_differences(records) -> List[Difference]:
         for entry, row in npu_extra:
             parts = _module_parts(entry)
             twin = bench_modules.get((parts[0], parts[2], parts[3])) if parts is not None else None
-            if twin is not None:
+            if twin is not None and parts is not None:
                 swapped_bench.add(twin[0])
-                other = _module_parts(twin[0])
+                other = _module_parts(twin[0]) or parts
                 text = (f"module {parts[0]} is {parts[1]} on the NPU side and {other[1]} on the bench side "
                         f"(a swapped module: {entry} / {twin[0]})")
                 found.append(Difference("swapped", row, entry, text, _phase_of(records, "npu", entry, row), row,
