@@ -22,6 +22,16 @@ FAULTS = {"clean": (None, None), "insert": (sm.insert_call, None), "remove": (sm
           "gelu": (sm.gelu_approximate, sm.exact_gelu)}
 
 
+def _quiet_pair(root, build, npu_edit, bench_edit, level="mix"):
+    """sm.dump_pair with msprobe's log quiet while dumping (the level of later tests is theirs)."""
+    saved = logging.getLogger("msprobe").level
+    logging.getLogger("msprobe").setLevel(logging.WARNING)
+    try:
+        return sm.dump_pair(root, build, npu_edit, bench_edit, level=level)
+    finally:
+        logging.getLogger("msprobe").setLevel(saved)
+
+
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory):
     """(model, fault) -> (NPU dump.json, bench dump.json), dumped on first use."""
@@ -29,12 +39,7 @@ def pairs(tmp_path_factory):
 
     def get(model, fault):
         if (model, fault) not in made:
-            level = logging.getLogger("msprobe").level
-            logging.getLogger("msprobe").setLevel(logging.WARNING)
-            try:
-                made[model, fault] = sm.dump_pair(str(root / f"{model}_{fault}"), MODELS[model], *FAULTS[fault])
-            finally:
-                logging.getLogger("msprobe").setLevel(level)
+            made[model, fault] = _quiet_pair(str(root / f"{model}_{fault}"), MODELS[model], *FAULTS[fault])
         return made[model, fault]
     return get
 
@@ -46,6 +51,13 @@ def _records(pairs, model, fault):
 
 def _reason(records):
     return advisor_text(records).splitlines()[2]
+
+
+def _assert_named_first(records, kind, text):
+    """The advisor's reason starts with the structural difference `text` of `kind`; no data-loader advice."""
+    reason = _reason(records)
+    assert reason.startswith("Reason: structural difference: " + text), reason
+    assert records.suspect.kind == kind and "data loader" not in advisor_text(records)
 
 
 def _parents(dump_json):
@@ -63,11 +75,8 @@ def test_a_clean_bf16_port_has_no_structural_difference_and_no_suspect(pairs, mo
 @pytest.mark.parametrize("model", list(MODELS))
 def test_an_inserted_call_is_named_as_an_extra_call_in_its_module(pairs, model):
     records = _records(pairs, model, "insert")
-    reason = _reason(records)
-    assert reason.startswith("Reason: structural difference: an extra Tensor.__mul__ inside "
-                             "model.layers.1.self_attn on the NPU side"), reason
-    assert "data loader" not in advisor_text(records)
-    assert records.suspect.kind == "extra" and records.suspect.phase == "forward"
+    _assert_named_first(records, "extra", "an extra Tensor.__mul__ inside model.layers.1.self_attn on the NPU side")
+    assert records.suspect.phase == "forward"
     # every paired call sits in the same parent module on both sides (construct.json, read here directly)
     npu_json, bench_json = pairs(model, "insert")
     parents_n, parents_b = _parents(npu_json), _parents(bench_json)
@@ -86,16 +95,9 @@ def test_an_inserted_call_is_named_as_an_extra_call_in_its_module(pairs, model):
 
 def test_without_a_module_tree_calls_pair_by_their_call_site(pairs, tmp_path):
     """Level L1 (no construct.json parents): the stack's innermost model frame is the parent."""
-    level = logging.getLogger("msprobe").level
-    logging.getLogger("msprobe").setLevel(logging.WARNING)
-    try:
-        npu, bench = sm.dump_pair(str(tmp_path / "l1"), sm.tiny_qwen2, sm.insert_call, None, level="L1")
-    finally:
-        logging.getLogger("msprobe").setLevel(level)
+    npu, bench = _quiet_pair(str(tmp_path / "l1"), sm.tiny_qwen2, sm.insert_call, None, level="L1")
     records = compare_tables(load_dump(npu), load_dump(bench), CompareOptions(progress=False))
-    reason = _reason(records)
-    assert reason.startswith("Reason: structural difference: an extra Tensor.__mul__"), reason
-    assert records.suspect.kind == "extra" and "data loader" not in advisor_text(records)
+    _assert_named_first(records, "extra", "an extra Tensor.__mul__ called from forward in structural_models.py")
     # the extra call's parent is its call site, this file's wrapper (no module tree at L1)
     assert call_parents(records.npu)[records.suspect.entry].startswith("stack:structural_models.py:forward:")
 
@@ -103,20 +105,17 @@ def test_without_a_module_tree_calls_pair_by_their_call_site(pairs, tmp_path):
 @pytest.mark.parametrize("model", list(MODELS))
 def test_a_removed_call_is_named_as_a_missing_call_in_its_module(pairs, model):
     records = _records(pairs, model, "remove")
-    reason = _reason(records)
-    assert reason.startswith("Reason: structural difference: a missing Tensor.__mul__ inside "
-                             "model.layers.1.post_attention_layernorm: the bench side calls it"), reason
-    assert records.npu_pos[records.suspect.row] < 0 and records.suspect.kind == "missing"
+    _assert_named_first(records, "missing", "a missing Tensor.__mul__ inside model.layers.1.post_attention_layernorm: "
+                                            "the bench side calls it")
+    assert records.npu_pos[records.suspect.row] < 0
 
 
 @pytest.mark.parametrize("model", ["qwen2", "phi3", "mistral"])
 def test_a_swapped_activation_module_is_named(pairs, model):
     records = _records(pairs, model, "swap")
     attr = "activation_fn" if model == "phi3" else "act_fn"
-    reason = _reason(records)
-    assert reason.startswith(f"Reason: structural difference: module model.layers.0.mlp.{attr} is GELU on the NPU "
-                             f"side and SiLUActivation on the bench side"), reason
-    assert records.suspect.kind == "swapped"
+    _assert_named_first(records, "swapped", f"module model.layers.0.mlp.{attr} is GELU on the NPU side and "
+                                            f"SiLUActivation on the bench side")
 
 
 @pytest.mark.parametrize("model", list(MODELS))
@@ -170,12 +169,7 @@ def test_a_missing_call_without_a_module_tree_badges_the_call_before_it(tmp_path
     badge goes on the NPU call just before it, attention's output projection."""
     from msprobe.visualization import graph_verdict
 
-    level = logging.getLogger("msprobe").level
-    logging.getLogger("msprobe").setLevel(logging.WARNING)
-    try:
-        npu, bench = sm.dump_pair(str(tmp_path / "l1"), sm.tiny_qwen2, None, sm.insert_call, level="L1")
-    finally:
-        logging.getLogger("msprobe").setLevel(level)
+    npu, bench = _quiet_pair(str(tmp_path / "l1"), sm.tiny_qwen2, None, sm.insert_call, level="L1")
     records = compare_tables(load_dump(npu), load_dump(bench), CompareOptions(progress=False))
     assert records.suspect.kind == "missing" and records.npu_pos[records.suspect.row] < 0, records.suspect.summary
     verdict = graph_verdict(os.path.dirname(npu), os.path.dirname(bench))
