@@ -31,9 +31,12 @@ The other tools (run_ut, grad compare, TrainerMon alerts, free_benchmark) are TO
 diagnosis_tools.py, each with the faults it claims to find and its hit rule (`--tools`); the MindSpore
 nets are diagnosis_mindspore.py (`--mindspore`: its pairs scored for the advisor).
 
-To add a model: a MODELS entry name -> (builder(seed) -> torch model, batch(seed) -> kwargs with labels).
+The structural faults (issue 40: insert_call, remove_call, swap_module, scalar_argument, op_dtype) change
+what the faulty side calls, or an argument of a call, rather than a value; `shape_table` scores them per
+shape. To add a model: a MODELS entry name -> (builder(seed) -> torch model, batch(seed) -> kwargs with labels).
 To add a fault: a FAULTS entry name -> Fault(install, base, hit): `install(model, side, rng)` changes the
-model on both sides (side 'faulty' or 'bench', so both make the same calls) and returns the module whose
+model on both sides (side 'faulty' or 'bench'; both make the same calls unless the fault is structural) and
+returns the module whose
 span is the fault's site (or None with a `hit(suspect)` rule of its own); `base` is the precision pair.
 """
 import argparse
