@@ -297,13 +297,19 @@ def _dtype_differences(records, forward_calls):
         return []
     dtypes_n = np.asarray(records.npu.columns["dtype"], dtype=object)[records.npu_pos[matched]]
     dtypes_b = np.asarray(records.bench.columns["dtype"], dtype=object)[records.bench_pos[matched]]
-    floats = np.isin(dtypes_n, list(FLOAT_DTYPES)) & np.isin(dtypes_b, list(FLOAT_DTYPES))
-    differ = floats & (dtypes_n != dtypes_b)
+    differ = dtypes_n != dtypes_b  # interned strings: mostly an identity check
+    if not differ.any():
+        return []
+    floats = {d: d in FLOAT_DTYPES for d in set(dtypes_n[differ].tolist()) | set(dtypes_b[differ].tolist())}
+    where = np.flatnonzero(differ)
+    keep = np.fromiter(map(floats.__getitem__, dtypes_n[where].tolist()), bool, len(where)) & \
+        np.fromiter(map(floats.__getitem__, dtypes_b[where].tolist()), bool, len(where))
+    differ[where[~keep]] = False
     if not differ.any():
         return []
     rows = np.flatnonzero(matched)[differ]
     ids, first = np.unique(records.entry_ids[rows], return_index=True)
-    if len(ids) > MAX_UNMATCHED * forward_calls:
+    if len(ids) > MAX_UNMATCHED * forward_calls():
         return []
     entries = records.entries
     found = []
@@ -344,15 +350,19 @@ def structural_differences(records) -> List[Difference]:
     if "structure" in records.extra:
         return records.extra["structure"]
     found: List[Difference] = []
-    records.extra["bench_after_backward"] = _bench_after_backward(records.bench) if len(records.bench) else set()
     npu_extra = [(e, r) for e, r in _unmatched_entries(records, "npu") if _phase_of(records, "npu", e, r) in (0, 3)]
-    bench_extra = [(e, r) for e, r in _unmatched_entries(records, "bench")
-                   if _phase_of(records, "bench", e, r) in (0, 3)]
-    forward_calls = max(1, sum(1 for e in dict.fromkeys(records.npu.columns["entry"])
-                               if e.endswith(".forward") or ".forward." in e))
+    bench_extra = _unmatched_entries(records, "bench")
+    if bench_extra:
+        records.extra["bench_after_backward"] = _bench_after_backward(records.bench)
+        bench_extra = [(e, r) for e, r in bench_extra if _phase_of(records, "bench", e, r) in (0, 3)]
+
+    def forward_calls():
+        return max(1, sum(1 for e in records.npu.entries if isinstance(e, str) and (e.endswith(".forward")
+                                                                                     or ".forward." in e)))
     same_framework = records.npu.header.get("framework") == records.bench.header.get("framework")
-    wholesale = (len(npu_extra) + len(bench_extra)) > MAX_UNMATCHED * forward_calls or not same_framework
-    if not wholesale:
+    unmatched = len(npu_extra) + len(bench_extra)
+    wholesale = not same_framework or (unmatched > 0 and unmatched > MAX_UNMATCHED * forward_calls())
+    if not wholesale and unmatched:
         order = _bench_order(records) if bench_extra else None
         bench_modules = {}
         for entry, row in bench_extra:
