@@ -3,7 +3,8 @@
 Returns `bench_index`: for each NPU row the index of its bench row, or -1 when none matched, plus
 the indices of bench rows no NPU row took (reported at the end, never dropped).
 
-Calls are paired within their parent module (construct.json, structure.call_parents): where an exact
+Calls are paired within their parent (structure.call_parents: the module in construct.json, at level L1
+the call site in stack.json): where an exact
 name pairs two API calls whose parents differ (an extra call on one side shifts every later counter of
 its API), the calls of each (parent, API) group that holds such a pair are paired again by the fuzzy
 rule inside the group (in order, equal shapes first), and a call left over is an extra or missing call,
@@ -92,8 +93,8 @@ def _entry_pairs(npu, bench, bench_index):
 
 def _within_parents(npu, bench, bench_index, mapper):
     """bench_index with the API calls of every (parent, API) group that holds a pair across parents (or a
-    call without counterpart next to one with) paired again inside the group; unchanged without
-    construct.json on both sides, or when every pair already shares its parent."""
+    call without counterpart next to one with) paired again inside the group; unchanged without parents
+    on both sides (neither construct.json nor stack.json), or when every pair already shares its parent."""
     parents_n, parents_b = call_parents(npu), call_parents(bench)
     if not parents_n or not parents_b:
         return bench_index
