@@ -92,8 +92,8 @@ def _entry_pairs(npu, bench, bench_index):
 
 
 def _within_parents(npu, bench, bench_index, mapper):
-    """bench_index with the API calls of every (parent, API) group that holds a pair across parents (or a
-    call without counterpart next to one with) paired again inside the group; unchanged without parents
+    """bench_index with the API calls of every (parent, API) group that holds a pair across parents paired
+    again inside the group; unchanged without parents
     on both sides (neither construct.json nor stack.json), or when every pair already shares its parent."""
     parents_n, parents_b = call_parents(npu), call_parents(bench)
     if not parents_n or not parents_b:
