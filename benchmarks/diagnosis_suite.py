@@ -31,9 +31,12 @@ The other tools (run_ut, grad compare, TrainerMon alerts, free_benchmark) are TO
 diagnosis_tools.py, each with the faults it claims to find and its hit rule (`--tools`); the MindSpore
 nets are diagnosis_mindspore.py (`--mindspore`: its pairs scored for the advisor).
 
-To add a model: a MODELS entry name -> (builder(seed) -> torch model, batch(seed) -> kwargs with labels).
+The structural faults (issue 40: insert_call, remove_call, swap_module, scalar_argument, op_dtype) change
+what the faulty side calls, or an argument of a call, rather than a value; `shape_table` scores them per
+shape. To add a model: a MODELS entry name -> (builder(seed) -> torch model, batch(seed) -> kwargs with labels).
 To add a fault: a FAULTS entry name -> Fault(install, base, hit): `install(model, side, rng)` changes the
-model on both sides (side 'faulty' or 'bench', so both make the same calls) and returns the module whose
+model on both sides (side 'faulty' or 'bench'; both make the same calls unless the fault is structural) and
+returns the module whose
 span is the fault's site (or None with a `hit(suspect)` rule of its own); `base` is the precision pair.
 """
 import argparse
@@ -115,6 +118,31 @@ def mixtral():
                                             attn_implementation="eager"))
 
 
+def qwen2():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    return Qwen2ForCausalLM(Qwen2Config(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64,
+                                        num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
+                                        max_position_embeddings=32))
+
+
+def phi3():
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    return Phi3ForCausalLM(Phi3Config(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64,
+                                      num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
+                                      max_position_embeddings=32, pad_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0,
+                                      attention_dropout=0.0))
+
+
+def mistral():
+    from transformers import MistralConfig, MistralForCausalLM
+
+    return MistralForCausalLM(MistralConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64,
+                                            num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
+                                            max_position_embeddings=32))
+
+
 def _t5_batch(seed):
     ids = _ids(seed)
     return {"input_ids": ids, "labels": ids.flip(1)}
@@ -127,6 +155,10 @@ MODELS = {
     "bert": (bert, _causal_batch, lambda m: m.bert.encoder.layer),
     "t5": (t5, _t5_batch, lambda m: m.encoder.block),
     "mixtral": (mixtral, _causal_batch, lambda m: m.model.layers),
+    # new in issue 40 (attention through sdpa, transformers' default): structural fault shapes
+    "qwen2": (qwen2, _causal_batch, lambda m: m.model.layers),
+    "phi3": (phi3, _causal_batch, lambda m: m.model.layers),
+    "mistral": (mistral, _causal_batch, lambda m: m.model.layers),
 }
 
 
@@ -223,6 +255,92 @@ def norm_low_precision(block, side, rng):
     return wrapped
 
 
+# -- structural faults (issue 40): the two sides make other calls, or the same calls with another argument --
+
+def _attention(block):
+    """The block's (outermost) attention module."""
+    return next(m for n, m in block.named_modules() if n and "attention" in type(m).__name__.lower())
+
+
+def _scaled_output(module, factor):
+    """module's forward followed by an extra `out[0] * factor` (one more call inside the module)."""
+    inner = module.forward
+
+    def forward(*args, **kwargs):
+        out = inner(*args, **kwargs)
+        return (out[0] * factor,) + tuple(out[1:]) if isinstance(out, tuple) else out * factor
+    module.forward = forward
+
+
+def insert_call(block, side, rng):
+    """An extra `out[0] * 1.01` at the end of the block's attention forward on the faulty side."""
+    attention = _attention(block)
+    if side == "faulty":
+        _scaled_output(attention, 1.01)
+    return attention
+
+
+def remove_call(block, side, rng):
+    """The bench side scales the block's attention output by 1.01; the faulty side forgot that call."""
+    attention = _attention(block)
+    if side == "bench":
+        _scaled_output(attention, 1.01)
+    return attention
+
+
+def _activation_site(block):
+    acts = [(n, m) for n, m in block.named_modules() if "act" in n.rsplit(".", 1)[-1] and not list(m.children())]
+    name = acts[0][0]
+    parent = block.get_submodule(name.rsplit(".", 1)[0]) if "." in name else block
+    return parent, name.rsplit(".", 1)[-1], acts[0][1]
+
+
+def swap_module(block, side, rng):
+    """The block's MLP activation swapped for another class on the faulty side (GELU tanh, or SiLU where it
+    was a GELU)."""
+    parent, attr, module = _activation_site(block)
+    if side == "faulty":
+        module = nn.SiLU() if isinstance(module, nn.GELU) else nn.GELU(approximate="tanh")
+        setattr(parent, attr, module)
+    return module
+
+
+def scalar_argument(block, side, rng):
+    """The block's attention softmax scale 1 % off on the faulty side (sdpa's `scale`, or the eager
+    attention's multiplication by the scale)."""
+    attention = next(m for n, m in block.named_modules() if hasattr(m, "scaling")
+                     and "attention" in type(m).__name__.lower())
+    if side == "faulty":
+        attention.scaling *= 1.01
+    return attention
+
+
+class LowPrecision(nn.Module):
+    """Runs `inner` on its input cast to `dtype` and casts the result back (Tensor.to is not dumped: the
+    activation's own call sees the other dtype)."""
+
+    def __init__(self, inner, dtype):
+        super().__init__()
+        self.inner = inner
+        self.probe = torch.zeros((), dtype=dtype)
+
+    def forward(self, x):
+        return self.inner(x.to(self.probe.dtype)).to(x.dtype)
+
+
+def op_dtype(block, side, rng):
+    """The block's MLP activation computed in bf16 on the faulty side of an fp32 pair."""
+    parent, attr, module = _activation_site(block)
+    wrapped = LowPrecision(module, torch.bfloat16 if side == "faulty" else torch.float32)
+    setattr(parent, attr, wrapped)
+    return wrapped
+
+
+def _missing_hit(suspect, spans):
+    """A call the faulty side lacks: named as missing, and made inside the fault's module on the bench side."""
+    return suspect.kind == "missing" and suspect.entry in spans["bench_site"]
+
+
 @dataclass
 class Fault:
     """How to inject one fault and score it. install(model, blocks_of, side, rng) -> the site module (or
@@ -265,7 +383,14 @@ FAULTS = {
     "norm_fp16": Fault(_in_block(norm_low_precision), base=("fp32", "fp32")),
     "optimizer_eps": Fault(hit=_optimizer_hit, optimizer_eps=(1e-3, 1e-8)),
     "loader_batch": Fault(hit=_loader_hit, batch_shift=(1, 0)),
+    # structure before values (issue 40)
+    "insert_call": Fault(_in_block(insert_call)),
+    "remove_call": Fault(_in_block(remove_call), hit=_missing_hit),
+    "swap_module": Fault(_in_block(swap_module)),
+    "scalar_argument": Fault(_in_block(scalar_argument)),
+    "op_dtype": Fault(_in_block(op_dtype), base=("fp32", "fp32")),
 }
+STRUCTURAL = ("insert_call", "remove_call", "swap_module", "scalar_argument", "op_dtype")
 
 CLEAN = {"clean_bf16": ("bf16", "fp32"), "clean_fp16": ("fp16", "fp32"), "clean_threads": ("fp32", "fp32")}
 
@@ -373,7 +498,7 @@ def _is_hit(suspect, spans, site_names, fault):
     if suspect is None:
         return False
     if fault.hit is not None:
-        return fault.hit(suspect, {"first_call": spans["first_call"]})
+        return fault.hit(suspect, {"first_call": spans["first_call"], "bench_site": spans.get("bench_site", set())})
     return suspect.entry in site_names or any(suspect.name.startswith(p) for p in spans["site_prefixes"])
 
 
@@ -452,7 +577,7 @@ def run_pair(work, model_name, pair, seed, steps, fault=None):
     scale = 4096.0 if "fp16" in base else None
     faulty, spans, first = dump_side(os.path.join(work, "faulty"), model_name, base[0], seed, steps, fault, "faulty",
                                      threads[0], scale)
-    bench, _, _ = dump_side(os.path.join(work, "bench"), model_name, base[1], seed, steps, fault, "bench", threads[1],
+    bench, bench_spans, _ = dump_side(os.path.join(work, "bench"), model_name, base[1], seed, steps, fault, "bench", threads[1],
                             scale)
     site_prefixes = set()
     for name in spans:
@@ -461,7 +586,7 @@ def run_pair(work, model_name, pair, seed, steps, fault=None):
     # the data enters at the first call of the dump (the embedding; T5's encoder embeds through its own
     # module, not get_input_embeddings())
     first = set(first) | {next(iter(faulty[0][0]["data"]), None)}
-    info = {"site": spans, "site_prefixes": site_prefixes, "first_call": first}
+    info = {"site": spans, "site_prefixes": site_prefixes, "first_call": first, "bench_site": bench_spans}
     scored = range(steps) if fault is None else [0]
     return score_pair(model_name, pair, faulty, bench, scored, fault, info)
 
@@ -505,6 +630,25 @@ def table(results):
     return "\n".join(lines)
 
 
+def shape_table(results):
+    """Markdown table per fault shape (every model, mode and level together): the advisor's hit rate, the
+    graph's "first" badge's, and how often graph and advisor agree; clean pairs: false suspects."""
+    lines = ["| pair | models | advisor names it first | graph \"first\" badge | graph = advisor |",
+             "|---|---|---|---|---|"]
+    for pair in dict.fromkeys(r["pair"] for r in results):
+        rows = [r for r in results if r["pair"] == pair]
+        models = ", ".join(dict.fromkeys(r["model"] for r in rows))
+        if "hit" in rows[0]:
+            advisor = _rate(sum(r["hit"] for r in rows), len(rows))
+            graph = _rate(sum(r.get("graph_first_hit", False) for r in rows), len(rows))
+        else:
+            advisor = "false suspects " + _rate(sum(r["false_suspect"] for r in rows), len(rows))
+            graph = "false badges " + _rate(sum(r.get("graph_first_false_suspect", False) for r in rows), len(rows))
+        agree = _rate(sum(r.get("agree", False) for r in rows), len(rows))
+        lines.append(f"| {pair} | {models} | {advisor} | {graph} | {agree} |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="gpt2 and llama, one step")
@@ -526,6 +670,7 @@ def main(argv=None):
             with open(path) as handle:
                 results += [json.loads(line) for line in handle if line.startswith("{")]
         print(table([r for r in results if "tool" not in r]))
+        print(shape_table([r for r in results if "tool" not in r]))
         if any("tool" in r for r in results):  # rows of diagnosis_tools.TOOLS
             import diagnosis_tools
 
@@ -563,6 +708,7 @@ def main(argv=None):
         ms_rows = diagnosis_mindspore.main(["--seeds", str(args.seeds)])
     if not args.json_only:
         print(table(results))
+        print(shape_table(results))
         if tool_rows:
             import diagnosis_tools
 

@@ -9,7 +9,10 @@ from msprobe.core.compare.load import table_from_dump
 
 def variants(raw, data_dir, module_prefix="Module."):
     """{(mode, level): DumpTable} of one tensor dump: tensor/statistics x mix/L1 (L1: the module rows,
-    `module_prefix` "Module." or MindSpore's "Cell.", dropped)."""
+    `module_prefix` "Module." or MindSpore's "Cell.", dropped). Each table names the construct.json and
+    stack.json beside the dump (L1: the stack alone, as an L1 dump has no module tree) for the pairing of
+    calls within their parents."""
+    rank_dir = os.path.dirname(data_dir) if data_dir else None
     out = {}
     for level in ("mix", "L1"):
         data = raw["data"] if level == "mix" else {
@@ -18,6 +21,10 @@ def variants(raw, data_dir, module_prefix="Module."):
         out[("tensor", level)] = table_from_dump(tensor, f"<tensor {level}>", data_dir)
         text = json.dumps(dict(tensor, task="statistics")).replace('"data_name"', '"_unused_data_name"')
         out[("statistics", level)] = table_from_dump(json.loads(text), f"<statistics {level}>", None)
+        if rank_dir:
+            files = (os.path.join(rank_dir, "construct.json") if level == "mix" else None,
+                     os.path.join(rank_dir, "stack.json"))
+            out[("tensor", level)].structure_files = out[("statistics", level)].structure_files = files
     return out
 
 

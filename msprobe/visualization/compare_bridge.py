@@ -154,7 +154,8 @@ def judge_pairs(mode: str, npu: DumpTable, bench: DumpTable, pairs: Sequence[Row
 
     Rows no matched node holds (parameter gradients, rows of nodes the graph could not match) are
     paired as compare pairs them, so the judgement and the suspect are those of `msprobe compare`
-    on the same two dumps. One record row per NPU row: record row i is NPU table row i.
+    on the same two dumps. One record row per NPU row: record row i is NPU table row i; bench rows no
+    pair took follow (a call only the bench side made is a structural difference, advisor.py).
     """
     from msprobe.core.compare.advisor import find_suspect
     from msprobe.core.compare.match import match_rows
@@ -173,7 +174,9 @@ def judge_pairs(mode: str, npu: DumpTable, bench: DumpTable, pairs: Sequence[Row
             paired[i] = j
             used.add(j)
     options = CompareOptions(progress=False, processes=processes, fuzzy_match=fuzzy)
-    records = build_records(mode, npu, bench, paired, np.zeros(0, dtype=np.int64), options)
+    taken = np.zeros(len(bench), dtype=bool)
+    taken[paired[paired >= 0]] = True
+    records = build_records(mode, npu, bench, paired, np.flatnonzero(~taken), options)
     records.suspect = find_suspect(records)
     return records
 

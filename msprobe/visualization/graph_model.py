@@ -69,6 +69,7 @@ class Graph:
         self.micro_steps = 1
         self.matched_count = 0  # compare mode: nodes matched with the other graph
         self.records = None  # compare mode, NPU side: compare's records behind the precision index
+        self.first_suspect: Optional[str] = None  # compare mode, NPU side: the node holding the advisor's suspect
 
     def preorder(self) -> List[Node]:
         out, todo = [], [self.root]

@@ -13,7 +13,7 @@ from typing import List, Optional
 
 from msprobe.visualization import compare_bridge as bridge
 from msprobe.visualization.graph_model import API_COLLECTION, Graph, Node
-from msprobe.visualization.verdict import LEVEL_TEXT, level_index, node_levels
+from msprobe.visualization.verdict import LEVEL_TEXT, SUSPECT, level_index, node_levels, suspect_node_of
 
 __all__ = ["TASK_OF_MODE", "compute_precision", "colors_for", "tooltips_for", "UNMATCHED_COLOR", "COLOR_BINS"]
 
@@ -91,6 +91,10 @@ def compute_precision(mode: str, npu: Graph, bench: Graph, processes: Optional[i
         for node in nodes:
             level, closeness = levels.get(node.id, (0, 0.0))
             node.data["precision_index"] = level_index(level, closeness, bins)
+        holder = suspect_node_of(npu, bench, records)
+        npu.first_suspect = holder.id if holder is not None else None
+        if holder is not None:  # the darkest bin, matched or not (an extra call has no counterpart)
+            holder.data["precision_index"] = level_index(SUSPECT, 1.0, bins)
     _collections(npu, mode)
 
 

@@ -15,7 +15,11 @@ same rows `msprobe compare` judges) and the advisor's suspect (`advisor.find_sus
 
 When the advisor finds no suspect, a node whose input differs is AMPLIFIED too (no cause to be a
 consequence of). Only the suspect's node reaches the darkest bin, so the graph's worst node and its "first" badge are
-the advisor's suspect, and a pair in which the advisor finds nothing has no node in that bin.
+the advisor's suspect, and a pair in which the advisor finds nothing has no node in that bin. The suspect's
+node (`suspect_node_of`) is the node holding the suspect row, matched or not (an extra call has no
+counterpart); for a call only the bench side made, the NPU counterpart of its nearest matched bench
+ancestor (the module in which the NPU side lacks it). The document names it ("FirstSuspect") and the
+viewer's "first" badge follows that name, whatever the node's colour.
 `graph_verdict` compares two dump directories and says which node that is.
 """
 from dataclasses import dataclass, field
@@ -26,9 +30,10 @@ import numpy as np
 from msprobe.core.compare.advisor import _new_error as own_difference
 from msprobe.core.compare.advisor import row_flags
 from msprobe.core.compare.reasons import Reason
+from msprobe.visualization.graph_model import API_COLLECTION
 
 __all__ = ["WITHIN", "AMPLIFIED", "CONSEQUENCE", "OWN", "SUSPECT", "LEVEL_TEXT", "node_levels", "level_index",
-           "GraphVerdict", "graph_verdict", "verdict_of_document"]
+           "GraphVerdict", "graph_verdict", "verdict_of_document", "suspect_node_of", "missing_call_place"]
 
 WITHIN, AMPLIFIED, CONSEQUENCE, OWN, SUSPECT = range(5)
 LEVEL_TEXT = (
@@ -91,6 +96,46 @@ def node_levels(records, nodes) -> Dict[str, tuple]:
     return levels
 
 
+def suspect_node_of(npu, bench, records):
+    """The NPU node that holds the advisor's suspect (None without one): the node holding the row, else,
+    for a row only the bench side has, the NPU counterpart of the nearest matched ancestor of the bench
+    node holding it."""
+    if records is None or records.suspect is None:
+        return None
+    row = records.suspect.row
+    npu_row = int(records.npu_pos[row]) if row < len(records.npu_pos) else -1
+    if npu_row >= 0:
+        return next((n for n in npu.nodes.values() if npu_row in n.input_rows or npu_row in n.output_rows), None)
+    bench_row = int(records.bench_pos[row]) if row < len(records.bench_pos) else -1
+    order = bench.preorder()
+    holder = next((n for n in order if bench_row in n.input_rows or bench_row in n.output_rows),
+                  None) if bench_row >= 0 else None
+    if holder is None:
+        return None
+    chain = [{"id": n.id, "type": n.node_type, "matched": n.matched.id if n.matched is not None else None,
+              "up": n.parent.id if n.parent is not None else None} for n in order]
+    found = missing_call_place(chain, holder.id)
+    return npu.nodes.get(found) if found is not None else None
+
+
+def missing_call_place(chain, holder):
+    """Where the NPU side lacks a call of the bench side: the NPU counterpart of the bench node `holder`'s
+    nearest matched module ancestor (not the root, not an API collection), else (no module tree, level
+    L1) of the last matched call before it in execution order. `chain`: the bench nodes in pre-order as
+    dicts {id, type, matched (NPU id or None), up (parent id or None)}."""
+    nodes = {n["id"]: n for n in chain}
+    node = nodes[holder]
+    while node is not None:
+        if node["matched"] is not None and node["type"] != API_COLLECTION and node["up"] is not None \
+                and node["id"] != holder:
+            return node["matched"]
+        node = nodes.get(node["up"]) if node["up"] is not None else None
+    position = next(i for i, n in enumerate(chain) if n["id"] == holder)
+    before = [n for n in chain[:position] if n["matched"] is not None and n["type"] != API_COLLECTION
+              and n["up"] is not None]
+    return before[-1]["matched"] if before else None
+
+
 def level_index(level: int, closeness: float, bins: List[List[float]]) -> float:
     """The precision index of a level: inside the level's colour bin (bins: 5 [lo, hi], lightest first);
     the suspect gets 1, WITHIN nodes 0 .. 3/4 of the first bin by closeness."""
@@ -116,11 +161,13 @@ class GraphVerdict:
     suspect_node: Optional[str] = None
 
 
-def verdict_of_document(document: dict, suspect: Optional[str] = None) -> GraphVerdict:
-    """The GraphVerdict a compare `.vis` document shows (the viewer's "first" rule, applied in Python)."""
+def verdict_of_document(document: dict, suspect: Optional[str] = None, bench_only: bool = False) -> GraphVerdict:
+    """The GraphVerdict a compare `.vis` document shows (the viewer's "first" rule, applied in Python);
+    `bench_only`: the suspect row is one only the bench side has (a missing call), looked up there."""
     task, nodes = document.get("task"), document["NPU"]["node"]
+    marked = document.get("FirstSuspect")
     index = {k: v["data"]["precision_index"] for k, v in nodes.items()
-             if v.get("matched_node_link") and "precision_index" in v.get("data", {})}
+             if (v.get("matched_node_link") or k == marked) and "precision_index" in v.get("data", {})}
     leaves = {k: x for k, x in index.items() if nodes[k]["node_type"] != 9}
     if task == "md5":
         badness = {k: 1 - x for k, x in leaves.items()}
@@ -132,13 +179,27 @@ def verdict_of_document(document: dict, suspect: Optional[str] = None) -> GraphV
         badness, top, beyond = leaves, lows[-1], lows[2]
     position = {k: i for i, k in enumerate(nodes)}
     first = next((k for k in nodes if k in badness and badness[k] >= top), None)
+    if "FirstSuspect" in document:  # the badge follows the advisor's suspect, whatever the node's colour
+        first = marked
     worst = max(badness, key=lambda k: (badness[k], -position[k]), default=None)
     if worst is not None and badness[worst] <= (beyond if task != "md5" else 0):
         worst = None
-    holder = next((k for k, v in nodes.items() if suspect is not None and (suspect in v.get("input_data", {})
-                                                                          or suspect in v.get("output_data", {}))),
-                  None)
+    holder = _holder(nodes, suspect) if not bench_only else None
+    if holder is None and suspect is not None:  # a call only the bench side made: where the NPU side lacks it
+        bench_nodes = document["Bench"]["node"]
+        found = _holder(bench_nodes, suspect)
+        chain = [{"id": k, "type": v["node_type"], "up": v.get("upnode") if v.get("upnode") != "None" else None,
+                  "matched": v["matched_node_link"][-1] if v.get("matched_node_link") else None}
+                 for k, v in bench_nodes.items()]
+        holder = missing_call_place(chain, found) if found is not None else None
     return GraphVerdict(worst, first, suspect, index, holder)
+
+
+def _holder(nodes, row_name):
+    """The id of the node whose input or output data holds `row_name` (None: no such node)."""
+    return next((k for k, v in nodes.items() if row_name is not None and (row_name in v.get("input_data", {})
+                                                                         or row_name in v.get("output_data", {}))),
+                None)
 
 
 def graph_verdict(npu_dir: str, bench_dir: str, fuzzy_match: bool = False,
@@ -160,4 +221,5 @@ def graph_verdict(npu_dir: str, bench_dir: str, fuzzy_match: bool = False,
     document = compare_document(npu, bench, task, tooltips_for(task), colors_for(task), False)
     records = npu.records
     suspect = records.suspect.name if records is not None and records.suspect is not None else None
-    return verdict_of_document(document, suspect)
+    bench_only = suspect is not None and records.npu_pos[records.suspect.row] < 0
+    return verdict_of_document(document, suspect, bench_only)

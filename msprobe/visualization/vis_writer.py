@@ -1,7 +1,9 @@
 """Turn graphs into the `.vis` JSON that tb-graph-ascend reads (and the HTML viewer embeds).
 
 Build mode: `{"root", "dump_data_dir", "node", "MicroSteps", "OverflowCheck"}`; compare mode: `{"NPU": {...},
-"Bench": {...}, "ToolTip": "<JSON string>", "Colors": {...}, "MicroSteps", "task", "OverflowCheck"}`.
+"Bench": {...}, "ToolTip": "<JSON string>", "Colors": {...}, "MicroSteps", "task", "OverflowCheck"}`, plus
+"FirstSuspect" (statistics and tensor mode: the NPU node id holding compare's advisor's suspect, or null), the
+node the viewer's "first" badge marks whatever its colour.
 Statistics are strings (`"1.234568"`, `"inf"`); the file is strict JSON (no NaN literals), because the
 plugin's parser and browsers reject them.
 
@@ -133,7 +135,7 @@ def build_document(graph: Graph, overflow_check: bool) -> dict:
 def compare_document(npu: Graph, bench: Graph, task: str, tooltips: dict, colors: dict,
                      overflow_check: bool) -> dict:
     with_md5 = task == "md5"
-    return {
+    document = {
         "NPU": {"root": npu.root.id, "dump_data_dir": npu.dump_data_dir(), "node": graph_nodes_json(npu, with_md5)},
         "Bench": {"root": bench.root.id, "dump_data_dir": bench.dump_data_dir(),
                   "node": graph_nodes_json(bench, with_md5)},
@@ -143,6 +145,9 @@ def compare_document(npu: Graph, bench: Graph, task: str, tooltips: dict, colors
         "task": task,
         "OverflowCheck": overflow_check,
     }
+    if not with_md5:
+        document["FirstSuspect"] = npu.first_suspect
+    return document
 
 
 def write_vis(path: str, document: dict, extra_files: Optional[List[str]] = None) -> str:

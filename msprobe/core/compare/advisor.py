@@ -1,6 +1,11 @@
 """Advisor: name the call that causes the first difference, say why, and what to check next.
 
-The suspect is chosen from the dtype-aware judgement (`tolerance`), call by call in execution order:
+Structure comes before values (structure.py): when the two runs differ in structure (an extra, missing
+or swapped call or module, a non-tensor argument that differs beyond what a port of one model explains),
+the first such difference in execution order (forward pass first) is the suspect, whatever the values
+say: a call left without counterpart is never another call's counterpart, and a differing argument
+counts even where every value is within tolerance. Otherwise the suspect is chosen from the dtype-aware
+judgement (`tolerance`), call by call in execution order:
 
 1. forward calls (dump order up to the first backward entry): the first call with an output beyond
    tolerance whose compared tensor inputs are all within tolerance is the cause, provided the output's
@@ -31,11 +36,14 @@ import numpy as np
 
 from msprobe.core.compare.reasons import Reason, reason_in
 from msprobe.core.compare.records import PHASES
+from msprobe.core.compare.structure import structural_differences
 from msprobe.core.compare.tolerance import AMPLIFICATION
 from msprobe.core.naming import parse_name
 from msprobe.core.paths import atomic_write_bytes
 
-__all__ = ["Suspect", "find_suspect", "advisor_text", "write_advisor", "advice_for"]
+__all__ = ["Suspect", "find_suspect", "advisor_text", "write_advisor", "advice_for", "STRUCTURAL_KINDS"]
+
+STRUCTURAL_KINDS = ("extra", "missing", "swapped", "argument", "dtype")
 
 _ADVICE = {
     "cause": ("1. The inputs agree but the output does not: this API (or module) itself computes "
@@ -54,6 +62,19 @@ _ADVICE = {
     "parameters_grad": ("1. A parameter gradient differs while every forward and backward call passes: look at "
                         "gradient accumulation, the loss scaling and how the gradient is reduced.\n"
                         "2. Check gradient clipping and communication (all_reduce) of gradients."),
+    "structure": ("1. The two runs do not make the same calls here: the model code, a patched or swapped "
+                  "module, or a configuration differs between them; the values after it follow from it.\n"
+                  "2. Compare the module's code (and its class) on both sides, and the framework versions.\n"
+                  "3. Once the structure agrees, compare again for the values."),
+    "dtype": ("1. This call computes in another dtype on the two sides while the rest of the run agrees: a "
+              "cast, an autocast region or a kernel's precision setting differs around it.\n"
+              "2. Check the casts before it and the precision options of the op (allow_bf16_reduced_precision, "
+              "autocast scopes, the kernel's accumulation dtype)."),
+    "argument": ("1. The call is made with another non-tensor argument on the two sides (a scale, an "
+                 "approximation mode, a dtype, a flag): a different function of the same inputs.\n"
+                 "2. Find where the argument is set (the config, a constant, a patched attribute) and make "
+                 "the two sides agree; the values may still be within tolerance, the computation is not "
+                 "the same."),
     "backward": ("1. The forward pass agrees; the error appears in the backward pass: this call's gradient "
                  "computation differs while the gradients it receives agree.\n"
                  "2. Check its backward kernel and any custom autograd function or hook on it."),
@@ -64,8 +85,8 @@ _ADVICE = {
 class Suspect:
     """The advisor's pick: report `row`, its `name`, the call (`entry`) and `phase` ('forward',
     'backward', 'parameters_grad', 'after backward'), `kind` ('cause': inputs agree, output does not;
-    'input': the first difference is already in an input), the rows it rests on, and a one-line
-    `summary`."""
+    'input': the first difference is already in an input; a structural difference: 'extra', 'missing',
+    'swapped', 'argument' or 'dtype', structure.Difference), the rows it rests on, and a one-line `summary`."""
     row: int
     name: str
     entry: str
@@ -126,6 +147,9 @@ def find_suspect(records):
     records.extra["amplified"], records.extra["consequence"] = [], []
     if records.mode == "md5" or len(records) == 0:
         return None
+    structural = _structural_suspect(records)
+    if structural is not None:
+        return structural
     bad, compared = row_flags(records)
     if not bad.any() and not (records.reason == Reason.VALUE_DIFF).any():
         return None
@@ -142,6 +166,45 @@ def find_suspect(records):
         if suspect is not None:  # a later phase is looked at only when every row of this one passes
             return suspect
     return None
+
+
+def _structural_suspect(records):
+    """The first structural difference (structure.py) as a Suspect, or None. A differing argument of a call
+    whose outputs differ too is that call's cause (kind 'cause', the argument listed with it, the values
+    that show it); one whose outputs stay within tolerance is named by the argument row itself."""
+    differences = structural_differences(records)
+    if not differences:
+        return None
+    first = differences[0]
+    more = len(differences) - 1
+    tail = f" (and {more} more structural difference{'s' if more > 1 else ''})" if more else ""
+    if first.kind == "argument":
+        cause = _argument_cause(records, first)
+        if cause is not None:
+            cause.summary += tail
+            return cause
+    suspect = Suspect(first.row, records.names[first.row], first.entry, PHASES[first.phase], first.kind,
+                      differing_arguments=[first.row] if first.kind == "argument" else [])
+    suspect.summary = "structural difference: " + first.text + tail
+    return suspect
+
+
+def _argument_cause(records, difference):
+    """The 'cause' Suspect of a call made with a differing argument whose outputs differ, else None."""
+    bad, compared = row_flags(records)
+    rows = np.flatnonzero(records.entry_ids == records.entry_ids[difference.row])
+    is_input = np.isin(records.roles[rows], ["input", "parameters"])
+    outputs, inputs = rows[~is_input], rows[is_input]
+    bad_out = outputs[bad[outputs]]
+    if not len(bad_out):
+        return None
+    arguments = [r for r in inputs.tolist() if records.reason[r] == Reason.VALUE_DIFF]
+    suspect = Suspect(int(bad_out[0]), records.names[int(bad_out[0])], difference.entry,
+                      PHASES[difference.phase], "cause", bad_out.tolist(),
+                      inputs[compared[inputs] & ~bad[inputs] & (records.reason[inputs] != Reason.VALUE_DIFF)].tolist(),
+                      inputs[~compared[inputs]].tolist(), arguments)
+    suspect.summary = _describe(records, suspect)
+    return suspect
 
 
 def _prefer_parameter(records, suspect, bad, names):
@@ -312,6 +375,8 @@ def _forward_of(entry):
 
 
 def advice_for(suspect):
+    if suspect.kind in STRUCTURAL_KINDS:
+        return _ADVICE[suspect.kind if suspect.kind in ("argument", "dtype") else "structure"]
     if suspect.kind == "input":
         role = "parameters" if ".parameters." in suspect.name else "input"
         return _ADVICE[role]
@@ -327,6 +392,8 @@ def _checked_lines(records, suspect):
 
     names = records.names
     prefix = len(suspect.entry) + 1
+    if suspect.kind in STRUCTURAL_KINDS:
+        return [f"  {d.text}" for d in structural_differences(records)[:8]]
     if suspect.kind == "input":
         return [f"  {names[suspect.row]}: {suspicion_text(records, suspect.row)}"]
     lines = []

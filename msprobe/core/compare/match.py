@@ -2,12 +2,20 @@
 
 Returns `bench_index`: for each NPU row the index of its bench row, or -1 when none matched, plus
 the indices of bench rows no NPU row took (reported at the end, never dropped).
+
+Calls are paired within their parent (structure.call_parents: the module in construct.json, at level L1
+the call site in stack.json): where an exact
+name pairs two API calls whose parents differ (an extra call on one side shifts every later counter of
+its API), the calls of each (parent, API) group that holds such a pair are paired again by the fuzzy
+rule inside the group (in order, equal shapes first), and a call left over is an extra or missing call,
+not another call's counterpart.
 """
 from collections import defaultdict
 from itertools import repeat
 
 import numpy as np
 
+from msprobe.core.compare.structure import call_parents
 from msprobe.core.naming import parse_name
 
 __all__ = ["match_rows", "entry_op_key"]
@@ -74,6 +82,56 @@ def _fuzzy(npu, bench, mapper):
     return result
 
 
+def _entry_pairs(npu, bench, bench_index):
+    """{NPU entry: bench entry} of the rows paired (the first row of each entry decides)."""
+    npu_entries, bench_entries = npu.columns["entry"], bench.columns["entry"]
+    pairs = {}
+    for i in np.flatnonzero(bench_index >= 0).tolist():
+        pairs.setdefault(npu_entries[i], bench_entries[bench_index[i]])
+    return pairs
+
+
+def _within_parents(npu, bench, bench_index, mapper):
+    """bench_index with the API calls of every (parent, API) group that holds a pair across parents paired
+    again inside the group; unchanged without parents
+    on both sides (neither construct.json nor stack.json), or when every pair already shares its parent."""
+    parents_n, parents_b = call_parents(npu), call_parents(bench)
+    if not parents_n or not parents_b:
+        return bench_index
+    mapped = (lambda e: mapper.map_entry(e)) if mapper is not None and mapper.active else (lambda e: e)
+    pairs = _entry_pairs(npu, bench, bench_index)
+    disturbed = set()
+    for entry, other in pairs.items():
+        parsed = parse_name(entry)
+        if parsed is not None and not parsed.is_module and parents_n.get(entry, "") != parents_b.get(other, ""):
+            disturbed.add((parents_n.get(entry, ""), entry_op_key(mapped(entry))))
+            disturbed.add((parents_b.get(other, ""), entry_op_key(other)))
+    if not disturbed:
+        return bench_index
+    groups_n, groups_b = defaultdict(list), defaultdict(list)
+    for entry in dict.fromkeys(npu.columns["entry"]):
+        key = (parents_n.get(entry, ""), entry_op_key(mapped(entry)))
+        if key in disturbed:
+            groups_n[key].append(entry)
+    for entry in dict.fromkeys(bench.columns["entry"]):
+        key = (parents_b.get(entry, ""), entry_op_key(entry))
+        if key in disturbed:
+            groups_b[key].append(entry)
+    npu_rows, bench_rows = _entry_rows(npu), _entry_rows(bench)
+    bench_names = {name: i for i, name in enumerate(bench.columns["name"])}
+    names = npu.columns["name"]
+    result = bench_index.copy()
+    for key, entries in groups_n.items():
+        for entry in entries:
+            result[npu_rows[entry][0]] = -1
+        for npu_entry, bench_entry in _align(entries, groups_b.get(key, []), npu_rows, bench_rows):
+            for i in npu_rows[npu_entry][0]:
+                result[i] = bench_names.get(bench_entry + names[i][len(npu_entry):], -1)
+    # every NPU call exactly paired with a call of a regrouped bench group is in a regrouped group itself
+    # (its own key is that group's when the parents agree, and was marked when they do not)
+    return result
+
+
 def match_rows(npu, bench, fuzzy=False, mapper=None):
     """(bench_index per NPU row, unmatched bench row indices)."""
     if fuzzy:
@@ -81,7 +139,7 @@ def match_rows(npu, bench, fuzzy=False, mapper=None):
         exact = _exact(npu, bench, mapper)
         bench_index = np.where(exact >= 0, exact, bench_index) if mapper is not None and mapper.data else bench_index
     else:
-        bench_index = _exact(npu, bench, mapper)
+        bench_index = _within_parents(npu, bench, _exact(npu, bench, mapper), mapper)
     used = np.zeros(len(bench), dtype=bool)
     valid = bench_index[bench_index >= 0]
     used[valid] = True

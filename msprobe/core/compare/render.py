@@ -405,7 +405,9 @@ def render_result(records, stacks=None, with_stack=False):
 
 
 def summary_counts(records):
-    """{'rows', 'compared', 'red', 'yellow', 'suspicious', 'unreadable', 'unmatched'} of one compare;
+    """{'rows', 'compared', 'red', 'yellow', 'suspicious', 'unreadable', 'unmatched', 'argument_calls' (calls
+    made with a differing non-tensor argument), 'structural' (extra, missing or swapped calls or modules)} of one
+    compare;
     md5 mode: {'rows', 'compared', 'different', 'same', 'unmatched', 'unreadable'} (no colours there)."""
     not_compared = records.not_compared()
     unmatched = (records.npu_pos < 0) | (records.bench_pos < 0)
@@ -413,10 +415,15 @@ def summary_counts(records):
         verdict = np.asarray(records.verdict, dtype=object)
         return {"rows": len(records), "compared": int((~unmatched).sum()), "different": int((verdict == "Different").sum()),
                 "same": int((verdict == "pass").sum()), "unmatched": int(unmatched.sum()), "unreadable": 0}
+    from msprobe.core.compare.structure import structural_differences
+
     suspicious = records.judgement.suspicious if records.judgement is not None else np.zeros(len(records), bool)
+    differences = structural_differences(records)
     return {"rows": len(records), "compared": int((~not_compared).sum()), "red": int((records.color == 2).sum()),
             "yellow": int((records.color == 1).sum()), "suspicious": int(suspicious.sum()),
-            "unreadable": int(records.unreadable().sum()), "unmatched": int(unmatched.sum())}
+            "unreadable": int(records.unreadable().sum()), "unmatched": int(unmatched.sum()),
+            "argument_calls": len({d.entry for d in differences if d.kind == "argument"}),
+            "structural": sum(d.kind != "argument" for d in differences)}
 
 
 def summary_text(records, report_path=None):
@@ -430,7 +437,8 @@ def summary_text(records, report_path=None):
         return "\n".join(lines)
     lines = [f"compare ({records.mode} mode): {counts['rows']} rows, {counts['compared']} compared, "
              f"{counts['red']} red, {counts['yellow']} yellow, {counts['suspicious']} beyond dtype tolerance, "
-             f"{counts['unmatched']} without counterpart, {counts['unreadable']} unreadable"]
+             f"{counts['unmatched']} without counterpart, {counts['unreadable']} unreadable, "
+             f"{counts['argument_calls']} calls with differing arguments, {counts['structural']} structural differences"]
     if counts["unreadable"]:
         first = int(np.flatnonzero(records.unreadable())[0])
         lines.append(f"  {counts['unreadable']} rows could not be compared (unreadable tensor files), e.g. "

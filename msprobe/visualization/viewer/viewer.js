@@ -217,12 +217,22 @@
       if (b !== null && b > 0) { scored.push({ id: id, bad: b, order: npu.order[id], collection: npu.nodes[id].node_type === 9 }); }
     }
     scored.sort(function (p, q) { return q.bad - p.bad || p.order - q.order; });
-    // "first": the first node in execution order in the darkest bin (API collections only repeat their
-    // children); in statistics and tensor mode that bin holds the advisor's suspect alone. None: no badge.
+    // "first": the node the document names as holding compare's advisor's suspect (FirstSuspect), whatever
+    // its colour (an extra call has no counterpart); documents without the name (md5, older files): the
+    // first node in execution order in the darkest bin (API collections only repeat their children).
     var threshold = worstBin(), firstBad = null;
-    scored.forEach(function (item) {
-      if (!item.collection && item.bad >= threshold && (firstBad === null || item.order < firstBad.order)) { firstBad = item; }
-    });
+    if (doc.FirstSuspect !== undefined) {
+      var marked = doc.FirstSuspect;
+      scored.forEach(function (item) { if (item.id === marked) { firstBad = item; } });
+      if (firstBad === null && marked && npu.nodes[marked]) {
+        firstBad = { id: marked, bad: 1, order: npu.order[marked], collection: false };
+        scored.unshift(firstBad);
+      }
+    } else {
+      scored.forEach(function (item) {
+        if (!item.collection && item.bad >= threshold && (firstBad === null || item.order < firstBad.order)) { firstBad = item; }
+      });
+    }
     if (!scored.length) { list.appendChild(el("li", null, "no divergent node")); return; }
     scored.slice(0, RANK_LIMIT).forEach(function (item) { list.appendChild(rankItem(item, firstBad)); });
     if (firstBad && scored.indexOf(firstBad) >= RANK_LIMIT) { list.appendChild(rankItem(firstBad, firstBad)); }

@@ -147,7 +147,13 @@ def test_fuzzy_match_survives_an_extra_call(tmp_path, task):
     fuzzy = compare_dumps(*args, CompareOptions(progress=False, timestamp="f", fuzzy_match=True))[0].result
     names = _column(fuzzy, "NPU Name")
     model_gelu = names.index("Functional.gelu.1.forward.output.0")
-    assert _column(exact, "Bench Name")[model_gelu] == "N/A"  # exact: gelu.1 does not exist on the bench side
+    # exact names, paired within their call site (stack.json, level L1): the model's gelu is gelu.1 on the NPU
+    # side and gelu.0 on the bench side, the extra call's site is another line
+    assert _column(exact, "Bench Name")[model_gelu] == "Functional.gelu.0.forward.output.0"
+    for side in (npu, bench):
+        os.remove(os.path.join(side, "stack.json"))
+    by_name = compare_dumps(*args, CompareOptions(progress=False, timestamp="n"))[0].result
+    assert _column(by_name, "Bench Name")[model_gelu] == "N/A"  # names alone: gelu.1 is not on the bench side
     assert _column(fuzzy, "Bench Name")[model_gelu] == "Functional.gelu.0.forward.output.0"
     if task == "statistics":
         assert _column(fuzzy, "Result")[model_gelu] is None  # the right pair: identical data
