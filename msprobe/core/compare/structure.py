@@ -89,6 +89,10 @@ def _construct_parents(raw) -> Dict[str, str]:
     return {entry: keys.setdefault(parent, parent_key(parent)) if parent else "" for entry, parent in raw.items()}
 
 
+# a frame of an installed framework or of msprobe (installed, or this package wherever it lies); a user's folder
+# that happens to be called torch/ or mindspore/ (tests/mindspore/...) is the user's
+_FRAMEWORK_FILE = re.compile(r"/(?:site|dist)-packages/(?:torch|mindspore|msprobe|torch_npu)/")
+_OWN_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))).replace("\\", "/") + "/"
 _FRAME = re.compile(r"File ([^,]+), line \d+, in ([^,]+),([^'\"]*)")
 
 
@@ -97,7 +101,7 @@ def stack_site(text) -> str:
     line number: two copies of one code base may differ in lines); '' when there is none."""
     for match in _FRAME.finditer(text):
         path = match.group(1).replace("\\", "/")
-        if any(part in path for part in ("/torch/", "/mindspore/", "/msprobe/")):
+        if _FRAMEWORK_FILE.search(path) or path.startswith(_OWN_PACKAGE):
             continue
         code = match.group(3).replace("\\n", " ").strip()
         return f"{os.path.basename(path)}:{match.group(2)}:{code}"
@@ -171,8 +175,11 @@ def argument_rows(records) -> np.ndarray:
     keep = []
     for row in rows.tolist():
         a, b = npu[row], bench[row]
-        if _is_dtype_text(a) and _is_dtype_text(b):
-            continue
+        if str(a) == str(b) or _is_dtype_text(a) and _is_dtype_text(b):
+            continue  # a null written by one tool and the text 'None' by the other are one value
+        parsed = parse_name(entries[row]) if entries[row] is not None else None
+        if parsed is None or parsed.direction != "forward":
+            continue  # a backward's inputs are the gradients of its outputs, not arguments
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
                 and not isinstance(b, bool) and (isinstance(a, float) or isinstance(b, float)):
             call_rows = np.flatnonzero(entry_ids == entry_ids[row])
