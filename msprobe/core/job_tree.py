@@ -6,19 +6,41 @@
 Accepted roots: a dump root (step*/rank*), one step folder (rank* inside: step 0) or one rank folder
 (a dump.json inside: step 0, rank from its name, else 0). A rank folder without a number ("rank", as a
 single-process run writes it) is rank 0. Only names are listed; no dump.json is read here.
+Folder names come from data: a name that starts like a step or rank folder but is not `step<N>`/`rank<N>` in
+ASCII digits (`rank٠`, a newline, a number past 2^31 - 1) is skipped with a warning naming it, never taken for
+another folder's number nor dropped silently (`folder_number`).
 """
 import os
 import re
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 from msprobe.core.errors import PathError
+from msprobe.core.log import logger
 from msprobe.core.paths import check_path
 
-__all__ = ["RankFolder", "job_folders", "step_dirs", "rank_dirs"]
+__all__ = ["RankFolder", "job_folders", "step_dirs", "rank_dirs", "folder_number", "MAX_FOLDER_NUMBER"]
 
-_RANK_DIR = re.compile(r"^rank(\d*)$")
-_STEP_DIR = re.compile(r"^step(\d+)$")
+_RANK_DIR = re.compile(r"rank([0-9]*)\Z", re.ASCII)
+_STEP_DIR = re.compile(r"step([0-9]+)\Z", re.ASCII)
+MAX_FOLDER_NUMBER = 2 ** 31 - 1  # steps and ranks are stored as 32-bit integers (trend's INTEGER columns)
+
+
+def folder_number(name: str, kind: str, where: str) -> Optional[str]:
+    """The digits of a `step<N>`/`rank<N>` folder name (kind "step" or "rank"; "" for a bare "rank"), or
+    None: a name that is not one, silently; one that starts like one but is not ASCII `<kind><digits>` up to
+    MAX_FOLDER_NUMBER, with a warning naming it."""
+    if not name.startswith(kind):
+        return None
+    match = (_STEP_DIR if kind == "step" else _RANK_DIR).match(name)
+    if match and (not match.group(1) or int(match.group(1)) <= MAX_FOLDER_NUMBER):
+        return match.group(1)
+    if not any(c.isdigit() or c.isspace() or not c.isprintable() for c in name[len(kind):]):
+        return None  # another word (`steps`, `ranking`): not a folder of the job
+    shown = name.encode("ascii", "backslashreplace").decode("ascii")
+    logger.warning("%s: folder '%s' is skipped: not %s<N> in ASCII digits up to %d.", where, shown[:120], kind,
+                   MAX_FOLDER_NUMBER)
+    return None
 
 
 @dataclass(frozen=True)
@@ -44,9 +66,9 @@ def step_dirs(root) -> List[tuple]:
     """[(step number, folder)] of the step* folders of `root`, by number."""
     found = []
     for name in os.listdir(root):
-        match = _STEP_DIR.match(name)
-        if match and os.path.isdir(os.path.join(root, name)):
-            found.append((int(match.group(1)), os.path.join(root, name)))
+        number = folder_number(name, "step", root)
+        if number is not None and os.path.isdir(os.path.join(root, name)):
+            found.append((int(number), os.path.join(root, name)))
     return sorted(found)
 
 
@@ -54,10 +76,10 @@ def rank_dirs(step_folder) -> List[tuple]:
     """[(rank number, folder)] of the rank* folders of a step folder that hold a dump.json, by number."""
     found = []
     for name in os.listdir(step_folder):
-        match = _RANK_DIR.match(name)
+        number = folder_number(name, "rank", step_folder)
         full = os.path.join(step_folder, name)
-        if match and os.path.isdir(full) and _has_dump(full):
-            found.append((int(match.group(1) or 0), full))
+        if number is not None and os.path.isdir(full) and _has_dump(full):
+            found.append((int(number or 0), full))
     return sorted(found)
 
 
@@ -65,8 +87,8 @@ def job_folders(root, what="dump root") -> List[RankFolder]:
     """Every (step, rank) folder with a dump.json under `root`, sorted by step then rank."""
     root = check_path(root, kind="dir", what=what, allow_symlink=True)
     if _has_dump(root):
-        match = _RANK_DIR.match(os.path.basename(os.path.normpath(root)))
-        return [RankFolder(0, int(match.group(1) or 0) if match else 0, root)]
+        number = folder_number(os.path.basename(os.path.normpath(root)), "rank", os.path.dirname(root))
+        return [RankFolder(0, int(number or 0), root)]
     steps = step_dirs(root) or [(0, root)]
     folders = [RankFolder(step, rank, folder) for step, step_folder in steps for rank, folder in rank_dirs(step_folder)]
     if not folders:

@@ -155,7 +155,11 @@ class ShardedReader:
         if name != shard or reader is None:  # one shard open at a time: keys are compared in index order
             reader = self._open_file(os.path.join(self._folder, shard))
             self._open = (shard, reader)
-        return reader.read(key)
+        try:
+            return reader.read(key)
+        except KeyError:  # the index names a key its shard does not hold: reported, the rest compared
+            logger.warning("%s: '%s' is not in its shard %s: skipped.", self._folder, key[:120], shard)
+            return StoredTensor(dtype="(missing)", shape=(), value=f"(not in shard {shard})")
 
 
 def _index_file(folder):

@@ -6,7 +6,6 @@
     outcomes[0].xlsx_path, outcomes[0].advisor_path, outcomes[0].result
 """
 import os
-import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
@@ -26,14 +25,13 @@ from msprobe.core.compare.templates import DumpTemplates
 from msprobe.core.compare.xlsx import Sheet, write_xlsx
 from msprobe.core.dump.session import HookSession, fewer_collections
 from msprobe.core.errors import CompareError
+from msprobe.core.job_tree import folder_number
 from msprobe.core.log import logger
 from msprobe.core.paths import check_path, make_dir
 
 __all__ = ["CompareOptions", "CompareOutcome", "compare_dumps", "compare_pair", "compare_tables", "find_rank_pairs",
            "list_rank_dirs", "pair_rank_dirs"]
 
-_RANK_DIR = re.compile(r"^rank(\d*)$")
-_STEP_DIR = re.compile(r"^step(\d+)$")
 
 
 @dataclass
@@ -230,10 +228,10 @@ def _rank_dirs(directory):
     """{rank label: dir} for rank* subdirectories holding a dump.json (none where directory is missing)."""
     found = {}
     for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
-        match = _RANK_DIR.match(name)
+        label = folder_number(name, "rank", directory)  # ASCII-checked: names from data become paths and pairs
         full = os.path.join(directory, name)
-        if match and os.path.isdir(full) and _dump_json_in(full):
-            found[match.group(1)] = full
+        if label is not None and os.path.isdir(full) and _dump_json_in(full):
+            found[label] = full
     return found
 
 
@@ -243,7 +241,8 @@ def _layer_dir(root, layer):
 
 def _step_dirs(root):
     names = os.listdir(root) if os.path.isdir(root) else []
-    return {name for name in names if _STEP_DIR.match(name) and os.path.isdir(os.path.join(root, name))}
+    return {name for name in names if folder_number(name, "step", root) is not None
+            and os.path.isdir(os.path.join(root, name))}
 
 
 def list_rank_dirs(npu_dir, bench_dir):
