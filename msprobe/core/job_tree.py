@@ -37,7 +37,7 @@ def folder_number(name: str, kind: str, where: str) -> Optional[str]:
         return match.group(1)
     if not any(c.isdigit() or c.isspace() or not c.isprintable() for c in name[len(kind):]):
         return None  # another word (`steps`, `ranking`): not a folder of the job
-    shown = name.encode("ascii", "backslashreplace").decode("ascii")
+    shown = name.encode("unicode_escape").decode("ascii")  # one line, whatever the name holds
     logger.warning("%s: folder '%s' is skipped: not %s<N> in ASCII digits up to %d.", where, shown[:120], kind,
                    MAX_FOLDER_NUMBER)
     return None

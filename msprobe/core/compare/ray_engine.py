@@ -24,6 +24,7 @@ out (docs/scale.md, "Ray on a shared network").
 """
 import os
 import secrets
+import sys
 from dataclasses import replace
 from typing import List, Optional
 
@@ -109,8 +110,7 @@ def compare_tree_on_ray(npu_dir, bench_dir, output_dir, options):
     held by the cluster's nodes, compared as Ray tasks; pairs in runner.find_rank_pairs's order."""
     from msprobe.core.compare.runner import pair_rank_dirs
 
-    ray = _ray()
-    saved = connect(ray, options.address)
+    ray, saved = connect(options.address)
     try:
         listings = _listings(ray, npu_dir, bench_dir)
         pairs = pair_rank_dirs(npu_dir, bench_dir, list(listings.values()))
@@ -127,24 +127,30 @@ def compare_tree_on_ray(npu_dir, bench_dir, output_dir, options):
 _AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")
 
 
-def connect(ray, address):
-    """ray.init on the cluster at `address` (None: RAY_ADDRESS or "auto"), or with "local" on a cluster of this
-    machine that msprobe starts: node address 127.0.0.1, no dashboard, token authentication with a fresh token
-    unless the user chose RAY_AUTH_MODE. Returns the environment to give back after ray.shutdown (_restore)."""
+def connect(address):
+    """(ray, environment to give back after ray.shutdown with _restore): ray.init on the cluster at `address`
+    (None: RAY_ADDRESS or "auto"), or with "local" on a cluster of this machine that msprobe starts: node
+    address 127.0.0.1, no dashboard, and token authentication with a fresh token unless the user chose
+    RAY_AUTH_MODE. Ray reads its authentication settings when it is imported, so they are set before."""
     settings = dict(logging_level="ERROR", log_to_driver=False, configure_logging=False)
-    if address != "local":
-        ray.init(address=address or "auto", **settings)
-        return {}
-    saved = {name: os.environ.get(name) for name in _AUTH_VARIABLES}
-    if not os.environ.get("RAY_AUTH_MODE"):
+    saved = {}
+    if address == "local" and not os.environ.get("RAY_AUTH_MODE"):
+        saved = {name: os.environ.get(name) for name in _AUTH_VARIABLES}
+        if "ray" in sys.modules:
+            logger.warning("ray was imported before msprobe started its cluster: Ray's own authentication "
+                           "default applies (docs/scale.md, 'Ray on a shared network').")
         os.environ["RAY_AUTH_MODE"] = "token"
         os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     try:
-        ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1", **settings)
+        ray = _ray()
+        if address == "local":
+            ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1", **settings)
+        else:
+            ray.init(address=address or "auto", **settings)
     except BaseException:
         _restore(saved)
         raise
-    return saved
+    return ray, saved
 
 
 def _restore(saved):
