@@ -102,3 +102,23 @@ def test_job_folders_do_not_take_unicode_digits_for_ranks(tmp_path, caplog):
         found = job_folders(str(job))
     assert [(where.step, where.rank, os.path.basename(where.folder)) for where in found] == [(0, 0, "rank0")]
     assert "'rank\\u0661' is skipped" in caplog.text
+
+
+def test_first_divergence_with_a_dict_for_an_md5_is_one_line(tmp_path):
+    import json
+
+    from msprobe.core.compare.first_divergence import find_first_divergence
+    from msprobe.core.errors import CompareError
+
+    def dump(side, output_md5):
+        folder = tmp_path / side / "step0" / "rank0"
+        folder.mkdir(parents=True)
+        tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2]}
+        (folder / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L1", "data": {
+            "Functional.relu.0.forward": {"input_args": [{**tensor, "md5": "aa"}],
+                                          "output": [{**tensor, "md5": output_md5}]}}}))
+    dump("npu", {"md5": "bb"})
+    dump("bench", "cc")
+    with pytest.raises(CompareError, match=r"dump.json': entry 'Functional.relu.0.forward' has a dict where its "
+                                           r"output.0 fingerprint should be a string"):
+        find_first_divergence(str(tmp_path / "npu"), str(tmp_path / "bench"), str(tmp_path / "out"))
