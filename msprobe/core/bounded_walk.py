@@ -131,20 +131,26 @@ def _joined(keys: Sequence[Any]) -> str:
     return ".".join(str(key) for key in keys)
 
 
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_STRING_BYTES = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
-def _json_values(data: bytes) -> int:
+def _json_values(data: Union[str, bytes]) -> int:
     """An upper bound of the values (and keys) JSON text holds: one per separator or opening bracket, plus one."""
+    if isinstance(data, str):
+        return data.count(",") + data.count(":") + data.count("[") + data.count("{") + 1
     return data.count(b",") + data.count(b":") + data.count(b"[") + data.count(b"{") + 1
 
 
 def json_values(data: Union[str, bytes], limit: int) -> int:
     """An upper bound of the values and keys JSON text `data` holds, exact enough to compare with `limit`:
     separators inside strings are left out when counting them in would pass `limit`."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    count = _json_values(raw)
-    return count if count <= limit else _json_values(_JSON_STRING.sub(b'""', raw))
+    count = _json_values(data)
+    if count <= limit:
+        return count
+    if isinstance(data, str):
+        return _json_values(_JSON_STRING.sub('""', data))
+    return _json_values(_JSON_STRING_BYTES.sub(b'""', data))
 
 
 def check_json_text(data: Union[str, bytes], where: str, budget: Budget = DEFAULT_BUDGET) -> None:
