@@ -122,3 +122,30 @@ def test_first_divergence_with_a_dict_for_an_md5_is_one_line(tmp_path):
     with pytest.raises(CompareError, match=r"dump.json': entry 'Functional.relu.0.forward' has a dict where its "
                                            r"output.0 fingerprint should be a string"):
         find_first_divergence(str(tmp_path / "npu"), str(tmp_path / "bench"), str(tmp_path / "out"))
+
+
+@pytest.mark.parametrize("command", ["graph", "compare"])
+def test_an_entry_named_with_a_lone_surrogate_is_skipped_and_the_rest_reported(tmp_path, command, capsys):
+    import json
+
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+              "Norm": 1.0, "requires_grad": False}
+    for side in ("npu", "bench"):
+        folder = tmp_path / side / "step0" / "rank0"
+        folder.mkdir(parents=True)
+        body = {"input_args": [tensor], "input_kwargs": {}, "output": [tensor]}
+        (folder / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch",
+                                                      "dump_data_dir": None, "data": {
+                                                          "Functional.relu.0.forward": body,
+                                                          "Functional.X\ud800.0.forward": body}}))
+        (folder / "stack.json").write_text("{}")
+        (folder / "construct.json").write_text("{}")
+    pair = tmp_path / "pair.json"
+    pair.write_text(json.dumps({"npu_path": str(tmp_path / "npu" / "step0" / "rank0"),
+                                "bench_path": str(tmp_path / "bench" / "step0" / "rank0")}))
+    assert main(["-f", "pytorch", command, "-i", str(pair), "-o", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr()
+    text = printed.out + printed.err
+    assert "[ERROR]" not in text and "Traceback" not in text, text[-2000:]
+    assert "'Functional.X\\ud800.0.forward' is skipped" in text, text[-2000:]
+    assert os.listdir(tmp_path / "out")
