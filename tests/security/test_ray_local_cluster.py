@@ -27,6 +27,7 @@ print("OWN", ray.get(add.remote(40, 2)))
 gcs = ray.get_runtime_context().gcs_address
 print("GCS", gcs)
 env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+env["RAY_gcs_rpc_server_connect_timeout_s"] = "10"  # a refused client gives up sooner (Ray's default: 30 s+)
 join = ("import ray; ray.init(address=%r, logging_level='ERROR'); "
         "print('JOINED', ray.get(ray.remote(lambda: 1).remote()))" % gcs)
 other = subprocess.run([sys.executable, "-c", join], env=env, capture_output=True, text=True, timeout=150)
