@@ -11,24 +11,56 @@ import re
 from typing import List, Optional
 
 from msprobe.core.errors import PathError
+from msprobe.core.log import logger
 from msprobe.core.paths import check_path
 
-__all__ = ["RANK_FOLDER", "rank_label", "rank_folder_name", "label_rank", "dump_jsons", "dump_json_of",
-           "dump_framework"]
+__all__ = ["RANK_FOLDER", "MAX_FOLDER_NUMBER", "rank_label", "rank_folder_name", "label_rank", "folder_number",
+           "dump_jsons", "dump_json_of", "dump_framework"]
 
-#: a rank folder: `rank` (single process), `rank<N>`, or 26.x's `proc<PID>` (no distributed rank)
-RANK_FOLDER = re.compile(r"^(?:rank(\d*)|proc(\d+))$")
-_STEP_FOLDER = re.compile(r"^step(\d+)$")
+#: a rank folder: `rank` (single process), `rank<N>`, or 26.x's `proc<PID>` (no distributed rank); ASCII digits only
+RANK_FOLDER = re.compile(r"(?:rank([0-9]*)|proc([0-9]+))\Z", re.ASCII)
+_STEP_FOLDER = re.compile(r"step([0-9]+)\Z", re.ASCII)
 _FRAMEWORK = re.compile(rb'"framework"\s*:\s*"([A-Za-z]+)"')
 _HEADER_BYTES = 4096
+MAX_FOLDER_NUMBER = 2 ** 31 - 1  # steps and ranks are stored as 32-bit integers (trend's INTEGER columns)
 
 
-def rank_label(name: str) -> Optional[str]:
-    """The label of a rank folder name: '' for `rank`, '3' for `rank3`, 'proc812' for `proc812`; None otherwise."""
+def _looks_like(name: str, prefix: str, where: Optional[str]) -> None:
+    """Warn (when `where` is given) about a name that starts like a `prefix<N>` folder but is not one in ASCII
+    digits up to MAX_FOLDER_NUMBER (`rank٠`, a newline, 2^31): folder names come from data and become paths
+    and pairs, so such a folder is skipped and said, never taken for another number nor dropped silently."""
+    if where is None or not any(c.isdigit() or c.isspace() or not c.isprintable() for c in name[len(prefix):]):
+        return  # another word (`steps`, `ranking`): not a folder of the job
+    shown = name.encode("unicode_escape").decode("ascii")  # one line, whatever the name holds
+    logger.warning("%s: folder '%s' is skipped: not %s<N> in ASCII digits up to %d.", where, shown[:120], prefix,
+                   MAX_FOLDER_NUMBER)
+
+
+def rank_label(name: str, where: Optional[str] = None) -> Optional[str]:
+    """The label of a rank folder name: '' for `rank`, '3' for `rank3`, 'proc812' for `proc812`; None otherwise
+    (with a warning naming a near miss when `where`, the folder it was found in, is given)."""
     match = RANK_FOLDER.match(name)
-    if match is None:
+    if match is not None and int(match.group(1) or match.group(2) or 0) <= MAX_FOLDER_NUMBER:
+        return match.group(1) if match.group(2) is None else f"proc{match.group(2)}"
+    for prefix in ("rank", "proc"):
+        if name.startswith(prefix):
+            _looks_like(name, prefix, where)
+    return None
+
+
+def folder_number(name: str, kind: str, where: Optional[str] = None) -> Optional[str]:
+    """The digits of a `step<N>` folder name (kind "step"), or of a `rank`/`rank<N>` one (kind "rank": "" for a bare
+    `rank`; 26.x's `proc<PID>` is not a rank number, see rank_label); None otherwise, with a warning naming a near
+    miss when `where` is given."""
+    if kind == "step":
+        match = _STEP_FOLDER.match(name)
+        if match is not None and int(match.group(1)) <= MAX_FOLDER_NUMBER:
+            return match.group(1)
+        if name.startswith("step"):
+            _looks_like(name, "step", where)
         return None
-    return match.group(1) if match.group(2) is None else f"proc{match.group(2)}"
+    label = rank_label(name, where)
+    return None if label is None or label.startswith("proc") else label
 
 
 def rank_folder_name(label: str) -> str:

@@ -6,19 +6,20 @@
 Accepted roots: a dump root (step*/rank*), one step folder (rank* inside: step 0) or one rank folder
 (a dump.json inside: step 0, rank from its name, else 0). A rank folder without a number ("rank", as a
 single-process run writes it, or 26.x's "proc<PID>") is rank 0. Only names are listed; no dump.json is read here.
+Folder names come from data: a name that starts like a step or rank folder but is not `step<N>`/`rank<N>` in
+ASCII digits (`rank٠`, a newline, a number past 2^31 - 1) is skipped with a warning naming it, never taken for
+another folder's number nor dropped silently (dump_paths.folder_number / rank_label).
 """
 import os
-import re
 from dataclasses import dataclass
 from typing import List
 
-from msprobe.core.dump_paths import label_rank, rank_label
+from msprobe.core.dump_paths import MAX_FOLDER_NUMBER, folder_number, label_rank, rank_label
 from msprobe.core.errors import PathError
 from msprobe.core.paths import check_path
 
-__all__ = ["RankFolder", "job_folders", "step_dirs", "rank_dirs"]
+__all__ = ["RankFolder", "job_folders", "step_dirs", "rank_dirs", "folder_number", "MAX_FOLDER_NUMBER"]
 
-_STEP_DIR = re.compile(r"^step(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -44,9 +45,9 @@ def step_dirs(root) -> List[tuple]:
     """[(step number, folder)] of the step* folders of `root`, by number."""
     found = []
     for name in os.listdir(root):
-        match = _STEP_DIR.match(name)
-        if match and os.path.isdir(os.path.join(root, name)):
-            found.append((int(match.group(1)), os.path.join(root, name)))
+        number = folder_number(name, "step", root)
+        if number is not None and os.path.isdir(os.path.join(root, name)):
+            found.append((int(number), os.path.join(root, name)))
     return sorted(found)
 
 
@@ -54,7 +55,7 @@ def rank_dirs(step_folder) -> List[tuple]:
     """[(rank number, folder)] of the rank* folders of a step folder that hold a dump.json, by number."""
     found = []
     for name in os.listdir(step_folder):
-        label = rank_label(name)
+        label = rank_label(name, step_folder)
         full = os.path.join(step_folder, name)
         if label is not None and os.path.isdir(full) and _has_dump(full):
             found.append((label_rank(label), full))
@@ -65,7 +66,7 @@ def job_folders(root, what="dump root") -> List[RankFolder]:
     """Every (step, rank) folder with a dump.json under `root`, sorted by step then rank."""
     root = check_path(root, kind="dir", what=what, allow_symlink=True)
     if _has_dump(root):
-        label = rank_label(os.path.basename(os.path.normpath(root)))
+        label = rank_label(os.path.basename(os.path.normpath(root)), os.path.dirname(root))
         return [RankFolder(0, label_rank(label) if label is not None else 0, root)]
     steps = step_dirs(root) or [(0, root)]
     folders = [RankFolder(step, rank, folder) for step, step_folder in steps for rank, folder in rank_dirs(step_folder)]

@@ -18,7 +18,8 @@ class _Formatter(logging.Formatter):
         line = f"[{name}] {stamp} ({record.process}) {record.getMessage()}"
         if record.exc_info:  # logger.exception at MSPROBE_LOG_LEVEL=0: the traceback follows the line
             line += "\n" + self.formatException(record.exc_info)
-        return line
+        # names from data may hold lone surrogates (JSON "\ud800"): shown escaped, never an encoding error
+        return line.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class _StdoutHandler(logging.StreamHandler):

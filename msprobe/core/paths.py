@@ -11,6 +11,7 @@ import os
 import re
 import tempfile
 
+from msprobe.core.bounded_walk import DEFAULT_BUDGET, Walk, check_json_text
 from msprobe.core.errors import ParseError, PathError
 
 __all__ = ["FILE_MODE", "DIR_MODE", "check_path", "check_dump_path", "make_dir", "ensure_dir",
@@ -213,15 +214,27 @@ def _json_error(exc):
     return None
 
 
-def load_json(path, what="JSON file"):
-    """Load a JSON file; a missing, corrupt or truncated file raises a message naming it."""
-    return _load_text(path, what, json.load, _json_error)
+def load_json(path, what="JSON file", budget=None):
+    """Load a JSON file; a missing, corrupt or truncated file raises a message naming it, and one that holds
+    more values than `budget` (bounded_walk's default) allows is refused before it is parsed."""
+    def parse(handle):
+        text = handle.read()
+        check_json_text(text, f"{what} '{path}'", budget or DEFAULT_BUDGET)
+        return json.loads(text)
+    return _load_text(path, what, parse, _json_error)
 
 
-def load_yaml(path, what="YAML file"):
-    """Load a YAML file with the safe loader; errors name the file."""
+def load_yaml(path, what="YAML file", budget=None):
+    """Load a YAML file with the safe loader; errors name the file. What it holds is walked once with its
+    aliases expanded (bounded_walk's budget, scaled to the file's size), so an alias bomb is refused before
+    any caller expands it."""
     import yaml
 
     def yaml_error(exc):
         return f"is not valid YAML: {' '.join(str(exc).split())}" if isinstance(exc, yaml.YAMLError) else None
-    return _load_text(path, what, yaml.safe_load, yaml_error)
+
+    def parse(handle):
+        loaded = yaml.safe_load(handle)
+        Walk(f"{what} '{path}'", (budget or DEFAULT_BUDGET).for_input(os.path.getsize(path))).check(loaded)
+        return loaded
+    return _load_text(path, what, parse, yaml_error)

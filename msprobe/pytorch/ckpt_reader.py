@@ -1,15 +1,21 @@
 """`torch.save` checkpoints for ckpt_compare: loaded with weights_only (no code runs) and memory-mapped when the
-file allows it, nested state dicts flattened to dotted keys."""
+file allows it, nested state dicts flattened to dotted keys through the bounded walk (shared references counted
+each time they are reached); a tensor whose layout repeats its storage, or that is sparse or quantized, is
+skipped with a warning."""
+import os
 import zipfile
 from typing import Dict, List, Optional
 
 import numpy as np
 
+from msprobe.core.bounded_walk import Budget, Walk
 from msprobe.core.ckpt_compare.readers import CheckpointError, StoredTensor
+from msprobe.core.compare.pt_reader import RefusedTensorLayout, check_torch_layout
+from msprobe.core.log import logger
 
 __all__ = ["open_torch_checkpoint"]
 
-_MAX_DEPTH = 32
+_BUDGET = Budget(depth=32)
 
 
 def _is_torch_file(path: str) -> bool:
@@ -19,17 +25,18 @@ def _is_torch_file(path: str) -> bool:
         return handle.read(1) == b"\x80"  # the legacy format starts with a pickle protocol marker
 
 
-def _flatten(value, prefix: str, out: Dict[str, object], depth: int = 0) -> None:
-    if depth > _MAX_DEPTH:
-        raise CheckpointError(f"checkpoint nests deeper than {_MAX_DEPTH} levels at '{prefix[:120]}'.")
+def _children(value):
     if isinstance(value, dict):
-        for key, item in value.items():
-            _flatten(item, f"{prefix}.{key}" if prefix else str(key), out, depth + 1)
-    elif isinstance(value, (list, tuple)) and any(_is_tensor(item) or isinstance(item, dict) for item in value):
-        for n, item in enumerate(value):
-            _flatten(item, f"{prefix}.{n}" if prefix else str(n), out, depth + 1)
-    else:
-        out[prefix or "value"] = value
+        return value.items()
+    if isinstance(value, (list, tuple)) and any(_is_tensor(item) or isinstance(item, dict) for item in value):
+        return enumerate(value)
+    return None
+
+
+def _flatten(value, path: str) -> Dict[str, object]:
+    """{dotted key: leaf}, within the budget a file of this size is allowed."""
+    walk = Walk(path, _BUDGET.for_input(os.path.getsize(path)))
+    return {".".join(str(key) for key in keys) or "value": leaf for keys, leaf in walk.leaves(value, _children)}
 
 
 def _is_tensor(value) -> bool:
@@ -38,7 +45,22 @@ def _is_tensor(value) -> bool:
     return isinstance(value, torch.Tensor)
 
 
-def _stored(value) -> StoredTensor:
+def _unreadable(tensor) -> Optional[str]:
+    """Why a loaded tensor is not compared (None: it is)."""
+    import torch
+
+    if tensor.layout != torch.strided:
+        return f"a {str(tensor.layout).replace('torch.', '')} tensor"
+    if tensor.is_quantized:
+        return "a quantized tensor"
+    try:
+        check_torch_layout(tensor)
+    except RefusedTensorLayout as exc:
+        return str(exc)
+    return None
+
+
+def _stored(value, path: str = "", key: str = "") -> StoredTensor:
     import torch
 
     if not isinstance(value, torch.Tensor):
@@ -46,6 +68,10 @@ def _stored(value) -> StoredTensor:
     tensor = value.detach()
     dtype = str(tensor.dtype).replace("torch.", "")
     shape = tuple(tensor.shape)
+    reason = _unreadable(tensor)
+    if reason is not None:  # checked before anything is copied: a zero stride would multiply the storage
+        logger.warning("%s: '%s' is skipped: %s.", path, key[:120], reason)
+        return StoredTensor(dtype=dtype, shape=shape, value=f"(skipped: {reason})")
     if not tensor.is_contiguous():
         tensor = tensor.contiguous()
     if tensor.dtype == torch.bfloat16:
@@ -74,14 +100,14 @@ class TorchCheckpointReader:
         except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, zipfile.BadZipFile) as exc:
             raise CheckpointError(f"{path} cannot be loaded with torch.load(weights_only=True): "
                                   f"{' '.join(str(exc).split())[:300]}") from None
-        self._entries: Dict[str, object] = {}
-        _flatten(loaded, "", self._entries)
+        self.path = path
+        self._entries: Dict[str, object] = _flatten(loaded, path)
 
     def keys(self) -> List[str]:
         return list(self._entries)
 
     def read(self, key: str) -> StoredTensor:
-        return _stored(self._entries[key])
+        return _stored(self._entries[key], self.path, key)
 
 
 def open_torch_checkpoint(path: str) -> Optional[TorchCheckpointReader]:

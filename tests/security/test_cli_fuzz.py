@@ -43,6 +43,11 @@ def _corpus(marker):
         "data is a list": b'{"task": "statistics", "data": []}',
         "entry is a number": b'{"task": "statistics", "data": {"Functional.relu.0.forward": 5}}',
         "pickle": pickle.dumps(_Payload(marker)),
+        # what a reader builds, bounded (docs/security.md, "Readers bounded by what they build")
+        "lone surrogate name": b'{"task": "statistics", "data": {"Functional.\\ud800.0.forward": 5}}',
+        "shape 10^30": b'{"task": "statistics", "data": {"Functional.relu.0.forward": {"input_args": [{"type": '
+                       b'"torch.Tensor", "dtype": "torch.float32", "shape": [1' + b"0" * 30 + b']}]}}}',
+        "many empty objects": b"[" + b"{}," * 300_000 + b"{}]",
     }
 
 

@@ -5,13 +5,13 @@ A reader lists its keys and hands out one tensor at a time as a `StoredTensor` (
 memory map, and the dtype name as the framework spells it), so a comparison never holds more than one pair.
 Framework formats (`torch.save` files, MindSpore `.ckpt`) come from openers the framework adapters pass in.
 """
-import json
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Tuple
 
 import numpy as np
 
+from msprobe.core.bounded_walk import Budget, loads_json, tensor_bytes
 from msprobe.core.errors import MsprobeError
 from msprobe.core.log import logger
 from msprobe.core.paths import check_path, load_json
@@ -22,6 +22,8 @@ __all__ = ["StoredTensor", "CheckpointReader", "Opener", "open_checkpoint", "Saf
 # a safetensors header larger than this is refused before it is read (real ones are a few MB at most)
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 _CHUNK = 1 << 22
+# a header's values: a few per tensor; nesting: the header is flat (entries of dtype/shape/offsets)
+_HEADER_BUDGET = Budget(nodes=4_000_000, depth=8)
 _SAFETENSORS_DTYPES = {"F64": ("float64", np.float64), "F32": ("float32", np.float32), "F16": ("float16", np.float16),
                        "BF16": ("bfloat16", np.uint16), "I64": ("int64", np.int64), "I32": ("int32", np.int32),
                        "I16": ("int16", np.int16), "I8": ("int8", np.int8), "U8": ("uint8", np.uint8),
@@ -79,32 +81,43 @@ class SafetensorsReader:
             header_len = int.from_bytes(prefix, "little")
             if header_len > min(MAX_HEADER_BYTES, size - 8):
                 raise CheckpointError(f"{path} is not a safetensors file (declared header of {header_len} bytes).")
-            try:
-                header = json.loads(handle.read(header_len))
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise CheckpointError(f"{path} is not a safetensors file (header: {exc}).") from None
+            header = loads_json(handle.read(header_len), f"{path} (safetensors header)", _HEADER_BUDGET)
         if not isinstance(header, dict):
             raise CheckpointError(f"{path} is not a safetensors file (header is not an object).")
         header.pop("__metadata__", None)
         self._data_start, self._data_len = 8 + header_len, size - 8 - header_len
         self._entries = {}
+        refused = []
         for key, entry in header.items():
-            self._entries[key] = self._checked_entry(key, entry)
+            checked = self._checked_entry(entry)
+            if isinstance(checked, str):
+                refused.append(f"entry '{key[:120]}' {checked}")
+            else:
+                self._entries[key] = checked
+        if refused and not self._entries:
+            raise CheckpointError(f"{path}: no entry can be read ({refused[0]}"
+                                  f"{f' and {len(refused) - 1} more' if len(refused) > 1 else ''}).")
+        for reason in refused:
+            logger.warning("%s: %s: skipped.", path, reason)
         self._map: Optional[np.ndarray] = None
 
-    def _checked_entry(self, key, entry):
+    def _checked_entry(self, entry):
+        """(dtype name, numpy type, shape, begin, count), or why the entry cannot be read: offsets and
+        dimensions must be integers, and the bytes the shape needs (exact arithmetic, no int64 wrap) must be
+        the bytes between the offsets, inside the file."""
         try:
-            dtype, shape, (begin, end) = entry["dtype"], tuple(int(n) for n in entry["shape"]), entry["data_offsets"]
+            dtype, shape, offsets = entry["dtype"], tuple(entry["shape"]), entry["data_offsets"]
             name, np_type = _SAFETENSORS_DTYPES[dtype]
+            begin, end = offsets
+            itemsize = np.dtype(np_type).itemsize
+            needed = tensor_bytes(shape, itemsize)
         except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{self.path}: entry '{key[:120]}' has an unsupported or malformed "
-                                  "dtype/shape/data_offsets.") from None
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        if min(shape, default=0) < 0 or not 0 <= begin <= end <= self._data_len \
-                or end - begin != count * np.dtype(np_type).itemsize:
-            raise CheckpointError(f"{self.path}: entry '{key[:120]}' points outside the file or does not match "
-                                  "its shape.")
-        return name, np_type, shape, begin, count
+            return "has an unsupported or malformed dtype, shape or data_offsets"
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in (begin, end)):
+            return "has data_offsets that are not integers"
+        if not 0 <= begin <= end <= self._data_len or end - begin != needed:
+            return f"points outside the file or does not match its shape ({needed:,} bytes needed)"
+        return name, np_type, shape, begin, needed // itemsize
 
     def keys(self) -> List[str]:
         return list(self._entries)
@@ -143,7 +156,11 @@ class ShardedReader:
         if name != shard or reader is None:  # one shard open at a time: keys are compared in index order
             reader = self._open_file(os.path.join(self._folder, shard))
             self._open = (shard, reader)
-        return reader.read(key)
+        try:
+            return reader.read(key)
+        except KeyError:  # the index names a key its shard does not hold: reported, the rest compared
+            logger.warning("%s: '%s' is not in its shard %s: skipped.", self._folder, key[:120], shard)
+            return StoredTensor(dtype="(missing)", shape=(), value=f"(not in shard {shard})")
 
 
 # the weight files transformers (`save_pretrained`) and peft (adapters) write without an index, safetensors first

@@ -60,20 +60,32 @@ def _leaves(node, path, key, out):
             _leaves(child, f"{path}.{i}" if path else str(i), key, out)
 
 
+class MalformedFingerprint(ValueError):
+    """A fingerprint that is not a string (or integer) as the dump writes it."""
+
+
+def _checked(name, found):
+    for path, fingerprint in found:
+        if isinstance(fingerprint, bool) or not isinstance(fingerprint, (str, int)):
+            raise MalformedFingerprint(f"entry '{name[:120]}' has a {type(fingerprint).__name__} where its "
+                                       f"{path} fingerprint should be a string")
+    return found
+
+
 def _sides(name, body, key) -> Tuple[list, list]:
     """(inputs, outputs) of one dump entry as [(path, fingerprint)]."""
     inputs: list = []
     outputs: list = []
     if name.endswith(_GRADS):  # {param: [grad]}: the gradients are the entry's results
         _leaves(body, "", key, outputs)
-        return inputs, outputs
+        return inputs, _checked(name, outputs)
     for section in _INPUT_SECTIONS:
         if section in body:
             _leaves(body[section], section, key, inputs)
     for section in _OUTPUT_SECTIONS:
         if section in body:
             _leaves(body[section], section, key, outputs)
-    return inputs, outputs
+    return _checked(name, inputs), _checked(name, outputs)
 
 
 def fingerprint_key(data: dict) -> Optional[str]:
@@ -140,7 +152,7 @@ def _parameters(data, key) -> Dict[str, str]:
         if isinstance(body, dict) and isinstance(body.get("parameters"), dict):
             module = ".".join(name.split(".")[1:-3])  # Module.{path}.{Class}.forward.{n}
             for param, desc in body["parameters"].items():
-                if isinstance(desc, dict) and desc.get(key) is not None:
+                if isinstance(desc, dict) and isinstance(desc.get(key), (str, int)):
                     found.setdefault(desc[key], f"{module}.{param}" if module else param)
     return found
 
@@ -259,7 +271,10 @@ def _step_rank(dump_json) -> Tuple[Optional[int], Optional[int]]:
 
 def pair_record(npu_json: str, bench_json: str) -> dict:
     """The record of one dump.json pair, with step, rank and the stack of the named call."""
-    record = diverge(_read(npu_json), _read(bench_json))
+    try:
+        record = diverge(_read(npu_json), _read(bench_json))
+    except MalformedFingerprint as exc:
+        raise CompareError(f"'{npu_json}' or '{bench_json}': {exc}.") from None
     step, rank = _step_rank(npu_json)
     return {"step": step, "rank": rank, **record, "stack": _stack_lines(npu_json, record["call"]),
             "dump": npu_json, "bench_dump": bench_json}

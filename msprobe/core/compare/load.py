@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - orjson is a base dependency; the json 
 from msprobe.core.compare.normalise import TOOL_MSPROBE, dump_tool, normalise_dump
 from msprobe.core.dump_paths import dump_json_of
 from msprobe.core.errors import CompareError, ParseError, PathError
+from msprobe.core.log import logger
 from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.paths import check_path
 
@@ -234,6 +235,14 @@ def load_dump(path, templates=None):
     return templates.load(path, data, full, lambda text: table_from_dump(orjson.loads(text), path))
 
 
+def _utf8(name) -> bool:
+    try:
+        str(name).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def table_from_dump(raw, path="<memory>", data_dir=None, normalise=True):
     """A DumpTable of a dump.json-shaped dict ({"task", "level", "framework", "data": {entry: body}}) that
     need not exist as a file: kernel compare and graph compare build tables in memory. `path` names it
@@ -255,6 +264,10 @@ def table_from_dump(raw, path="<memory>", data_dir=None, normalise=True):
     for entry, body in data.items():
         if not isinstance(body, dict):
             raise ParseError(f"dump file '{path}': entry '{entry}' is not an object.")
+        if not _utf8(entry):  # a lone surrogate ("\ud800" in the JSON): no report could write the name
+            logger.warning("dump file '%s': entry '%s' is skipped: its name is not UTF-8 (a lone surrogate).",
+                           path, entry.encode("utf-8", "backslashreplace").decode("utf-8")[:200])
+            continue
         table.entries.append(entry)
         try:
             _add_entry(rows, entry, body)

@@ -16,8 +16,15 @@ there since the driver may not read the dumps; the driver writes the files into 
 is the same as the local engine's wherever the dumps were, and at most 2 × (cluster CPUs) results are in
 flight at once: driver memory does not grow with the number of ranks. Ray is an optional extra
 (`pip install 'msprobe[ray]'`).
+
+A cluster msprobe starts itself (`--address local`) gets node address 127.0.0.1, no dashboard, and Ray's token
+authentication with a fresh random token for its lifetime (unless the user set RAY_AUTH_MODE): Ray's gRPC
+servers listen on every interface whatever node address they are given, so the token is what keeps other hosts
+out (docs/scale.md, "Ray on a shared network").
 """
 import os
+import secrets
+import sys
 from dataclasses import replace
 from typing import List, Optional
 
@@ -103,9 +110,7 @@ def compare_tree_on_ray(npu_dir, bench_dir, output_dir, options):
     held by the cluster's nodes, compared as Ray tasks; pairs in runner.find_rank_pairs's order."""
     from msprobe.core.compare.runner import pair_rank_dirs
 
-    ray = _ray()
-    ray.init(address=options.address or "auto", logging_level="ERROR", log_to_driver=False,
-             configure_logging=False)
+    ray, saved = connect(options.address)
     try:
         listings = _listings(ray, npu_dir, bench_dir)
         pairs = pair_rank_dirs(npu_dir, bench_dir, list(listings.values()))
@@ -116,6 +121,44 @@ def compare_tree_on_ray(npu_dir, bench_dir, output_dir, options):
         return outcomes, divergences
     finally:
         ray.shutdown()
+        _restore(saved)
+
+
+_AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")
+
+
+def connect(address):
+    """(ray, environment to give back after ray.shutdown with _restore): ray.init on the cluster at `address`
+    (None: RAY_ADDRESS or "auto"), or with "local" on a cluster of this machine that msprobe starts: node
+    address 127.0.0.1, no dashboard, and token authentication with a fresh token unless the user chose
+    RAY_AUTH_MODE. Ray reads its authentication settings when it is imported, so they are set before."""
+    settings = dict(logging_level="ERROR", log_to_driver=False, configure_logging=False)
+    saved = {}
+    if address == "local" and not os.environ.get("RAY_AUTH_MODE"):
+        saved = {name: os.environ.get(name) for name in _AUTH_VARIABLES}
+        if "ray" in sys.modules:
+            logger.warning("ray was imported before msprobe started its cluster: Ray's own authentication "
+                           "default applies (docs/scale.md, 'Ray on a shared network').")
+        os.environ["RAY_AUTH_MODE"] = "token"
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    try:
+        ray = _ray()
+        if address == "local":
+            ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1", **settings)
+        else:
+            ray.init(address=address or "auto", **settings)
+    except BaseException:
+        _restore(saved)
+        raise
+    return ray, saved
+
+
+def _restore(saved):
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _run_pairs(ray, pairs, placed, output_dir, options):

@@ -6,7 +6,6 @@
     outcomes[0].xlsx_path, outcomes[0].advisor_path, outcomes[0].result
 """
 import os
-import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
@@ -25,7 +24,7 @@ from msprobe.core.compare.render import SUSPICION, print_suspicious_rows, render
 from msprobe.core.compare.templates import DumpTemplates
 from msprobe.core.compare.xlsx import Sheet, write_xlsx
 from msprobe.core.dump.session import HookSession, fewer_collections
-from msprobe.core.dump_paths import rank_folder_name, rank_label
+from msprobe.core.dump_paths import folder_number, rank_folder_name, rank_label
 from msprobe.core.errors import CompareError
 from msprobe.core.log import logger
 from msprobe.core.paths import check_path, make_dir
@@ -33,7 +32,6 @@ from msprobe.core.paths import check_path, make_dir
 __all__ = ["CompareOptions", "CompareOutcome", "compare_dumps", "compare_pair", "compare_tables", "find_rank_pairs",
            "list_rank_dirs", "pair_rank_dirs"]
 
-_STEP_DIR = re.compile(r"^step(\d+)$")
 
 
 @dataclass
@@ -232,7 +230,7 @@ def _rank_dirs(directory):
     is missing)."""
     found = {}
     for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
-        label = rank_label(name)
+        label = rank_label(name, directory)  # ASCII-checked: names from data become paths and pairs
         full = os.path.join(directory, name)
         if label is not None and os.path.isdir(full) and _dump_json_in(full):
             found[label] = full
@@ -259,7 +257,8 @@ def _layer_dir(root, layer):
 
 def _step_dirs(root):
     names = os.listdir(root) if os.path.isdir(root) else []
-    return {name for name in names if _STEP_DIR.match(name) and os.path.isdir(os.path.join(root, name))}
+    return {name for name in names if folder_number(name, "step", root) is not None
+            and os.path.isdir(os.path.join(root, name))}
 
 
 def list_rank_dirs(npu_dir, bench_dir):

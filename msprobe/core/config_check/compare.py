@@ -7,8 +7,10 @@ import zipfile
 from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
+from msprobe.core.bounded_walk import Budget, Walk
 from msprobe.core.compare.xlsx import Sheet, write_xlsx
 from msprobe.core.config_check.pack import CHECKS
+from msprobe.core.config_check.pack_shape import checked_pack
 from msprobe.core.errors import ParseError
 from msprobe.core.paths import atomic_write_json, check_path, make_dir
 
@@ -16,6 +18,9 @@ __all__ = ["Difference", "compare_packs", "load_pack", "IMPACT_ORDER"]
 
 IMPACT_ORDER = {"high": 0, "medium": 1, "low": 2}
 _MAX_ENTRY_BYTES = 256 * 1024 * 1024
+# what one pack may hold once parsed (all its checks together) and what a report of two packs may write: real
+# packs hold thousands of values (a parameter, a package, a variable each), far from these
+PACK_BUDGET = Budget(nodes=2_000_000, elements=200_000, output_bytes=256 * 1024 * 1024, depth=32)
 # versions of these packages change kernels, defaults or numerics directly
 _NUMERIC_PACKAGES = re.compile(r"^(torch|torch-npu|torchvision|mindspore|numpy|scipy|transformers|accelerate|"
                                r"deepspeed|megatron-core|apex|triton|flash-attn|xformers|jax|jaxlib|"
@@ -49,6 +54,7 @@ class Difference:
 def load_pack(path: str) -> Dict[str, Any]:
     """The checks of one pack; a file that is not one gives one ParseError line."""
     path = check_path(path, kind="file", what="config_check pack")
+    walk = Walk(path, PACK_BUDGET)  # the values of all the pack's checks together, counted before each is parsed
     try:
         with zipfile.ZipFile(path) as archive:
             pack = {}
@@ -59,12 +65,16 @@ def load_pack(path: str) -> Dict[str, Any]:
                     raise ParseError(f"{path} is not a config_check pack: it has no {name}.json.") from None
                 if info.file_size > _MAX_ENTRY_BYTES:
                     raise ParseError(f"{path}: {name}.json is larger than {_MAX_ENTRY_BYTES >> 20} MB.")
-                pack[name] = json.loads(archive.read(info).decode("utf-8"))
+                data = archive.read(info)
+                walk.visit_json(data)
+                pack[name] = json.loads(data.decode("utf-8"))
     except (zipfile.BadZipFile, ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ParseError(f"{path} is not a config_check pack: {' '.join(str(exc).split())[:200]}") from None
+    except (RuntimeError, NotImplementedError) as exc:  # an encrypted member, an unknown compression method
+        raise ParseError(f"{path}: a member cannot be read ({' '.join(str(exc).split())[:200]}).") from None
     if not all(isinstance(pack[name], dict) for name in pack):
         raise ParseError(f"{path} is not a config_check pack: a check is not a JSON object.")
-    return pack
+    return checked_pack(pack, path)
 
 
 def _dict_differences(check, a, b, impact_of) -> List[Difference]:
@@ -177,6 +187,10 @@ def _cell(value):
 def compare_packs(path_a: str, path_b: str, output_dir: str) -> Tuple[List[Difference], str, str]:
     """Write `config_check_{time}.xlsx` (a ranked summary sheet, then one sheet per check) and `.json`."""
     found = differences(load_pack(path_a), load_pack(path_b))
+    walk = Walk(f"the report of {path_a} and {path_b}", PACK_BUDGET)
+    walk.materialise(len(found))
+    for difference in found:
+        walk.emit(len(json.dumps(difference.__dict__, default=repr, ensure_ascii=False)))
     output_dir = make_dir(output_dir, what="-o")
     stamp = time.strftime("%Y%m%d%H%M%S")
     xlsx_path = os.path.join(output_dir, f"config_check_{stamp}.xlsx")

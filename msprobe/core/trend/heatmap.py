@@ -73,7 +73,8 @@ def _png(matrix, modules, columns, stat):
     height = min(2 + 0.22 * len(modules), 40)
     figure, axes = plt.subplots(figsize=(width, height))
     image = axes.imshow(shown, aspect="auto", cmap="magma", vmin=-12, vmax=6, interpolation="nearest")
-    axes.set_yticks(range(len(modules)), [m[-60:] for m in modules], fontsize=6)
+    # module names come from data: never parsed as mathtext (`$\\foo$` would fail to render)
+    axes.set_yticks(range(len(modules)), [m[-60:] for m in modules], fontsize=6, parse_math=False)
     step_of = [step for step, _ in columns]
     ticks = [j for j in range(len(columns)) if j == 0 or step_of[j] != step_of[j - 1]]
     axes.set_xticks(ticks, [f"step {step_of[j]}" for j in ticks], fontsize=7, rotation=90)

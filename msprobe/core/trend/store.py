@@ -23,8 +23,9 @@ from typing import List
 import numpy as np
 
 from msprobe.core.compare.load import load_dump
-from msprobe.core.errors import UnsupportedError
-from msprobe.core.job_tree import job_folders
+from msprobe.core.errors import PathError, UnsupportedError
+from msprobe.core.job_tree import MAX_FOLDER_NUMBER, job_folders
+from msprobe.core.log import logger
 from msprobe.core.naming import EntryName
 from msprobe.core.paths import FILE_MODE
 
@@ -57,12 +58,44 @@ def _module_of(entry) -> str:
     return parsed.op_name if parsed.index else str(parsed)
 
 
+# the files DuckDB writes beside the database: its write-ahead log and its spill folder
+_DUCKDB_SIDE_FILES = ("", ".wal", ".tmp")
+
+
+def _refuse_links(path: str) -> None:
+    """DuckDB opens its files following symlinks: a link at any of them (dangling too) is refused."""
+    for suffix in _DUCKDB_SIDE_FILES:
+        if os.path.islink(path + suffix):
+            raise PathError(f"'{path + suffix}' is a symbolic link: the trend store is never written through "
+                            "one (remove it or choose another -o).")
+
+
+def _storable(step: int, rank: int, where: str) -> bool:
+    """Steps and ranks are INTEGER columns: a number past 2^31 - 1 is skipped with a warning naming it."""
+    if 0 <= step <= MAX_FOLDER_NUMBER and 0 <= rank <= MAX_FOLDER_NUMBER:
+        return True
+    logger.warning("%s: step %d, rank %d is skipped: steps and ranks are stored as integers up to %d.", where,
+                   step, rank, MAX_FOLDER_NUMBER)
+    return False
+
+
 class TrendStore:
+    """The store at `path`. While it is open the process umask also masks group write and every bit for
+    others, so the database and the write-ahead log DuckDB creates are 0640 from their first byte (DuckDB takes
+    no file mode); the umask is restored at close."""
+
     def __init__(self, path: str):
         self.path = path
-        self.con = _duckdb().connect(path)
-        for statement in _SCHEMA:
-            self.con.execute(statement)
+        _refuse_links(path)
+        self._umask = os.umask(0o027)
+        os.umask(self._umask | 0o027)
+        try:
+            self.con = _duckdb().connect(path)
+            for statement in _SCHEMA:
+                self.con.execute(statement)
+        except BaseException:
+            os.umask(self._umask)
+            raise
 
     def __enter__(self):
         return self
@@ -71,9 +104,12 @@ class TrendStore:
         self.close()
 
     def close(self):
-        self.con.close()
-        if os.path.isfile(self.path):
-            os.chmod(self.path, FILE_MODE)  # like every other msprobe output: not world-readable
+        try:
+            self.con.close()
+        finally:
+            os.umask(self._umask)
+        if os.path.isfile(self.path) and not os.path.islink(self.path):
+            os.chmod(self.path, FILE_MODE)  # an older store made before its mode was set at creation
 
     def query(self, sql: str, params=None):
         return self.con.execute(sql, params or []).df()
@@ -88,7 +124,7 @@ class TrendStore:
         known = self.known(source)
         added = []
         for where in job_folders(root):
-            if (where.step, where.rank) in known:
+            if (where.step, where.rank) in known or not _storable(where.step, where.rank, where.folder):
                 continue
             rows = self._ingest_one(source, where)
             added.append((where.step, where.rank, rows))
@@ -105,7 +141,7 @@ class TrendStore:
         added = []
         for rank, run_dir in monitor_runs(root):
             for step, rows in steps_of(run_dir):
-                if (step, rank) in known:
+                if (step, rank) in known or not _storable(step, rank, run_dir):
                     continue
                 frame = pd.DataFrame(rows, columns=_COLUMNS[3:])
                 frame.insert(0, "source", source)
