@@ -232,7 +232,11 @@ def load_dump(path, templates=None):
             raw = _read_json(path, "dump file")
         return table_from_dump(raw, path)
 
-    return templates.load(path, data, full, lambda text: table_from_dump(orjson.loads(text), path))
+    table = templates.load(path, data, full, lambda text: table_from_dump(orjson.loads(text), path))
+    if table.as_written is None and table.header.get("tool") != TOOL_MSPROBE:
+        # a template's copy of a reference-layout table: its rows as written, for a pair of two such dumps
+        table.as_written = lambda: table_from_dump(orjson.loads(data), path, normalise=False)
+    return table
 
 
 def _utf8(name) -> bool:
