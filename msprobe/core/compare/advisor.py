@@ -111,7 +111,7 @@ def _describe(records, suspect):
     names = records.names
     first = suspicion_text(records, suspect.row, worst_only=True) or "differs"
     if suspect.kind == "cause" and not suspect.output_rows:
-        text = f"{suspect.phase} call {suspect.entry} returns nothing to compare (it updates its inputs in place)"
+        text = f"{suspect.phase} call {suspect.entry} is made with other float arguments"
     elif suspect.kind == "cause":
         text = f"{suspect.phase} call {suspect.entry}: inputs agree, {names[suspect.row][len(suspect.entry) + 1:]} "
         text += f"does not ({first})"
@@ -227,6 +227,7 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
     # it), so a call whose output differs while its inputs' statistics agree is presumed to read such a difference
     spreading = previous_update
     float_args = _float_arguments_differing(records)
+    judged = records.judgement.worst >= 0 if records.judgement is not None else np.zeros(len(records), dtype=bool)
     forward_differs = {records.entries[r] for r in np.flatnonzero(bad & is_input & (records.phases == 0))}
     for phase, entry, rows in calls:
         rows = np.asarray(rows)
@@ -234,9 +235,10 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
         inputs = rows[is_input[rows]]
         bad_out = outputs[bad[outputs] | (records.reason[outputs] == Reason.VALUE_DIFF)]
         bad_in = inputs[bad[inputs]]
-        if float_args[inputs].any() and not compared[outputs].any() and first_input is None:
-            # a call that returns nothing to compare (the multi-tensor optimizer steps: torch._fused_adamw_ updates
-            # its lists in place) with a differing float argument (lr, weight_decay, eps): its own difference
+        if float_args[inputs].any() and first_input is None and (phase == "after backward" or not judged[outputs].any()):
+            # an optimizer call (after the backward pass) or a call that returns nothing to compare (torch's fused
+            # optimizer steps update their lists in place) with a differing float argument (lr, weight_decay,
+            # eps): its own difference, however small its effect on this step's tensors
             suspect = Suspect(int(inputs[float_args[inputs]][0]), names[int(inputs[float_args[inputs]][0])], entry,
                               phase, "cause", [], inputs[compared[inputs] & ~bad[inputs]].tolist(), [],
                               inputs[float_args[inputs]].tolist())
