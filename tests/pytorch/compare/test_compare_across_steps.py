@@ -17,9 +17,8 @@ from step_models import decay_groups, dump_steps, tiny_gpt_neox, tiny_qwen2
 PAIRS = {
     # architecture, optimizer (transformers 5's default AdamW is fused), level
     "gpt2_fused_adamw": (tiny_gpt2, lambda m: torch.optim.AdamW(decay_groups(m), lr=1e-3, fused=True), "mix"),
-    "qwen2_foreach_adamw": (tiny_qwen2, lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3, foreach=True), "mix"),
+    "qwen2_foreach_adamw_L1": (tiny_qwen2, lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3, foreach=True), "L1"),
     "neox_sgd": (tiny_gpt_neox, lambda m: torch.optim.SGD(m.parameters(), lr=1e-2, momentum=0.9), "mix"),
-    "qwen2_fused_adamw_L1": (tiny_qwen2, lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3, fused=True), "L1"),
 }
 
 
