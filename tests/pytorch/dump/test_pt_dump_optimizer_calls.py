@@ -36,17 +36,21 @@ def _train(tmp_path, optimizer_of, level, steps=2, seed=0):
 
     handle = optimizer.register_step_pre_hook(before_step)
     debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", level), model=model)
-    ids = torch.randint(1, 96, (2, 8), generator=torch.Generator().manual_seed(seed + 1))
     for _ in range(steps):
         debugger.start()
-        model(input_ids=ids, labels=ids).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
+        _train_step(model, optimizer, seed)
         debugger.stop()
         debugger.step()
     debugger.close()
     handle.remove()
     return tmp_path / "dump", params, snapshots
+
+
+def _train_step(model, optimizer, seed):
+    ids = torch.randint(1, 96, (2, 8), generator=torch.Generator().manual_seed(seed + 1))
+    model(input_ids=ids, labels=ids).loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
 
 
 def _stats_match(descriptor, tensor):
@@ -117,11 +121,8 @@ def test_fused_sgd_is_recorded_and_training_is_unchanged(tmp_path):
     torch.manual_seed(0)
     model = tiny_qwen2().train()
     optimizer = optimizer_of(list(model.parameters()))
-    ids = torch.randint(1, 96, (2, 8), generator=torch.Generator().manual_seed(1))
     for _ in range(2):
-        model(input_ids=ids, labels=ids).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
+        _train_step(model, optimizer, 0)
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), params))
 
 
