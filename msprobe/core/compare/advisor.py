@@ -247,7 +247,8 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
             return suspect
         if len(bad_out) and not len(bad_in) and (_forward_of(entry) in forward_differs
                                                  or spreading and not float_args[inputs].any()):
-            # a backward call reads what its forward saved; that forward's inputs already differed
+            # a backward call reads what its forward saved; that forward's inputs already differed (or, spreading,
+            # the weights differ element by element since the previous update)
             records.extra["consequence"].extend(bad_out.tolist())
             inherited = True
             continue
