@@ -1,12 +1,13 @@
 """Diagnosis benchmark: how often does compare's advisor cry wolf on clean runs, and find the fault on faulty ones?
 
 usage: python benchmarks/diagnosis_suite.py [--quick] [--models gpt2,llama] [--faults param_scale,...]
-                                            [--seeds 1] [--steps 2] [--json-only] [--keep DIR]
+                                            [--seeds 1] [--steps 2] [--optimizer adamw] [--json-only] [--keep DIR]
                                             [--tools advisor,run_ut,grad_compare,trainer_mon,free_benchmark]
                                             [--mindspore]
 
 Every entry of MODELS (a `transformers` model built from a tiny config, nothing downloaded) is trained
-`--steps` AdamW steps under PrecisionDebugger (task tensor, level mix) on the two sides of each pair:
+`--steps` AdamW steps (or `--optimizer`'s) under PrecisionDebugger (task tensor, level mix) on the two sides of each
+pair; step N >= 1 is judged against step N-1's update (msprobe.core.compare.across_steps):
 
   clean pairs    bf16 vs fp32 (a pure bf16 port: weights, activations and AdamW state in bf16), fp16 vs
                  fp32 (autocast to fp16 with fp32 weights and optimizer and a static loss scale of 4096
@@ -58,6 +59,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from msprobe.core.compare import CompareOptions, compare_tables  # noqa: E402
+from msprobe.core.compare.across_steps import judge_across, judge_previous  # noqa: E402
 from diagnosis_variants import graph_dirs, variants  # noqa: E402
 
 VOCAB, HIDDEN, LAYERS, SEQ, BATCH = 96, 32, 2, 8, 2
@@ -143,6 +145,15 @@ def mistral():
                                             max_position_embeddings=32))
 
 
+def gpt_neox():
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    return GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64,
+                                            num_hidden_layers=LAYERS, num_attention_heads=4,
+                                            max_position_embeddings=32, hidden_dropout=0.0, attention_dropout=0.0,
+                                            attn_implementation="eager"))
+
+
 def _t5_batch(seed):
     ids = _ids(seed)
     return {"input_ids": ids, "labels": ids.flip(1)}
@@ -159,7 +170,17 @@ MODELS = {
     "qwen2": (qwen2, _causal_batch, lambda m: m.model.layers),
     "phi3": (phi3, _causal_batch, lambda m: m.model.layers),
     "mistral": (mistral, _causal_batch, lambda m: m.model.layers),
+    "gpt_neox": (gpt_neox, _causal_batch, lambda m: m.gpt_neox.layers),
 }
+
+# --optimizer: what each side's training steps with (the faults' eps applies to the AdamW variants)
+OPTIMIZERS = {
+    "adamw": lambda params, eps: torch.optim.AdamW(params, lr=1e-3, eps=eps),
+    "adamw_fused": lambda params, eps: torch.optim.AdamW(params, lr=1e-3, eps=eps, fused=True),
+    "adamw_foreach": lambda params, eps: torch.optim.AdamW(params, lr=1e-3, eps=eps, foreach=True),
+    "sgd": lambda params, eps: torch.optim.SGD(params, lr=1e-2, momentum=0.9),
+}
+OPTIMIZER = ["adamw"]
 
 
 # -- faults --------------------------------------------------------------------------------------------
@@ -435,7 +456,7 @@ def dump_side(out_dir, model_name, dtype, seed, steps, fault=None, side="bench",
     model = model.to(torch.float32 if autocast else DTYPES[dtype]).train()
     eps = (fault.optimizer_eps[0 if side == "faulty" else 1]) if fault else 1e-8
     shift = (fault.batch_shift[0 if side == "faulty" else 1]) if fault else 0
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=eps)
+    optimizer = OPTIMIZERS[OPTIMIZER[0]](model.parameters(), eps)
     # a static loss scale on both sides of an fp16 pair keeps fp16 gradients out of the subnormal range
     scaler = torch.amp.GradScaler("cpu", init_scale=loss_scale, growth_interval=10 ** 6) if loss_scale else None
     config = {"task": "tensor", "dump_path": out_dir, "rank": [], "step": [], "level": "mix",
@@ -515,6 +536,7 @@ def score_pair(model_name, pair, faulty, bench, steps_scored, fault, spans):
     """One result dict per (step, mode, level)."""
     results = []
     options = CompareOptions(progress=False, processes=1)
+    previous = {}  # (mode, level) -> the step before's records: step N judged against its update (across_steps)
     for step in steps_scored:
         npu_tables = variants(*faulty[step])
         bench_tables = variants(*bench[step])
@@ -522,8 +544,14 @@ def score_pair(model_name, pair, faulty, bench, steps_scored, fault, spans):
         for key in npu_tables:
             start = time.time()
             records = compare_tables(npu_tables[key], bench_tables[key], options)
+            if step > 0:
+                before = previous.get(key)
+                records.suspect = judge_across(records, None if before is None else judge_previous(before, step - 1),
+                                               step)
+            previous[key] = records
             suspect = records.suspect
             row = {"model": model_name, "pair": pair, "step": step, "mode": key[0], "level": key[1],
+                   "optimizer": OPTIMIZER[0],
                    "suspect": suspect.name if suspect else None, "seconds": round(time.time() - start, 2),
                    "red": int((records.color == 2).sum())}
             if fault is None:
@@ -538,8 +566,10 @@ def score_pair(model_name, pair, faulty, bench, steps_scored, fault, spans):
 
 
 def _graph_dirs_of(dump):
-    rank_dir = os.path.dirname(dump[1])
-    return graph_dirs(rank_dir, os.path.join(os.path.dirname(rank_dir), "graph_variants"))
+    rank_dir = os.path.dirname(dump[1])  # <side>/step{N}/rank
+    step_dir = os.path.dirname(rank_dir)
+    return graph_dirs(rank_dir, os.path.join(os.path.dirname(step_dir), "graph_variants"),
+                      step=int(os.path.basename(step_dir)[4:]))
 
 
 def _node_hit(node, spans):
@@ -661,7 +691,10 @@ def main(argv=None):
     parser.add_argument("--table-from", nargs="+", default=None, help="only print the table of JSON-line files")
     parser.add_argument("--tools", default="advisor", help="advisor (with the graph) and/or TOOLS of diagnosis_tools.py")
     parser.add_argument("--mindspore", action="store_true", help="also score the advisor on the MindSpore nets")
+    parser.add_argument("--optimizer", default="adamw", choices=sorted(OPTIMIZERS),
+                        help="each side's optimizer (adamw_fused: transformers 5's default)")
     args = parser.parse_args(argv)
+    OPTIMIZER[0] = args.optimizer
     tools = args.tools.split(",")
     others = [name for name in tools if name != "advisor"]
     if args.table_from:

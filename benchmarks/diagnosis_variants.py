@@ -28,10 +28,11 @@ def variants(raw, data_dir, module_prefix="Module."):
     return out
 
 
-def graph_dirs(rank_dir, out_root, module_prefix="Module."):
+def graph_dirs(rank_dir, out_root, module_prefix="Module.", step=None):
     """{(mode, level): dump directory} of one tensor dump for graph compare, the same four variants as
     `variants` written to disk: tensor mix is the dump itself; statistics drops the tensor file names;
-    L1 drops the module rows (`module_prefix`) and the module tree (an L1 dump has no construct)."""
+    L1 drops the module rows (`module_prefix`) and the module tree (an L1 dump has no construct). With `step`,
+    each variant is `out_root/{mode}_{level}/step{step}/rank`, so a step is judged against the one before."""
     def read(name):
         path = os.path.join(rank_dir, name)
         if not os.path.exists(path):
@@ -49,7 +50,7 @@ def graph_dirs(rank_dir, out_root, module_prefix="Module."):
             if (mode, level) == ("tensor", "mix"):
                 out[(mode, level)] = rank_dir
                 continue
-            target = os.path.join(out_root, f"{mode}_{level}")
+            target = os.path.join(out_root, f"{mode}_{level}", *(() if step is None else (f"step{step}", "rank")))
             os.makedirs(target, exist_ok=True)
             document = dict(raw, data=data, level=level)
             text = json.dumps(document if mode == "tensor" else dict(document, task="statistics"))

@@ -157,10 +157,12 @@ def judge_pairs(mode: str, npu: DumpTable, bench: DumpTable, pairs: Sequence[Row
     on the same two dumps. One record row per NPU row: record row i is NPU table row i; bench rows no
     pair took follow (a call only the bench side made is a structural difference, advisor.py).
     """
+    from msprobe.core.compare.across_steps import judge_step
     from msprobe.core.compare.advisor import find_suspect
+    from msprobe.core.compare.load import load_dump
     from msprobe.core.compare.match import match_rows
     from msprobe.core.compare.records import build_records
-    from msprobe.core.compare.runner import CompareOptions
+    from msprobe.core.compare.runner import CompareOptions, compare_tables
 
     paired = np.full(len(npu), -1, dtype=np.int64)
     for pair in pairs:
@@ -178,6 +180,9 @@ def judge_pairs(mode: str, npu: DumpTable, bench: DumpTable, pairs: Sequence[Row
     taken[paired[paired >= 0]] = True
     records = build_records(mode, npu, bench, paired, np.flatnonzero(~taken), options)
     records.suspect = find_suspect(records)
+    # step N judged against step N-1's update where both sides dumped it, as `msprobe compare` judges it
+    records.suspect = judge_step(records, lambda npu_json, bench_json: compare_tables(
+        load_dump(npu_json), load_dump(bench_json), options))
     return records
 
 

@@ -131,7 +131,9 @@ def _describe(records, suspect):
 
     names = records.names
     first = suspicion_text(records, suspect.row, worst_only=True) or "differs"
-    if suspect.kind == "cause":
+    if suspect.kind == "cause" and not suspect.output_rows:
+        text = f"{suspect.phase} call {suspect.entry} is made with other float arguments"
+    elif suspect.kind == "cause":
         text = f"{suspect.phase} call {suspect.entry}: inputs agree, {names[suspect.row][len(suspect.entry) + 1:]} "
         text += f"does not ({first})"
     else:
@@ -213,7 +215,7 @@ def _prefer_parameter(records, suspect, bad, names):
     differing parameter row (`Tensor.__mul__...input.0` of an RMSNorm: same statistics on both sides),
     or a module named as a cause that encloses a differing parameter's module (the block around a
     scaled norm), gives way to that parameter row. A differing data input stays the finding."""
-    if suspect is None or ".parameters." in suspect.name:
+    if suspect is None or ".parameters." in suspect.name or records.extra.get("previous_update"):
         return None
     rows = np.flatnonzero(bad & (records.roles == "parameters") & (records.phases == 0)
                           & np.array([".parameters." in n for n in names], dtype=bool))
@@ -279,8 +281,16 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
     # tensors seen differing in an earlier phase without a cause (amplified rounding and what reads it)
     earlier = _tensor_keys(records, (records.extra.get("amplified") or []) + (records.extra.get("consequence") or []))
     seen, len_amplified, len_seen = set(earlier), 0, len(records.extra["consequence"])
-    inherited = False  # a backward difference inherited from a forward one without a cause came first
+    # a backward difference inherited from a forward one without a cause came first; or the previous step's update
+    # explains this step's parameter differences (across_steps.py): what reads them is a consequence, no parameter
+    # is named for differing, and a cause is looked for among the rest
+    previous_update = bool(records.extra.get("previous_update"))
+    inherited = previous_update
+    # with the previous update explained, every parameter may differ element by element (statistics cannot show
+    # it), so a call whose output differs while its inputs' statistics agree is presumed to read such a difference
+    spreading = previous_update
     float_args = _float_arguments_differing(records)
+    judged = records.judgement.worst >= 0 if records.judgement is not None else np.zeros(len(records), dtype=bool)
     forward_differs = {records.entries[r] for r in np.flatnonzero(bad & is_input & (records.phases == 0))}
     for phase, entry, rows in calls:
         rows = np.asarray(rows)
@@ -288,8 +298,20 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
         inputs = rows[is_input[rows]]
         bad_out = outputs[bad[outputs] | (records.reason[outputs] == Reason.VALUE_DIFF)]
         bad_in = inputs[bad[inputs]]
-        if len(bad_out) and not len(bad_in) and _forward_of(entry) in forward_differs:
-            # a backward call reads what its forward saved; that forward's inputs already differed
+        if float_args[inputs].any() and first_input is None and (phase == "after backward" or not judged[outputs].any()):
+            # an optimizer call (after the backward pass) or a call that returns nothing to compare (torch's fused
+            # optimizer steps update their lists in place) with a differing float argument (lr, weight_decay,
+            # eps): its own difference, however small its effect on this step's tensors
+            suspect = Suspect(int(inputs[float_args[inputs]][0]), names[int(inputs[float_args[inputs]][0])], entry,
+                              phase, "cause", [], inputs[compared[inputs] & ~bad[inputs]].tolist(), [],
+                              inputs[float_args[inputs]].tolist())
+            suspect.summary = _describe(records, suspect)
+            records.extra["consequence"].clear()
+            return suspect
+        if len(bad_out) and not len(bad_in) and (_forward_of(entry) in forward_differs
+                                                 or spreading and not float_args[inputs].any()):
+            # a backward call reads what its forward saved; that forward's inputs already differed (or, spreading,
+            # the weights differ element by element since the previous update)
             records.extra["consequence"].extend(bad_out.tolist())
             inherited = True
             continue
@@ -333,6 +355,7 @@ def _suspect_in(records, calls, bad, compared, is_input, names):
             # only a module's parameter row qualifies (no forward call computes a parameter; an operand
             # may be the output of a call outside the dump that read the amplified difference).
             named = bad_in if not (amplified or inherited) else bad_in[records.roles[bad_in] == "parameters"]
+            named = named[:0] if previous_update else named
             if len(named):
                 records.extra.setdefault("amplified", []).extend(amplified)
                 suspect = Suspect(int(named[0]), names[int(named[0])], entry, phase, "input", bad_out.tolist())
@@ -428,10 +451,14 @@ def advisor_text(records):
                        f"tolerance, each by at most {AMPLIFICATION:g} times what its inputs carried (rounding "
                        f"amplified by the operation), e.g. {records.names[amplified[0]]}: "
                        f"{suspicion_text(records, amplified[0], worst_only=True)}.")
+        elif records.extra.get("across_steps"):
+            verdict = "No call adds a difference of its own."
         else:
             verdict = "No compared row differs beyond what the dtypes explain."
         verdict += (f" {unreadable} rows could not be compared, so this is not a pass." if unreadable
                     else " No suspect found.")
+        if records.extra.get("across_steps"):
+            verdict += f" Across steps: {records.extra['across_steps']}."
         return f"Line: N/A\nSuspect Nodes: N/A\nExpert Advice: {verdict}{note}\n"
     lines = [f"Line: {suspect.row}", f"Suspect Nodes: {suspect.name}", f"Reason: {suspect.summary}"]
     lines += _checked_lines(records, suspect)

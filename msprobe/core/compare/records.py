@@ -240,33 +240,39 @@ def _numel(table, positions):
 
 
 UPDATE_APIS = frozenset({"addcdiv_"})  # normalized optimizer updates: param.addcdiv_(m, d, value=-step)
+# the same update over a param group's lists (torch.optim's foreach Adam): torch._foreach_addcdiv_(params, m, d,
+# [-step per parameter]); its output i is parameter i updated
+LIST_UPDATE_APIS = frozenset({"_foreach_addcdiv_"})
 _AFTER_BACKWARD = 3
 
 
 def _update_calls(records):
-    """{entry: (parameter input row, step)} of optimizer updates after the backward pass whose arguments
-    all agree (a differing step size is a finding of its own, judged as usual)."""
+    """{entry: ({index: parameter input row}, {index: step})} of optimizer updates after the backward pass whose
+    arguments all agree (a differing step size is a finding of its own, judged as usual); index None for a
+    single tensor's update, i for the i-th tensor of a list update."""
     calls = {}
     names, entries, parsed_rows = records.names, records.entries, records.parsed
     values = records.npu.columns["value"] if len(records.npu) else []
     npu_pos = records.npu_pos.tolist()
     differs = (records.reason == Reason.VALUE_DIFF).tolist()
-    updates = {entry for entry, parsed in dict(zip(entries, parsed_rows)).items()
-               if parsed is not None and parsed.api.rsplit(".", 1)[-1] in UPDATE_APIS}
+    updates = {entry: parsed.api.rsplit(".", 1)[-1] in LIST_UPDATE_APIS
+               for entry, parsed in dict(zip(entries, parsed_rows)).items()
+               if parsed is not None and parsed.api.rsplit(".", 1)[-1] in UPDATE_APIS | LIST_UPDATE_APIS}
     for row in np.flatnonzero(records.phases == _AFTER_BACKWARD).tolist():
         entry = entries[row]
         if entry not in updates:
             continue
-        info = calls.setdefault(entry, [None, None, True])
-        tail = names[row][len(entry) + 1:]
+        info = calls.setdefault(entry, [{}, {}, True])
+        parts = names[row][len(entry) + 1:].split(".")  # input.0 / input.0.3 / input.value / output.3
+        key = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else None
         value = values[npu_pos[row]] if npu_pos[row] >= 0 else None
-        if tail == "input.0":
-            info[0] = row
-        elif tail in ("input.value", "input.3") and isinstance(value, (int, float)):
-            info[1] = float(value)
+        if parts[0] == "input" and parts[1] == "0" and (key is not None) == updates[entry]:
+            info[0][key] = row
+        elif parts[0] == "input" and parts[1] in ("value", "3") and isinstance(value, (int, float)):
+            info[1][key] = float(value)
         if differs[row]:
             info[2] = False
-    return {e: (p, v) for e, (p, v, agree) in calls.items() if p is not None and v is not None and agree}
+    return {e: (p, v) for e, (p, v, agree) in calls.items() if p and v and agree}
 
 
 def _update_rows(records):
@@ -277,9 +283,13 @@ def _update_rows(records):
     rows, params, steps = [], [], []
     for row, entry in enumerate(records.entries):
         if entry in calls and records.roles[row] == "output":
-            rows.append(row)
-            params.append(calls[entry][0])
-            steps.append(calls[entry][1])
+            found, sizes = calls[entry]
+            index = records.names[row][len(entry) + 1:].partition(".")[2]  # output.3 -> 3 of a list update
+            key = int(index) if None not in found and index.isdigit() else None
+            if key in found and (key in sizes or None in sizes):
+                rows.append(row)
+                params.append(found[key])
+                steps.append(sizes.get(key, sizes.get(None)))
     return np.asarray(rows, dtype=np.int64), np.asarray(params, dtype=np.int64), steps
 
 

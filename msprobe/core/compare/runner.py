@@ -12,6 +12,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from msprobe.core.compare.across_steps import judge_step
 from msprobe.core.compare.advisor import find_suspect, write_advisor
 from msprobe.core.compare.first_divergence import report_pairs, report_records
 from msprobe.core.compare.job_summary import job_summary, job_summary_text, pair_summary, step_rank_of, write_job_summary
@@ -145,6 +146,9 @@ def compare_tables(npu: DumpTable, bench: DumpTable, options: Optional[CompareOp
                                       lambda: match_rows(npu, bench, options.fuzzy_match, build_mapper(options)))
     records = build_records(mode, npu, bench, bench_index, unmatched, options)
     records.suspect = find_suspect(records)
+    # step N's differences against step N-1's update, where both sides dumped it (across_steps.py)
+    records.suspect = judge_step(records, lambda npu_json, bench_json: compare_tables(
+        load_dump(npu_json), load_dump(bench_json), options))
     return records
 
 

@@ -2,8 +2,10 @@
 allow-list that names from dumps and messages resolve through (`api_allow_list`, the same tables).
 
 Built from the live torch modules: every public function of torch.nn.functional, the public
-torch.* functions torch marks as overridable, the Tensor methods and operators of the reference's
-list (support_wrap_ops.yaml, shipped next to this file), torch_npu ops when installed. Lookups are
+torch.* functions torch marks as overridable, the multi-tensor functions torch.optim calls (`torch._foreach_*`
+and the fused optimizer steps `torch._fused_adamw_`, `_fused_adam_`, `_fused_sgd_`, `_fused_adagrad_`), the
+Tensor methods and operators of the reference's list (support_wrap_ops.yaml, shipped next to this file), torch_npu
+ops when installed. Lookups are
 by object identity, so `from torch import relu` and `F.relu` are seen alike. Where one object
 lives in two namespaces (F.conv2d is torch.conv2d) the Functional name wins.
 """
@@ -19,7 +21,7 @@ from msprobe.core.naming import dotted_attribute
 from msprobe.core.paths import load_yaml
 
 __all__ = ["api_table", "api_allow_list", "operator_table", "operator_names", "distributed_api_names",
-           "load_api_lists", "SUPPORT_YAML"]
+           "load_api_lists", "optimizer_api_names", "SUPPORT_YAML"]
 
 SUPPORT_YAML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support_wrap_ops.yaml")
 
@@ -48,6 +50,9 @@ _REFLECTED = ["__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rdiv__", "_
 # operators whose __torch_function__ call already names them (and indexing is too hot to wrap)
 _SELF_NAMING = {"__getitem__", "__setitem__", "__bool__", "__nonzero__"}
 _REQUIRED_SECTIONS = ("functional", "tensor", "torch", "distributed")
+# the fused optimizer steps of torch.optim (fused=True; transformers 5's default AdamW): one call a step for every
+# parameter of a group, its tensors in lists (params, grads, moments, steps)
+_FUSED_OPTIMIZERS = ("_fused_adamw_", "_fused_adam_", "_fused_sgd_", "_fused_adagrad_")
 
 
 def load_api_lists(path: str = SUPPORT_YAML) -> dict:
@@ -106,6 +111,7 @@ def _api_entries():
     torch_names = set(lists["torch"])
     overridable = torch.overrides.get_overridable_functions().get(torch, [])
     torch_names |= {fn.__name__ for fn in overridable if not fn.__name__.startswith("_")}
+    torch_names |= set(optimizer_api_names())
     for name in sorted(torch_names):
         if name.split(".")[-1] in _NOT_APIS or name.startswith("is_"):
             continue
@@ -119,6 +125,15 @@ def _api_entries():
         owner = torch.Tensor if getattr(torch.Tensor, name, None) is not None else torch._C.TensorBase
         yield owner, name, f"Tensor.{name}"
     yield from _npu_entries(lists.get("torch_npu", []))
+
+
+def optimizer_api_names():
+    """The private torch functions torch.optim's foreach and fused implementations call: `_foreach_*` (one kernel
+    over a list of tensors, e.g. `_foreach_lerp_(exp_avgs, grads, 0.1)`) and the fused steps. Recorded as
+    `Torch.<name>`; a list argument's tensors are `input.<position>.<index>`, index = the parameter's place in
+    its param group."""
+    return tuple(sorted(name for name in dir(torch) if name.startswith("_foreach_") and callable(getattr(torch, name))
+                        )) + tuple(name for name in _FUSED_OPTIMIZERS if callable(getattr(torch, name, None)))
 
 
 def _is_api(obj):
