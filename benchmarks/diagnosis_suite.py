@@ -120,38 +120,31 @@ def mixtral():
                                             attn_implementation="eager"))
 
 
-def qwen2():
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+def _decoder(config_name, model_name, **fields):
+    """A transformers decoder built from its config: the suite's common sizes, then the model's own `fields`."""
+    import transformers
 
-    return Qwen2ForCausalLM(Qwen2Config(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64,
-                                        num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
-                                        max_position_embeddings=32))
+    sizes = dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=LAYERS,
+                 num_attention_heads=4, max_position_embeddings=32)
+    return getattr(transformers, model_name)(getattr(transformers, config_name)(**sizes, **fields))
+
+
+def qwen2():
+    return _decoder("Qwen2Config", "Qwen2ForCausalLM", num_key_value_heads=2)
 
 
 def phi3():
-    from transformers import Phi3Config, Phi3ForCausalLM
-
-    return Phi3ForCausalLM(Phi3Config(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64,
-                                      num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
-                                      max_position_embeddings=32, pad_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0,
-                                      attention_dropout=0.0))
+    return _decoder("Phi3Config", "Phi3ForCausalLM", num_key_value_heads=2, pad_token_id=0, resid_pdrop=0.0,
+                    embd_pdrop=0.0, attention_dropout=0.0)
 
 
 def mistral():
-    from transformers import MistralConfig, MistralForCausalLM
-
-    return MistralForCausalLM(MistralConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64,
-                                            num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
-                                            max_position_embeddings=32))
+    return _decoder("MistralConfig", "MistralForCausalLM", num_key_value_heads=2)
 
 
 def gpt_neox():
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
-
-    return GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64,
-                                            num_hidden_layers=LAYERS, num_attention_heads=4,
-                                            max_position_embeddings=32, hidden_dropout=0.0, attention_dropout=0.0,
-                                            attn_implementation="eager"))
+    return _decoder("GPTNeoXConfig", "GPTNeoXForCausalLM", hidden_dropout=0.0, attention_dropout=0.0,
+                    attn_implementation="eager")
 
 
 def _t5_batch(seed):
