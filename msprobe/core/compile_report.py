@@ -125,5 +125,8 @@ def check_script(args, check, error, **options) -> int:
     first = report["first_departure"]
     print(f"first departure: {first['call']} ({first['summary'] or first['kind']})" if first else
           "no module departs beyond tolerance")
+    skipped = report.get("not_compiled") or []
+    if skipped:
+        print(f"not compiled, not checked: {len(skipped)} cell(s), first '{skipped[0]['cell']}' ({skipped[0]['error']})")
     print(f"report: {report['compare_result']}")
     return 0
