@@ -1,0 +1,248 @@
+"""compile_check's whole-graph check: compile the model whole, as the user does, and find the module at fault by search.
+
+One eager run and one `torch.compile(model, backend)` run of the whole model (forward, and the backward of the
+float32 sum of its outputs) give the departure: the largest relative error, in epsilons of its dtype, of an output
+(each floating output) or of the parameter gradients (all together), `||compiled - eager|| / (eps * ||eager||)`.
+Beyond `tolerance`, the module at fault is found by delta debugging (core/bisect/search.py's find_culprits) over
+trials. Dynamo traces the model once, as the user's compile does; each FX graph it hands over is kept, and a trial
+runs it with a set of modules eager *inside* the compile: the graph is split into runs of nodes (torch.fx's
+split_module), those of the eager modules (their nodes' `nn_module_stack`) as plain FX code, every other run
+compiled by the user's backend on its own. The empty set is the user's compile, unchanged. A trial is good when
+its departure is within tolerance. The search goes down the module tree: a smallest set of top-level modules
+whose eager run clears the departure, then within each, a smallest set of its children, as deep as that holds.
+It stops at a module when
+
+- it has no children, or running all its children eagerly does not clear it (the fault is in its own code), or
+- one child's eager run clears it, and so does the eager run of the other children: the fault needs that child
+  together with a sibling in one graph (a fusion across module boundaries); the module is named with the children
+  whose eager run breaks the fusion (`fused_across`).
+
+Splitting the traced graph (rather than `torch.compiler.disable` on the modules, which makes Dynamo trace again
+around a graph break per trial: 18 s against 4 s for a 2-layer Llama on 2 CPU cores) costs one trace; each trial
+recompiles only its compiled runs. Module paths come from the nodes' `nn_module_stack`, relative to the compiled
+frame: where the model breaks its own graph, a graph traced from an inner frame names modules from that frame.
+"""
+import copy
+import math
+import re
+import time
+from typing import Any, Dict, FrozenSet, List, Optional
+
+import torch
+
+from msprobe.core.bisect.search import Trials, find_culprits
+
+__all__ = ["whole_graph_search", "floating_tensors", "stack_path", "DEFAULT_TOLERANCE"]
+
+#: the allowance of the whole-graph departure, in epsilons of each tensor's dtype
+DEFAULT_TOLERANCE = 64.0
+
+
+def floating_tensors(value) -> List[Any]:
+    """The floating tensors of a (nested) output, in order (a transformers ModelOutput as its tuple)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value] if value.is_floating_point() else []
+    if isinstance(value, dict):
+        value = list(value.values())
+    elif hasattr(value, "to_tuple"):  # transformers ModelOutput
+        value = value.to_tuple()
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in floating_tensors(v)]
+    return []
+
+
+def _run(model, args, kwargs, backward, seed):
+    """(floating outputs, parameter gradients) of one forward (and backward), detached."""
+    torch.manual_seed(seed)
+    outputs = floating_tensors(model(*args, **kwargs))
+    grads = []
+    if backward:
+        parts = [t.float().sum() for t in outputs if t.requires_grad]
+        if parts:
+            sum(parts[1:], parts[0]).backward()
+            grads = [p.grad.detach() for p in model.parameters() if p.grad is not None]
+    return [t.detach() for t in outputs], grads
+
+
+def _relative_error(compiled, eager) -> float:
+    """||compiled - eager|| / (eps * ||eager||) over tensors of one dtype, in float64."""
+    if not eager:
+        return 0.0
+    if len(compiled) != len(eager):
+        return math.inf
+    eps = torch.finfo(eager[0].dtype).eps
+    diff = math.sqrt(sum(float(torch.sum((c.double() - e.double()) ** 2)) for c, e in zip(compiled, eager)))
+    norm = math.sqrt(sum(float(torch.sum(e.double() ** 2)) for e in eager))
+    if not math.isfinite(diff):
+        return math.inf
+    return diff / (eps * max(norm, 1e-30))
+
+
+def _departure(compiled, eager) -> float:
+    (outputs, grads), (eager_outputs, eager_grads) = compiled, eager
+    if len(outputs) != len(eager_outputs):
+        return math.inf
+    worst = max([_relative_error([c], [e]) for c, e in zip(outputs, eager_outputs)] or [0.0])
+    return max(worst, _relative_error(grads, eager_grads))
+
+
+_PREFIX = re.compile(r"^L\[[^\]]*\](\[\d+\])*\.?")
+
+
+def stack_path(dynamo_path: str) -> str:
+    """A Dynamo nn_module_stack path ("L['self'].model.layers[1]._modules['mlp']") as named_modules() writes it
+    ("model.layers.1.mlp"), relative to the compiled frame's module, without `_orig_mod`."""
+    path = _PREFIX.sub("", dynamo_path)
+    path = re.sub(r"\._modules\['([^']*)'\]|\[['\"]?([^\]'\"]*)['\"]?\]", lambda m: "." + (m.group(1) or m.group(2)),
+                  path)
+    return ".".join(part for part in path.split(".") if part and part != "_orig_mod")
+
+
+def _modules_of(node) -> FrozenSet[str]:
+    return frozenset(stack_path(path) for path, _ in (node.meta.get("nn_module_stack") or {}).values())
+
+
+def _inside(node, eager: FrozenSet[str]) -> bool:
+    return any(path == name or path.startswith(name + ".") for path in _modules_of(node) for name in eager)
+
+
+class _SplitBackend:
+    """The backend of the search. Dynamo traces the model once; each graph it hands over is kept, and the callable
+    returned runs it the current trial's way: whole through the user's backend (no module eager), or split into
+    runs of nodes, those inside an eager module as plain FX code and the others each through the user's backend."""
+
+    def __init__(self, backend):
+        if isinstance(backend, str):
+            from torch._dynamo.backends.registry import lookup_backend
+
+            backend = lookup_backend(backend)
+        self.backend = backend
+        self.graphs: List[Any] = []
+        self.eager: FrozenSet[str] = frozenset()
+        self._compiled: Dict[Any, Any] = {}
+        self._runs: Dict[Any, Any] = {}
+
+    def __call__(self, graph_module, example_inputs):
+        index = len(self.graphs)
+        self.graphs.append((graph_module, list(example_inputs)))
+
+        def run(*args):
+            key = (index, self.eager)
+            if key not in self._compiled:
+                self._compiled[key] = self._compile(index)
+            return self._compiled[key](*args)
+        return run
+
+    def _compile(self, index):
+        from torch.fx.passes.split_module import split_module
+
+        graph_module, example_inputs = self.graphs[index]
+        nodes = [node for node in graph_module.graph.nodes if node.op not in ("placeholder", "output")]
+        inside = {node: _inside(node, self.eager) for node in nodes}
+        if not any(inside.values()):  # nothing eager: the graph whole, as the user compiles it
+            return self.backend(copy.deepcopy(graph_module), example_inputs)
+        runs, count = {}, 0
+        for before, node in zip([None] + nodes, nodes):
+            count += before is not None and inside[before] != inside[node]
+            runs[node.name] = count
+        eager_runs = {runs[node.name] for node in nodes if inside[node]}
+        copied = copy.deepcopy(graph_module)
+        split = split_module(copied, copied, lambda node: runs[node.name], keep_original_order=True)
+        for name, child in list(split.named_children()):
+            run = int(name.rpartition("_")[2])
+            if run not in eager_runs:  # the same run of nodes in another trial is compiled once
+                key = (index, tuple(node.name for node in nodes if runs[node.name] == run))
+                if key not in self._runs:
+                    self._runs[key] = _LazyCompiled(self.backend, child)
+                setattr(split, name, self._runs[key])
+        return split
+
+
+class _LazyCompiled(torch.nn.Module):
+    """A run of compiled nodes: handed to the backend at its first call (with that call's tensors as examples)."""
+
+    def __init__(self, backend, graph_module):
+        super().__init__()
+        (output,) = [node for node in graph_module.graph.nodes if node.op == "output"]
+        self.single = not isinstance(output.args[0], (tuple, list))
+        if self.single:  # a backend takes graphs returning a tuple, as Dynamo's do
+            output.args = ((output.args[0],),)
+            graph_module.recompile()
+        self.graph_module, self.backend, self.compiled = graph_module, backend, None
+
+    def forward(self, *args):
+        if self.compiled is None:
+            self.compiled = self.backend(self.graph_module, list(args))
+        out = self.compiled(*args)
+        return out[0] if self.single else out
+
+
+class _Trial:
+    """Runs the model compiled whole (traced once), with the modules of each trial run eagerly inside the graph."""
+
+    def __init__(self, model, backend, args, kwargs, backward, seed):
+        from msprobe.pytorch.dump.compiled import _ISOLATE_RECOMPILES
+
+        self.args, self.kwargs, self.backward, self.seed = args, kwargs, backward, seed
+        self.eager = _run(copy.deepcopy(model), args, kwargs, backward, seed)
+        self.model = copy.deepcopy(model)
+        self.split = _SplitBackend(backend)
+        self.compiled = torch.compile(self.model, backend=self.split, **_ISOLATE_RECOMPILES)
+
+    def __call__(self, eager_modules: FrozenSet[str]) -> float:
+        self.split.eager = frozenset(eager_modules)
+        for param in self.model.parameters():
+            param.grad = None
+        return _departure(_run(self.compiled, self.args, self.kwargs, self.backward, self.seed), self.eager)
+
+
+def _children(model, path: str) -> List[str]:
+    module = model.get_submodule(path) if path else model
+    return [f"{path}.{name}" if path else name for name, _ in module.named_children()]
+
+
+def _descend(trials: Trials, model, name: str, others: FrozenSet[str]) -> Dict[str, Any]:
+    """The module at fault under `name`, given that running `name` (with `others`) eagerly clears the departure."""
+    kids = _children(model, name)
+    if not kids or not trials.good(others | frozenset(kids)):
+        return {"module": name, "fused_across": []}  # its own code
+    found = find_culprits(trials, kids, others)
+    if len(found) > 1:  # several children each needed: each is at fault, side by side
+        return {"module": name, "fused_across": [], "parts": [_descend(trials, model, kid, others | frozenset(found)
+                                                                        - {kid}) for kid in found]}
+    rest = [kid for kid in kids if kid not in found]
+    if rest and trials.good(others | frozenset(rest)):  # the fault needs found[0] and a sibling in one graph
+        return {"module": name, "fused_across": found + find_culprits(trials, rest, others)}
+    return _descend(trials, model, found[0], others)
+
+
+def _flatten(found: Dict[str, Any]) -> List[Dict[str, Any]]:
+    if "parts" in found:
+        return [leaf for part in found["parts"] for leaf in _flatten(part)]
+    return [found]
+
+
+def whole_graph_search(model, args, kwargs, backend, backward=True, seed=0,
+                       tolerance: Optional[float] = None, limit: int = 256) -> Dict[str, Any]:
+    """The whole-graph departure of `model` under `backend` and, beyond `tolerance` (epsilons), the modules at
+    fault: {"departure", "tolerance", "departs", "graphs", "faulty_modules": [{"module", "fused_across"}],
+    "trials": [{"modules", "metric", "good"}], "seconds"}."""
+    started = time.perf_counter()
+    tolerance = DEFAULT_TOLERANCE if tolerance is None else float(tolerance)
+    run = _Trial(model, backend, args, kwargs, backward, seed)
+    trials = Trials(run=run, good_metric=lambda value: math.isfinite(value) and value <= tolerance, limit=limit)
+    departure = trials.metric(frozenset())
+    result: Dict[str, Any] = {"departure": departure, "tolerance": tolerance, "departs": not trials.good(()),
+                              "graphs": len(run.split.graphs), "faulty_modules": []}
+    if result["departs"] and result["graphs"]:
+        top = _children(model, "")
+        if not top or not trials.good(top):
+            result["faulty_modules"] = [{"module": "", "fused_across": []}]  # the model's own forward
+        else:
+            culprits = find_culprits(trials, top)
+            result["faulty_modules"] = [leaf for culprit in culprits for leaf in _flatten(
+                _descend(trials, model, culprit, frozenset(culprits) - {culprit}))]
+    result.update(trials=trials.log, seconds=round(time.perf_counter() - started, 3))
+    return result
