@@ -101,13 +101,16 @@ def write_dump(folder: str, framework: str, entries: Sequence[Tuple[str, Dict[st
 
 def whole_graph_line(whole: Dict[str, Any]) -> str:
     """One line of the whole-graph check: agrees, or departs and which modules the search found at fault."""
+    tolerance = whole["tolerance"]
+    measure = (f"{whole['departure_eps']:.4g} eps, {whole['departure']:.3g} x the allowance"
+               f"{'' if tolerance == 'default' else f' of {tolerance:.4g} eps'}")
     if not whole["departs"]:
-        return f"whole graph: agrees with eager (departure {whole['departure']:.4g} eps, tolerance {whole['tolerance']:.4g})"
+        return f"whole graph: agrees with eager ({measure})"
     named = "; ".join((found["module"] or "(the model's own forward)") +
                       (f" (fused across {', '.join(found['fused_across'])})" if found["fused_across"] else "")
                       for found in whole["faulty_modules"])
-    return (f"whole graph: departs {whole['departure']:.4g} eps (tolerance {whole['tolerance']:.4g}); "
-            f"faulty module: {named} ({len(whole['trials'])} trials, {whole['seconds']:.1f} s)")
+    return (f"whole graph: departs ({measure}); faulty module: {named} ({len(whole['trials'])} trials, "
+            f"{whole['seconds']:.1f} s)")
 
 
 def add_script_arguments(parser) -> None:

@@ -75,15 +75,18 @@ def _dump_run(model, args, kwargs, dump_path, backward, seed):
 
 
 def compile_check(model, example_inputs, backend="inductor", output_path="./compile_check_output",
-                  dump_graphs=False, backward=True, seed=0, tolerance=None, module_by_module=True):
+                  dump_graphs=False, backward=True, seed=0, tolerance=None, module_by_module=True, whole_graph=True):
     """Compare `model` eager against `torch.compile(model, backend=backend)`, compiled whole (the module at
     fault found by search) and module by module; returns the report (also written as
     compile_check_result.json). `example_inputs`: a tensor, a tuple of positional arguments or a dict of
-    keyword arguments. `tolerance`: the whole graph's allowance in epsilons (default DEFAULT_TOLERANCE)."""
+    keyword arguments. `tolerance`: the whole graph's allowance in epsilons (default: 64 for 32-bit tensors, 8
+    for 16-bit). `whole_graph` / `module_by_module`: run that half (at least one)."""
     output_path = make_dir(output_path, what="output_path")
     args, kwargs = _split_inputs(example_inputs)
-    whole = _whole_graph(model, args, kwargs, backend, backward, seed, tolerance)
-    faulty = whole["faulty_modules"][0]["module"] if whole["faulty_modules"] else None
+    if not (whole_graph or module_by_module):
+        raise CompileCheckError("compile_check: whole_graph and module_by_module are both off: nothing to check.")
+    whole = _whole_graph(model, args, kwargs, backend, backward, seed, tolerance) if whole_graph else None
+    faulty = whole["faulty_modules"][0]["module"] if whole and whole["faulty_modules"] else None
     report = {"backend": _backend_name(backend), "whole_graph": whole, "faulty_module": faulty}
     if module_by_module:
         report.update(_module_by_module(model, args, kwargs, backend, output_path, dump_graphs, backward, seed))

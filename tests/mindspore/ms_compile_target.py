@@ -2,7 +2,7 @@
 imports it as a module for the Python API, and the two must agree."""
 import mindspore as ms
 import numpy as np
-from mindspore import nn, ops, mint
+from mindspore import nn, ops
 
 
 class Attn(nn.Cell):

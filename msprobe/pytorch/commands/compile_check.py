@@ -13,7 +13,8 @@ def add_arguments(parser):
     parser.add_argument("--dump_graphs", "--dump-graphs", dest="dump_graphs", action="store_true",
                         help="also write the FX graphs holding the suspect module")
     parser.add_argument("--tolerance", type=float, default=None,
-                        help="the whole graph's allowance, in epsilons of each tensor's dtype (default 64)")
+                        help="the whole graph's allowance, in epsilons of each tensor's dtype "
+                             "(default: 64 for 32-bit, 8 for 16-bit)")
     parser.add_argument("--whole_graph_only", "--whole-graph-only", dest="whole_graph_only", action="store_true",
                         help="skip the module-by-module comparison (its dumps, repro and graphs)")
 
