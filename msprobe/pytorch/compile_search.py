@@ -12,7 +12,10 @@ compiled by the user's backend on its own. The empty set is the user's compile, 
 its departure is within 1. The search goes down the module tree: a smallest set of top-level modules whose eager
 run clears the departure, then within each, a smallest set of its children, as deep as that holds. It stops at a module when
 
-- it has no children, or running all its children eagerly does not clear it (the fault is in its own code), or
+- it has no children, or running all its children eagerly does not clear it (the fault is in its own code); it
+  is then compiled alone (every node outside it eager): if that clears the departure, the fault needs the code
+  around it (an ancestor's own code, fused with it) and the nearest ancestor that departs compiled alone is
+  named, fused across it; or
 - one child's eager run clears it, and so does the eager run of the other children: the fault needs that child
   together with a sibling in one graph (a fusion across module boundaries); the module is named with the children
   whose eager run breaks the fusion (`fused_across`).
@@ -113,8 +116,21 @@ def _modules_of(node) -> FrozenSet[str]:
     return frozenset(stack_path(path) for path, _ in (node.meta.get("nn_module_stack") or {}).values())
 
 
+#: a trial name "only:<path>" runs every node outside <path> eagerly: the module compiled alone
+ONLY = "only:"
+
+
+def _within(path: str, name: str) -> bool:
+    return path == name or path.startswith(name + ".")
+
+
 def _inside(node, eager: FrozenSet[str]) -> bool:
-    return any(path == name or path.startswith(name + ".") for path in _modules_of(node) for name in eager)
+    """Whether the trial runs `node` eagerly: it is inside an eager module, or outside every `only:` module."""
+    paths = _modules_of(node)
+    alone = [name[len(ONLY):] for name in eager if name.startswith(ONLY)]
+    if alone and not any(_within(path, name) for path in paths for name in alone):
+        return True
+    return any(_within(path, name) for path in paths for name in eager if not name.startswith(ONLY))
 
 
 class _SplitBackend:
@@ -219,7 +235,7 @@ def _descend(trials: Trials, model, name: str, others: FrozenSet[str]) -> Dict[s
     """The module at fault under `name`, given that running `name` (with `others`) eagerly clears the departure."""
     kids = _children(model, name)
     if not kids or not trials.good(others | frozenset(kids)):
-        return {"module": name, "fused_across": []}  # its own code
+        return _alone(trials, name)  # its own code
     found = find_culprits(trials, kids, others)
     if len(found) > 1:  # several children each needed: each is at fault, side by side
         return {"module": name, "fused_across": [], "parts": [_descend(trials, model, kid, others | frozenset(found)
@@ -228,6 +244,16 @@ def _descend(trials: Trials, model, name: str, others: FrozenSet[str]) -> Dict[s
     if rest and trials.good(others | frozenset(rest)):  # the fault needs found[0] and a sibling in one graph
         return {"module": name, "fused_across": found + find_culprits(trials, rest, others)}
     return _descend(trials, model, found[0], others)
+
+
+def _alone(trials: Trials, name: str) -> Dict[str, Any]:
+    """`name` at fault if, compiled alone (everything else eager), it still departs; otherwise the fault needs code
+    around it in one graph (an ancestor's own code fused with it): the nearest ancestor that, compiled alone,
+    departs, fused across `name`."""
+    holder = name
+    while holder and trials.good(frozenset([ONLY + holder])):
+        holder = holder.rpartition(".")[0]
+    return {"module": holder, "fused_across": [] if holder == name else [name]}
 
 
 def _flatten(found: Dict[str, Any]) -> List[Dict[str, Any]]:

@@ -95,6 +95,22 @@ def swiglu_fusion_layer1(graph_module, example_inputs):
     return _aot_eager(graph_module, example_inputs)
 
 
+def bf16_add(a, b):
+    return (a.bfloat16() + b.bfloat16()).to(a.dtype)
+
+
+def residual_epilogue_layer1(graph_module, example_inputs):
+    """A linear's epilogue fusion that adds the residual in bfloat16, where it matches: layer 1's residual add
+    (the layer's own code) fed by the MLP's down projection (a grandchild) in the same graph."""
+    import operator
+
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target is operator.add and _in_module(node, "layers.1"):
+            if any(source.op == "call_function" and source.target is F.linear for source in node.all_input_nodes):
+                node.target = bf16_add
+    return _aot_eager(graph_module, example_inputs)
+
+
 def bf16_silu_layer0(graph_module, example_inputs):
     """A wrong lowering of one op: layer 0's SiLU through bfloat16 wherever it is compiled."""
     for node in graph_module.graph.nodes:

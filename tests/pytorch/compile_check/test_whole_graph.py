@@ -54,12 +54,16 @@ def test_a_fusion_across_modules_is_found_in_the_whole_graph_where_module_by_mod
     assert len(whole["trials"]) < 20
 
 
-@pytest.mark.parametrize("backend, module", [(faulty_backends.bf16_silu_layer0, "layers.0.mlp.act_fn"),
-                                             (faulty_backends.bf16_rsqrt_layer1_norm, "layers.1.norm")])
-def test_a_fault_in_one_modules_own_code_is_named_at_that_module(tmp_path, backend, module):
+@pytest.mark.parametrize("backend, module, fused", [
+    (faulty_backends.bf16_silu_layer0, "layers.0.mlp.act_fn", []),
+    (faulty_backends.bf16_rsqrt_layer1_norm, "layers.1.norm", []),
+    # the residual add is layer 1's own code, fused with a grandchild's linear: compiled alone, down_proj and
+    # the MLP agree; the layer departs
+    (faulty_backends.residual_epilogue_layer1, "layers.1", ["layers.1.mlp.down_proj"])])
+def test_a_fault_in_one_modules_own_code_is_named_at_that_module(tmp_path, backend, module, fused):
     report = compile_check(tiny_net(), (tiny_input(),), backend=backend, output_path=tmp_path,
                            module_by_module=False)
-    assert report["whole_graph"]["faulty_modules"] == [{"module": module, "fused_across": []}]
+    assert report["whole_graph"]["faulty_modules"] == [{"module": module, "fused_across": fused}]
     assert report["first_departure"] is None and not (tmp_path / "dump_eager").exists()
 
 
