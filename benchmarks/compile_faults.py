@@ -20,10 +20,10 @@ Printed: per fault, the departure (epsilons), the modules named, trials and seco
 view.
 
 `--minifier`: run PyTorch's accuracy minifier on the same faults instead (TORCHDYNAMO_REPRO_LEVEL=4, with
-TORCHDYNAMO_REPRO_AFTER "aot" and "dynamo"): one run of the compiled model, then the minifier launcher it writes,
-each in a subprocess; recorded: whether it found an accuracy failure, its trials (the launcher's checks of a
-candidate graph), seconds, and whether the minimised graph names the expected module (its parameters' or
-nodes' names hold the module path).
+TORCHDYNAMO_REPRO_AFTER "aot" and "dynamo"; `--minifier-tolerance` sets its repro_tolerance): one run of the
+compiled model, then the minifier launcher it writes, each in a subprocess; recorded: whether it found an
+accuracy failure, its trials (the launcher's checks of a candidate graph), seconds, and whether the minimised
+graph names the expected module (its parameters' or nodes' names hold the module path).
 """
 import argparse
 import glob
@@ -311,6 +311,8 @@ import torch
 import compile_faults
 fault = compile_faults.FAULTS[{name!r}]
 torch._dynamo.register_backend(fault.backend, name="planted_fault")
+if {tolerance!r} is not None:
+    torch._dynamo.config.repro_tolerance = {tolerance!r}
 """
 
 _RUN = """
@@ -333,10 +335,10 @@ def _mangled(path):
     return "_modules_".join(path.split("."))
 
 
-def run_minifier(name, fault, work, after, timeout):
+def run_minifier(name, fault, work, after, timeout, tolerance=None):
     folder = os.path.join(work, f"minifier_{name}_{after}")
     os.makedirs(folder, exist_ok=True)
-    prelude = _TARGET.format(bench=HERE, name=name)
+    prelude = _TARGET.format(bench=HERE, name=name, tolerance=tolerance)
     with open(os.path.join(folder, "target.py"), "w") as handle:
         handle.write(prelude + _RUN)
     env = {**os.environ, "TORCHDYNAMO_REPRO_AFTER": after, "TORCHDYNAMO_REPRO_LEVEL": "4",
@@ -350,7 +352,8 @@ def run_minifier(name, fault, work, after, timeout):
     with open(os.path.join(folder, "run.log"), "w") as handle:
         handle.write(first.stdout + first.stderr)
     launchers = glob.glob(os.path.join(folder, "**", "minifier_launcher.py"), recursive=True)
-    row = {"fault": name, "after": after, "detect_seconds": round(time.perf_counter() - started, 1)}
+    row = {"fault": name, "after": after, "repro_tolerance": tolerance,
+           "detect_seconds": round(time.perf_counter() - started, 1)}
     if not launchers:
         tail = (first.stdout + first.stderr).strip().splitlines()[-1:] or [""]
         row["outcome"] = "no accuracy failure found, no minifier launcher written" + (
@@ -391,6 +394,8 @@ def main(argv=None):
     parser.add_argument("--minifier", default=None, help="faults to run PyTorch's accuracy minifier on")
     parser.add_argument("--minifier-after", default="aot,dynamo")
     parser.add_argument("--minifier-timeout", type=int, default=600)
+    parser.add_argument("--minifier-tolerance", type=float, default=None,
+                        help="torch._dynamo.config.repro_tolerance for the minifier (its default: 1e-3)")
     args = parser.parse_args(argv)
     work = args.keep or tempfile.mkdtemp(prefix="compile_faults_")
     rows: List[dict] = []
@@ -398,7 +403,8 @@ def main(argv=None):
         if args.minifier:
             for name in args.minifier.split(","):
                 for after in args.minifier_after.split(","):
-                    rows.append(run_minifier(name, FAULTS[name], work, after, args.minifier_timeout))
+                    rows.append(run_minifier(name, FAULTS[name], work, after, args.minifier_timeout,
+                                             args.minifier_tolerance))
                     print(json.dumps(rows[-1]), flush=True)
             return 0
         for name in args.faults.split(","):

@@ -20,8 +20,10 @@ def test_tanh_gelu_backend_is_named_first_with_report_and_repro(tmp_path):
     report = compile_check(tiny_bert(), (example_ids(),), backend=faulty_backends.tanh_gelu, output_path=tmp_path)
     first = report["first_departure"]
     assert first["module"] == GELU_PATH and first["phase"] == "forward" and first["kind"] == "cause"
-    # the whole graph departs too, and the search names the same module
-    assert report["whole_graph"]["departs"] and report["faulty_module"] == GELU_PATH
+    # at the model's outputs the tanh approximation stays within the whole graph's allowance (64 float32 eps, the
+    # GELU's inputs are small in a tiny BERT): module by module is the finer view, which is why both run
+    whole = report["whole_graph"]
+    assert not whole["departs"] and 0 < whole["departure_eps"] < 64 and report["faulty_module"] is None
     assert first["call"] == f"Module.{GELU_PATH}.GELUActivation.forward.0"
     written = json.loads((tmp_path / RESULT_FILE).read_text())
     assert written["first_departure"] == first
