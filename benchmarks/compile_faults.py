@@ -22,8 +22,9 @@ view.
 `--minifier`: run PyTorch's accuracy minifier on the same faults instead (TORCHDYNAMO_REPRO_LEVEL=4, with
 TORCHDYNAMO_REPRO_AFTER "aot" and "dynamo"; `--minifier-tolerance` sets its repro_tolerance): one run of the
 compiled model, then the minifier launcher it writes, each in a subprocess; recorded: whether it found an
-accuracy failure, its trials (the launcher's checks of a candidate graph), seconds, and whether the minimised
-graph names the expected module (its parameters' or nodes' names hold the module path).
+accuracy failure, its trials (the launcher's "Strategy:" lines: one candidate graph checked each), seconds,
+and whether the minimised graph names the expected module (its parameters' or nodes' names hold the module
+path).
 """
 import argparse
 import glob
@@ -155,9 +156,10 @@ def _targets(node, *targets):
     return node.op in ("call_function", "call_method") and node.target in targets
 
 
-def rewriting(name, match, replacement):
+def rewriting(name, match, replacement, then="aot_eager"):
     """A backend named `name` that replaces the call of every node `match(node, values)` accepts by
-    `replacement` (`values(node)`: the tensor a placeholder or attribute node holds), then runs aot_eager."""
+    `replacement` (`values(node)`: the tensor a placeholder or attribute node holds), then runs aot_eager (or,
+    with `then=None`, the rewritten graph itself)."""
 
     def backend(graph_module, example_inputs):
         held = {node: value for node, value in zip(
@@ -172,7 +174,9 @@ def rewriting(name, match, replacement):
             if match(node, values):
                 node.op, node.target = "call_function", replacement
         graph_module.recompile()
-        return torch._dynamo.lookup_backend("aot_eager")(graph_module, example_inputs)
+        if then is None:  # the graph module itself (the minifier's check asks its compiled result for parameters)
+            return graph_module
+        return torch._dynamo.lookup_backend(then)(graph_module, example_inputs)
     backend.__name__ = name
     return backend
 
@@ -253,6 +257,15 @@ FAULTS = {
     "tinynet_swiglu_fusion": Fault("fusion", tiny_swiglu_net, rewriting("tinynet_swiglu_fusion", _silu_fed_by_linear,
                                                                         bf16_silu),
                                    [f"layers.{i}.mlp" for i in (0, 1)]),
+    # the same, the rewritten graph run as it is (no aot_eager): for the minifier, whose accuracy check raised
+    # StopIteration inside aot_eager's compiled forward, and needs a module back from the backend
+    "tinynet_swiglu_fusion_no_aot": Fault("fusion", tiny_swiglu_net, rewriting(
+        "tinynet_swiglu_fusion_no_aot", _silu_fed_by_linear, bf16_silu, then=None), [f"layers.{i}.mlp" for i in (0, 1)]),
+    "llama_swiglu_fusion_no_aot": Fault("fusion", llama, rewriting("llama_swiglu_fusion_no_aot", _silu_fed_by_linear,
+                                                                    bf16_silu, then=None),
+                                        [f"model.layers.{i}.mlp" for i in (0, 1)]),
+    "llama_o_proj_dtype_no_aot": Fault("dtype", llama, rewriting("llama_o_proj_dtype_no_aot", _reads_weight_of(
+        llama, "model.layers.1.self_attn.o_proj"), bf16_linear, then=None), ["model.layers.1.self_attn.o_proj"]),
     "bert_gelu_lowering": Fault("lowering", bert, rewriting("bert_gelu_lowering", _op(F.gelu), tanh_gelu),
                                 [f"encoder.layer.{i}.intermediate.intermediate_act_fn" for i in (0, 1)]),
     "bert_linear_dtype": Fault("dtype", bert, rewriting("bert_linear_dtype", _reads_weight_of(
@@ -378,7 +391,7 @@ def run_minifier(name, fault, work, after, timeout, tolerance=None):
     text = open(repros[0]).read() if repros else ""
     graph = text[text.find("class Repro"):] if "class Repro" in text else text
     row.update(minify_seconds=round(time.perf_counter() - started, 1), returncode=done.returncode,
-               trials=len(re.findall(r"(?i)(?:Trying granularity|checking|Made progress|Strategy)", log)),
+               trials=len(re.findall(r"Strategy: ", log)),
                repro=bool(repros), repro_nodes=len(re.findall(r"^\s+\w+ = ", graph, flags=re.M)),
                names_module=bool(repros) and any(_mangled(path) in graph or path in graph for path in fault.expected),
                outcome="minified" if repros else f"no repro ({(log.strip().splitlines() or [''])[-1][:160]})")
