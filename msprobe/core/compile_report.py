@@ -17,7 +17,7 @@ import numpy as np
 from msprobe.core.dump.array_stats import array_statistics
 
 __all__ = ["RESULT_FILE", "judge", "ranking", "module_path", "write_report", "write_dump", "tensor_descriptor",
-           "add_script_arguments", "check_script"]
+           "add_script_arguments", "check_script", "whole_graph_line"]
 
 RESULT_FILE = "compile_check_result.json"
 
@@ -99,6 +99,20 @@ def write_dump(folder: str, framework: str, entries: Sequence[Tuple[str, Dict[st
     return path
 
 
+def whole_graph_line(whole: Dict[str, Any]) -> str:
+    """One line of the whole-graph check: agrees, or departs and which modules the search found at fault."""
+    tolerance = whole["tolerance"]
+    measure = (f"{whole['departure_eps']:.4g} eps, {whole['departure']:.3g} x the allowance"
+               f"{'' if tolerance == 'default' else f' of {tolerance:.4g} eps'}")
+    if not whole["departs"]:
+        return f"whole graph: agrees with eager ({measure})"
+    named = "; ".join((found["module"] or "(the model's own forward)") +
+                      (f" (fused across {', '.join(found['fused_across'])})" if found["fused_across"] else "")
+                      for found in whole["faulty_modules"])
+    return (f"whole graph: departs ({measure}); faulty module: {named} ({len(whole['trials'])} trials, "
+            f"{whole['seconds']:.1f} s)")
+
+
 def add_script_arguments(parser) -> None:
     """The command-line arguments both frameworks' `compile_check` commands take."""
     parser.add_argument("--script", required=True,
@@ -122,8 +136,16 @@ def check_script(args, check, error, **options) -> int:
         raise error(f"compile_target() of {script} must return (model, example_inputs).")
     model, example_inputs = result
     report = check(model, example_inputs, output_path=args.output_path, backward=not args.forward_only, **options)
-    first = report["first_departure"]
-    print(f"first departure: {first['call']} ({first['summary'] or first['kind']})" if first else
-          "no module departs beyond tolerance")
-    print(f"report: {report['compare_result']}")
+    whole = report.get("whole_graph")
+    if whole is not None:
+        print(whole_graph_line(whole))
+    skipped = report.get("not_compiled") or []
+    if skipped:
+        print(f"not compiled, not checked: {len(skipped)} cell(s), first '{skipped[0]['cell']}' ({skipped[0]['error']})")
+    if "compare_result" in report:  # the module-by-module comparison ran
+        first = report["first_departure"]
+        print(f"first departure: {first['call']} ({first['summary'] or first['kind']})" if first else
+              "no module departs beyond tolerance")
+        print(f"report: {report['compare_result']}")
+    print(f"result: {os.path.join(args.output_path, RESULT_FILE)}")
     return 0

@@ -24,7 +24,31 @@ class PidScaled(nn.Cell):
         return x * float(os.getpid() > 0)
 
 
+class Scaled(nn.Cell):
+    """The user's own cell that mindspore.jit compiles."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Dense(4, 4)
+
+    def construct(self, x):
+        return self.fc(x) * 2
+
+
 class NetWithUncompilableCell(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Dense(4, 4)
+        self.own = Scaled()
+        self.scaled = PidScaled()
+
+    def construct(self, x):
+        return self.scaled(self.own(self.fc(x)))
+
+
+class NetCompilingNothingOwn(nn.Cell):
+    """Only MindSpore's own Dense compiles; the one cell of the user's does not."""
+
     def __init__(self):
         super().__init__()
         self.fc = nn.Dense(4, 4)
