@@ -21,7 +21,10 @@ import contextvars
 import os
 import re
 
+import numpy as np
+
 from msprobe.core.compare.advisor import find_suspect
+from msprobe.core.compare.records import PHASES
 
 __all__ = ["judge_step", "judge_across", "previous_dumps", "step_of"]
 
@@ -78,6 +81,8 @@ def judge_across(records, previous, step):
         records.extra["across_steps"] = note
         suspect.summary += f". Note: {note}"
         return suspect
+    if not _updated_between(previous, records):
+        return suspect  # nothing moved the weights between the two steps: step N is judged as step 0 is
     first = suspect.name
     found = presume_previous_update(records)
     records.extra["across_steps"] = (f"step {step}'s differences (first {first}) are presumed step {step - 1}'s "
@@ -110,6 +115,36 @@ def judge_step(records, compare):
         finally:
             _JUDGING_PREVIOUS.reset(token)
     return judge_across(records, previous, step)
+
+
+def _updated_between(previous, records):
+    """Whether an update ran between step N-1 (`previous`) and step N (`records`): a parameter's statistics changed
+    from one step to the next on either side (a dump that records parameters: mix, L0); without parameter rows
+    (L1), step N-1 made calls after its backward other than collectives (an optimizer step; an all_reduce of the
+    gradients alone moves no weight). A job without training (an all_reduce spreading one rank's difference at
+    step N) has neither, and its step N is judged as step 0 is."""
+    seen_parameters = False
+    for before, now in ((previous.npu, records.npu), (previous.bench, records.bench)):
+        stats = {}
+        for table, index in ((before, 0), (now, 1)):
+            columns = table.columns
+            for i, role in enumerate(columns["role"]):
+                if role == "parameters":
+                    stats.setdefault(columns["name"][i], [None, None])[index] = tuple(
+                        columns[key][i] for key in ("max", "min", "mean", "norm"))
+        both = [(a, b) for a, b in stats.values() if a is not None and b is not None]
+        seen_parameters = seen_parameters or bool(both)
+        if any(not _same_numbers(a, b) for a, b in both):
+            return True
+    if seen_parameters or previous.phases is None:
+        return False
+    after = np.flatnonzero(previous.phases == PHASES.index("after backward"))
+    entries = [previous.entries[i] for i in after.tolist()]
+    return any(isinstance(entry, str) and not entry.startswith("Distributed.") for entry in entries)
+
+
+def _same_numbers(a, b):
+    return all(x == y or (x != x and y != y) for x, y in zip(a, b))  # NaN (a statistic not computed) equals NaN
 
 
 def _own_argument(suspect):
