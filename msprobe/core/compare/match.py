@@ -95,6 +95,8 @@ def _within_parents(npu, bench, bench_index, mapper):
     """bench_index with the API calls of every (parent, API) group that holds a pair across parents paired
     again inside the group; unchanged without parents
     on both sides (neither construct.json nor stack.json), or when every pair already shares its parent."""
+    if (npu.header.get("framework") or "pytorch") != (bench.header.get("framework") or "pytorch"):
+        return bench_index  # two frameworks' code bases share no call sites; their APIs pair through the mapping
     parents_n, parents_b = call_parents(npu), call_parents(bench)
     if not parents_n or not parents_b:
         return bench_index
