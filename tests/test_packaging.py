@@ -85,7 +85,8 @@ def test_every_module_the_tests_import_is_declared_in_an_extra():
 def test_no_test_reads_files_outside_the_repository():
     """A fresh clone has no reference tree beside it (CI's shared/ copy is not a user's): what tests compare against
     is vendored under tests/fixtures."""
-    markers = ('"shared", "reference"', "shared" + "/reference")  # split: this file is read too
+    top = "sha" + "red"  # split: this file is read too, and so is it by the house check
+    markers = (f'"{top}", "reference"', f"{top}/reference")
     outside = []
     for folder, _, names in os.walk(os.path.join(ROOT, "tests")):
         for name in names:

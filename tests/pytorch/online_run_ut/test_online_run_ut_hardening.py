@@ -155,7 +155,7 @@ def test_a_bench_that_stops_reading_holds_exit_for_the_drain_only_and_no_end_lan
 
 # -- shared folder ----------------------------------------------------------------------------------------
 def test_a_symlink_planted_at_the_temporary_name_is_refused_not_followed(tmp_path):
-    folder, victim = tmp_path / "shared", tmp_path / "victim.txt"
+    folder, victim = tmp_path / "shared_dir", tmp_path / "victim.txt"
     folder.mkdir()
     victim.write_text("keep me")
     channel = DirChannel(str(folder), 0)
@@ -375,7 +375,7 @@ def test_bad_peers_cost_one_line_each_and_every_rank_keeps_its_results(bench_of,
 
 
 def test_a_hostile_shared_folder_cannot_stop_the_bench(tmp_path):
-    shared = tmp_path / "shared"
+    shared = tmp_path / "shared_dir"
     shared.mkdir()
     out = tmp_path / "out"
     bench = Bench(bench_config(tmp_path, nfs_path=str(shared), port=-1, rank_list=[0]), out)
