@@ -8,15 +8,16 @@ import time
 
 
 @contextlib.contextmanager
-def running_bench(tmp_path, section, env, **popen):
-    """(bench process, its log path) once it waits for ranks; results go to tmp_path/out. Stopped on exit."""
+def running_bench(tmp_path, section, env, launcher=None, **popen):
+    """(bench process, its log path) once it waits for ranks; results go to tmp_path/out. Stopped on exit.
+    `launcher(argv)` gives the command that runs `python argv` (a process that measures it), default plain python."""
     config = tmp_path / "bench.json"
     config.write_text(json.dumps({"task": "run_ut", "run_ut": {"is_online": True, **section}}))
     log_path = tmp_path / "bench.log"
+    argv = ["-m", "msprobe.cli", "-f", "pytorch", "run_ut", "-config", str(config), "-o", str(tmp_path / "out")]
     with open(log_path, "w", encoding="utf-8") as log:
-        bench = subprocess.Popen([sys.executable, "-m", "msprobe.cli", "-f", "pytorch", "run_ut", "-config",
-                                  str(config), "-o", str(tmp_path / "out")], stdout=log, stderr=subprocess.STDOUT,
-                                 env=env, **popen)
+        bench = subprocess.Popen(launcher(argv) if launcher else [sys.executable, *argv], stdout=log,
+                                 stderr=subprocess.STDOUT, env=env, **popen)
     try:
         deadline = time.monotonic() + 120
         while "waiting for ranks" not in log_path.read_text():

@@ -4,15 +4,16 @@ Issue 41: `Aten.from_file` was allow-listed (every registered ATen op was), so o
 create or grow any file the user could write; `Torch.full([20000, 20000], 1.0)` in 387 bytes of dump.json
 peaked at 13.5 GB. Every replay path (run_ut, multi_run_ut, op_generate and its scripts, run_overflow_check,
 the online bench, online_dispatch) now refuses an operator by its schema and sizes each call on the meta
-device first (msprobe.pytorch.api_accuracy_checker.replay_guard). Memory is measured per child process with
-os.wait4 (ru_maxrss of that process alone); the children run under an address-space limit so that a
-regression fails the test instead of the machine.
+device first (msprobe.pytorch.api_accuracy_checker.replay_guard). Memory is measured per child process by a small
+launcher (`LAUNCHER`) that starts it and reads its ru_maxrss: a child forked straight from this test process would
+count the pytest process's own resident set (Linux keeps the pre-exec high-water mark), which is past 1 GiB late in
+a full run. The children run under an address-space limit so that a regression fails the test instead of the
+machine.
 """
 import csv
 import glob
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -100,27 +101,37 @@ def _dump(folder, entries, task="statistics", output=None):
     return path
 
 
-def _limit_address_space():
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_LIMIT, ADDRESS_LIMIT))
+# python -c LAUNCHER PEAK_FILE ADDRESS_LIMIT ARGV...: runs ARGV under the address-space limit with this small process as
+# its parent, writes ARGV's peak resident set in bytes to PEAK_FILE, exits with ARGV's code; SIGTERM is passed on
+LAUNCHER = """
+import resource, signal, subprocess, sys
+peak_file, limit, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+child = subprocess.Popen(argv)
+signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
+code = child.wait()
+with open(peak_file, "w") as handle:
+    handle.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024))
+sys.exit(code)
+"""
+
+
+def launched(argv, peak_file):
+    """The command that runs `python argv` under LAUNCHER (its peak written to peak_file)."""
+    return [sys.executable, "-c", LAUNCHER, str(peak_file), str(ADDRESS_LIMIT), sys.executable, *argv]
 
 
 def _measured(argv, folder, timeout=400):
     """(exit code, output, peak RSS in bytes) of `python argv` run alone, under the address limit."""
-    log = folder / f"log_{time.monotonic_ns()}.txt"
+    stamp = time.monotonic_ns()
+    log, peak = folder / f"log_{stamp}.txt", folder / f"peak_{stamp}.txt"
     with open(log, "w", encoding="utf-8") as handle:
-        child = subprocess.Popen([sys.executable, *argv], stdout=handle, stderr=subprocess.STDOUT, env=ENV,
-                                 preexec_fn=_limit_address_space)
-    deadline = time.monotonic() + timeout
-    while True:
-        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() > deadline:
-            child.kill()
+        try:
+            code = subprocess.run(launched(argv, peak), stdout=handle, stderr=subprocess.STDOUT, env=ENV,
+                                  timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
             pytest.fail(f"{argv} ran past {timeout} s")
-        time.sleep(0.05)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    return child.returncode, log.read_text(encoding="utf-8"), usage.ru_maxrss * 1024
+    return code, log.read_text(encoding="utf-8"), int(peak.read_text())
 
 
 def _rows(out_dir, suffix=""):
@@ -267,18 +278,18 @@ def test_the_online_bench_refuses_from_file_and_oversized_calls_it_receives(tmp_
     calls = [("Aten.from_file", _from_file(created, 1000)),
              ("Torch.full", [_ints(11586, 11586), {"type": "float", "value": 1.0}]),
              ("Tensor.repeat", [ONE, _int(4097), _int(4097)]), ("Torch.exp", [TENSOR])]
-    with running_bench(tmp_path, section, ENV, preexec_fn=_limit_address_space) as (bench, log_path):
+    peak = tmp_path / "bench_peak.txt"
+    with running_bench(tmp_path, section, ENV, launcher=lambda argv: launched(argv, peak)) as (bench, log_path):
         send_calls(section, [(f"{name}.{seq}", {"input_args": args, "input_kwargs": {}, "output": []})
                              for seq, (name, args) in enumerate(calls)])
-        _, status, usage = os.wait4(bench.pid, 0)
-        bench.returncode = os.waitstatus_to_exitcode(status)
+        bench.wait(timeout=300)
     text = log_path.read_text()
     assert bench.returncode == 0 and not created.exists(), text
     rows = _rows(tmp_path / "out", "_rank0")
     assert "file name or path" in rows["Aten.from_file.0"][3]
     for name in ("Torch.full.1", "Tensor.repeat.2"):  # 1.3e8 and 1.7e7 elements: over the online cap of 2^24
         assert rows[name][1] == "SKIP" and "over the cap of 16777216" in rows[name][3], rows[name]
-    assert usage.ru_maxrss * 1024 < GIB, usage.ru_maxrss
+    assert int(peak.read_text()) < GIB, peak.read_text()
 
 
 # -- names from data become paths only in ASCII --------------------------------------------------------

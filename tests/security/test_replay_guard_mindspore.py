@@ -1,6 +1,6 @@
 """MindSpore run_ut gets PyTorch's replay rule (issue 41): no file, path or handle parameters, no tensor over the cap.
 
-Real MindSpore (CPU, PyNative) in a child process, its peak RSS read with os.wait4, under an address-space
+Real MindSpore (CPU, PyNative) in a child process, its peak RSS read by test_replay_guard.LAUNCHER, under an address-space
 limit so that a regression fails the test instead of the machine.
 """
 import json
