@@ -73,6 +73,22 @@ def test_core_imports_no_adapter_directly_or_by_module_path_string():
     assert offenders == []
 
 
+def test_adapters_import_no_other_adapter():
+    """What two adapters share lives in core; a framework's package never imports the other's (the CLI finds
+    framework-free commands in core/commands for every framework)."""
+    offenders = []
+    for adapter in ADAPTERS:
+        root = os.path.join(PACKAGE_DIR, adapter.split(".", 1)[1])
+        others = tuple(other for other in ADAPTERS if other != adapter)
+        for path in _python_files(root):
+            module = "msprobe." + os.path.relpath(path, PACKAGE_DIR)[:-3].replace(os.sep, ".")
+            with open(path, encoding="utf-8") as handle:
+                offenders += [f"{os.path.relpath(path, PACKAGE_DIR)}:{line}: {what}"
+                              for line, what in adapter_references(handle.read(), module)
+                              if any(other in what.replace("/", ".") for other in others)]
+    assert offenders == []
+
+
 @pytest.mark.parametrize("source", [
     "import msprobe.pytorch.dump.adapter",
     "from msprobe.mindspore.dump.kernel_files import kernel_files",

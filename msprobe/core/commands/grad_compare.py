@@ -1,4 +1,4 @@
-"""`msprobe -f pytorch grad_compare`: direction similarity of two grad_probe dumps and their first divergent step."""
+"""`msprobe -f {pytorch,mindspore} grad_compare`: direction similarity of two grad_probe dumps and their first divergent step."""
 
 DESCRIPTION = "Compare two grad_probe dumps (per-step gradient direction similarity, first divergent step)."
 

@@ -1,4 +1,4 @@
-"""`msprobe -f pytorch merge_result`: merge chosen APIs' metrics of multi-rank compare results."""
+"""`msprobe -f {pytorch,mindspore} merge_result`: merge chosen APIs' metrics of multi-rank compare results."""
 
 DESCRIPTION = "Merge per-rank compare results of chosen APIs (e.g. communication ops) into one workbook."
 
