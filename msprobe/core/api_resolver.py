@@ -24,7 +24,15 @@ from msprobe.core.errors import ConfigError, UnsupportedError
 from msprobe.core.log import logger
 from msprobe.core.naming import MAX_API_NAME_LEN, EntryName, check_api_name, is_api_name
 
-__all__ = ["ApiNameRefused", "ApiAllowList", "resolve", "resolve_entry", "shown_name", "in_framework"]
+__all__ = ["ApiNameRefused", "ApiAllowList", "resolve", "resolve_entry", "shown_name", "in_framework",
+           "PATH_PARAMETER_WORDS", "MAX_MADE_ELEMENTS"]
+
+# The replay rule both frameworks apply (docs/security.md): a parameter named like a file name or path makes an
+# API's effect reach outside tensors (each adapter adds its own handle words to this pattern) ...
+PATH_PARAMETER_WORDS = r"file|path|dir|folder|shared|^f$|fname"
+# ... and no replayed call makes a tensor over this many elements beyond its largest input (1 GiB of float32;
+# run_ut holds ~34 bytes per output element with the float64 bench and the comparison arrays)
+MAX_MADE_ELEMENTS = 1 << 28
 
 
 class ApiNameRefused(UnsupportedError):

@@ -19,23 +19,22 @@ takes a second compare, and only where step N has a suspect.
 """
 import contextvars
 import os
-import re
 
 import numpy as np
 
 from msprobe.core.compare.advisor import find_suspect
 from msprobe.core.compare.records import PHASES
+from msprobe.core.dump_paths import folder_number
 
 __all__ = ["judge_step", "judge_across", "previous_dumps", "step_of"]
 
-_STEP = re.compile(r"^step(\d+)$")
 _JUDGING_PREVIOUS = contextvars.ContextVar("msprobe_judging_previous_step", default=False)
 
 
 def step_of(dump_json):
     """N of a `.../step{N}/{rank}/dump.json` path; None where the folders name no step."""
-    match = _STEP.match(os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(dump_json)))))
-    return int(match.group(1)) if match else None
+    number = folder_number(os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(dump_json)))), "step")
+    return int(number) if number is not None else None
 
 
 def previous_dumps(npu_json, bench_json):

@@ -36,12 +36,12 @@ import numpy as np
 
 from msprobe.core.compare.arg_schemas import FUNCTIONAL_SCHEMAS
 from msprobe.core.compare.reasons import Reason
+from msprobe.core.dump_paths import rank_label
 
 __all__ = ["normalise_dump", "dump_tool", "tools_differ", "mark_not_comparable", "TOOL_MSPROBE", "TOOL_REFERENCE",
            "CROSS_TOOL_SEMANTICS"]
 
 TOOL_MSPROBE, TOOL_REFERENCE = "msprobe", "reference"
-_PROC_FOLDER = re.compile(r"(^|[\\/])proc\d+([\\/]|$)")
 _INDEXED_GRAD = re.compile(r"\.parameters_grad\.\d+$")
 # a null gradient slot of a reference dump: that tool leaves None gradients out, and a gradient it did not record
 # (a linear's weight when it records an inner view's) looks the same; said only where the other side holds one
@@ -62,11 +62,16 @@ def _api(entry):
     return None
 
 
+def _in_proc_folder(path):
+    """Whether a folder of `path` is 26.x's `proc<PID>` rank folder (dump_paths' one rule for folder names)."""
+    return any((rank_label(part) or "").startswith("proc") for part in re.split(r"[\\/]", path))
+
+
 def dump_tool(data, path="", framework="pytorch"):
     """TOOL_REFERENCE when the dump at `path` with entries `data` is laid out as 1.2.1 / 26.x write it: a
     `proc<PID>` folder (26.x), an indexed `parameters_grad.N` entry, or (PyTorch) a Python functional call
     holding a keyword argument by position; TOOL_MSPROBE otherwise."""
-    if path and _PROC_FOLDER.search(str(path)):
+    if path and _in_proc_folder(str(path)):
         return TOOL_REFERENCE
     torch_schemas = framework in (None, "pytorch")
     for entry, body in data.items():

@@ -15,13 +15,12 @@ import inspect
 import math
 import re
 
+from msprobe.core.api_resolver import MAX_MADE_ELEMENTS, PATH_PARAMETER_WORDS
 from msprobe.core.errors import UnsupportedError
 
 __all__ = ["signature_refusal", "check_call_size", "MAX_MADE_ELEMENTS"]
 
-MAX_MADE_ELEMENTS = 1 << 28  # as PyTorch's replay guard: 1 GiB of float32
-_HANDLE_PARAMETERS = re.compile(r"file|path|dir|folder|shared|^f$|fname|storage|stream|generator|seed|handle",
-                                re.IGNORECASE)
+_HANDLE_PARAMETERS = re.compile(PATH_PARAMETER_WORDS + r"|storage|stream|generator|seed|handle", re.IGNORECASE)
 
 
 def signature_refusal(function) -> str:

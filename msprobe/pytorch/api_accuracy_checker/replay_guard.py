@@ -28,19 +28,17 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from msprobe.core.api_resolver import MAX_MADE_ELEMENTS, PATH_PARAMETER_WORDS
 from msprobe.core.errors import UnsupportedError
 
 __all__ = ["ReplayRefused", "schema_refusal", "effect_refusal", "check_replayed_call", "MAX_MADE_ELEMENTS"]
 
-# a tensor a replayed call makes, beyond the size of its largest tensor argument: 2^28 elements (1 GiB in
-# float32; run_ut holds ~34 bytes per output element with the float64 bench and the comparison arrays)
-MAX_MADE_ELEMENTS = 1 << 28
 
 # argument types that are handles to something outside tensors (schema type names)
 _HANDLE_TYPES = re.compile(r"\b(Storage|Stream|Generator|Capsule|AnyClassType|Future|Await|RRef|Any|Object)\b"
                            r"|__torch__")
 # a str argument named like a file name or a path
-_PATH_NAMES = re.compile(r"file|path|dir|folder|shared|^f$|^fname$|^name$", re.IGNORECASE)
+_PATH_NAMES = re.compile(PATH_PARAMETER_WORDS + r"|^name$", re.IGNORECASE)
 # operators whose output size depends on the values but never exceeds what their inputs bound
 _BOUNDED_BY_INPUTS = frozenset(("nonzero", "argwhere", "masked_select", "_unique", "_unique2", "unique_consecutive",
                                 "unique_dim", "unique_dim_consecutive", "index", "nonzero_numpy"))
