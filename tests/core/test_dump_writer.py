@@ -114,11 +114,9 @@ def test_encoding_keeps_nan_infinity_and_big_integers():
     assert "NaN" in text and "-Infinity" in text and len(text.splitlines()) == 6  # one entry per line
 
 
-def test_nonfinite_check_in_c_and_in_python_agree_on_nested_values():
-    from msprobe.core.dump import native
-    from msprobe.core.dump.json_files import _nonfinite_walk
+def test_nonfinite_check_finds_nested_nan_and_infinity():
+    from msprobe.core.dump.json_files import _nonfinite
 
-    assert native.nonfinite is not None  # built in place for the tests (setup.py build_ext --inplace)
     deep_nan = {"a": [1.0]}
     inner = deep_nan["a"]
     for _ in range(10):
@@ -132,8 +130,7 @@ def test_nonfinite_check_in_c_and_in_python_agree_on_nested_values():
              ({"x": (1.0, -math.inf)}, True), ([{"Max": math.nan}], True), (deep_nan, True), ({math.nan: 1.0}, False),
              (too_deep, True), ((0.0, -0.0, 1e308, 5e-324), False), (float("inf"), True)]
     for value, expected in cases:
-        assert native.nonfinite(value) is expected, value
-        assert _nonfinite_walk(value) is expected, value
+        assert _nonfinite(value) is expected, value
 
 
 def test_entries_with_none_keep_orjson_text_and_nan_entries_are_written_as_nan():
@@ -184,31 +181,28 @@ def test_a_step_that_cannot_be_encoded_on_the_training_thread_is_reported_not_ra
     assert _load(tmp_path / "step1" / "rank" / "dump.json") == _as_json(DUMP)
 
 
-def test_entry_lines_in_c_writes_the_python_loops_bytes(monkeypatch):
+def test_entry_layout_is_indent_one_json_one_entry_a_line():
     pytest.importorskip("orjson")
-    from msprobe.core.dump import json_files, native
+    from msprobe.core.dump import json_files
 
-    assert native.entry_lines is not None  # built in place for the tests (setup.py build_ext --inplace)
     shared = ["File a.py, line 3, in f, \n relu(x)"]
     cases = [{}, {"data": {}}, {"a": {}}, {'k"x': "v,}", "b": [1, {"c": "]"}]}, {"x": None, "y": "null"},
-             {"data": {"a": {"s": "\u2028 \u00e9 \"q\" \\ \n"}, "b": [math.nan], "c": (1, None), "d": 2 ** 70,
-                       "e": {"Max": -math.inf, "Min": None}}},
+             {"data": {"a": {"s": "\u2028 \u00e9 \"q\" \\ \n"}, "c": (1, None), "d": 2 ** 70}},
              {"a": [], "b": [[]], "c": "{"}, {1: "an int key"}, {"s": shared, "t": shared, "u": list(shared)}, DUMP,
-             STACK, {"task": "x", "data": {"Functional.relu.0.forward": DUMP["data"]["Functional.relu.0.forward"]}},
-             {"\x1f": 1, "\x7f": 2, "a\\b": 3, "caf\u00e9": 4, "\U0001f600": 5, "/": 6, "": 7}]
-    fast = [json_files.encode_dump_bytes(case) for case in cases]
+             STACK, {"\x1f": 1, "\x7f": 2, "a\\b": 3, "caf\u00e9": 4, "\U0001f600": 5, "/": 6, "": 7}]
+    for case in cases:
+        text = json_files.encode_dump_bytes(case)
+        assert json.loads(text) == json.loads(json.dumps(case, indent=1, ensure_ascii=False)), case
+        data = case.get("data")
+        if isinstance(data, dict):  # the top keys a line each, and each entry of "data" on its own line
+            assert len(text.splitlines()) == 2 + len(case) - 1 + (len(data) + 2 if data else 1), case
+        else:
+            assert len(text.splitlines()) == (len(case) + 2 if case else 1), case
     # stack.json's lists kept across steps: the same bytes, each list's text taken from the first step's
     lists = {}
     kept = [json_files.encode_dump_bytes({"s": shared, "t": shared, "u": [1]}, lists=lists) for _ in range(2)]
     assert lists[id(shared)] == (shared, b'["File a.py, line 3, in f, \\n relu(x)"]') and len(lists) == 3  # + 2 [1]s
-    monkeypatch.setattr(native, "entry_lines", None)
-    assert fast == [json_files.encode_dump_bytes(case) for case in cases]
-    python_lists = {}
-    assert kept == [json_files.encode_dump_bytes({"s": shared, "t": shared, "u": [1]}, lists=python_lists)] * 2
-    assert kept[0] == json_files.encode_dump_bytes({"s": shared, "t": shared, "u": [1]})
-    assert json.loads(fast[5])["data"]["e"]["Max"] == -math.inf and json.loads(fast[7]) == {"1": "an int key"}
-    with pytest.raises(TypeError):
-        native.entry_lines([], 1, json.dumps, str)
+    assert kept == [json_files.encode_dump_bytes({"s": shared, "t": shared, "u": [1]})] * 2
 
 
 def test_stack_texts_are_kept_across_steps_and_bounded(tmp_path, monkeypatch):

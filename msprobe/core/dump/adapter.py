@@ -59,9 +59,6 @@ class DumpAdapter(abc.ABC):
     tensor_class: Optional[type] = None
     #: whether tensor descriptors carry "requires_grad" (torch: yes, MindSpore: no)
     has_requires_grad: bool = False
-    #: what the C descriptor (native.tensor_describer) needs to describe this framework's common tensor itself:
-    #: (types, shapes, dtype_names, kinds, device, type_name, attribute names) as native.py says, or None
-    describe_spec: Optional[tuple] = None
 
     @abc.abstractmethod
     def is_tensor(self, value: Any) -> bool:

@@ -18,11 +18,9 @@ never imports a framework.
 """
 import atexit
 import os
-import sys
 from typing import Any, Dict, List, Optional
 
 from msprobe.core.dump.filters import CallFilter
-from msprobe.core.dump import native
 from msprobe.core.dump.guard import DumpGuard
 from msprobe.core.dump.record import RecordBuilder, layout_mirror
 from msprobe.core.dump.rng_audit import is_random_call
@@ -141,19 +139,7 @@ class DumpCollector:
         self.writer = DumpWriter(config.dump_path, adapter.save_tensor)
         self.tensor_files = TensorFiles(adapter, self.writer)
         self.stack_capture = stack_capture or StackCapture()
-        # the steady state of stack capture, looked up here (one Python call less per recorded call): the C key
-        # of the caller's frames and the capture's cache; a miss (or no C key) takes capture()
-        self._stack_key = getattr(self.stack_capture, "native_key", None)
-        self._stack_cache: Any = getattr(self.stack_capture, "stacks", None)  # set whenever _stack_key is
-        # the argument walk in C (native.describe_seq / describe_map) where descriptors get no file stems: the same
-        # descriptors as the records' describe_args / describe_kwargs, without a Python frame per argument
         self._tensor_class = getattr(adapter, "tensor_class", None)
-        walks = self._tensor_class is not None and native.describe_seq is not None and native.describe_map is not None
-        self._walk_seq = native.describe_seq if walks else None
-        self._walk_map = native.describe_map if walks else None
-        # records off the garbage collector's lists where their items allow it (native.untrack): the step's young
-        # collection, run when stop() puts the collector's threshold back, walked each record otherwise
-        self._untrack = native.untrack if walks else None
         self.active = False
         self.finished = False  # the task ended the dump (overflow_nums reached)
         wants = config.wants  # data_mode, resolved once: these are asked on every call
@@ -267,27 +253,14 @@ class DumpCollector:
             self.module_stack.append(call)
             call.list_matched = call_filter.list_matches(call)
         if dump:
-            stack_key = self._stack_key
-            stack = None if stack_key is None else self._stack_cache.get(stack_key(sys._getframe(1)))
-            call.stack = stack if stack is not None else self.stack_capture.capture(2)
+            call.stack = self.stack_capture.capture(2)
             if self.want_forward_input:
                 records = self.records
                 self.task.sink = call.tensors
                 entry = call.entry
-                walk = self._walk_seq
-                if walk is not None and records.on_tensor is None:
-                    tensor_class, describe_tensor, describe = self._tensor_class, records.describe_tensor, records.describe
-                    entry["input_args"] = walk(args, tensor_class, describe_tensor, describe)
-                    if not kwargs:
-                        entry["input_kwargs"] = {}
-                    elif type(kwargs) is dict:
-                        entry["input_kwargs"] = self._walk_map(kwargs, tensor_class, describe_tensor, describe)
-                    else:  # another mapping: the records' walk
-                        entry["input_kwargs"] = records.describe_kwargs(kwargs, None)
-                else:
-                    stem = None if records.on_tensor is None else f"{call.name}.input"  # file stems: tasks that save
-                    entry["input_args"] = records.describe_args(args, stem)
-                    entry["input_kwargs"] = records.describe_kwargs(kwargs, stem) if kwargs else {}
+                stem = None if records.on_tensor is None else f"{call.name}.input"  # file stems: tasks that save
+                entry["input_args"] = records.describe_args(args, stem)
+                entry["input_kwargs"] = records.describe_kwargs(kwargs, stem) if kwargs else {}
             if self._random_state is not None and is_random_call(key):
                 state = self._random_state()
                 if state is not None:
@@ -329,20 +302,14 @@ class DumpCollector:
             records = self.records
             if records.on_tensor is not None:  # file stems: tasks that save
                 entry["output"] = records.describe_output(output, f"{call.name}.output")
-            elif self._walk_seq is not None and isinstance(output, self._tensor_class):  # most calls
-                entry["output"] = self._walk_seq((output,), self._tensor_class, records.describe_tensor, records.describe)
-            elif self._tensor_class is not None and isinstance(output, self._tensor_class):
+            elif self._tensor_class is not None and isinstance(output, self._tensor_class):  # most calls
                 entry["output"] = (records.describe_tensor(output),)
-            elif self._walk_seq is not None and isinstance(output, (list, tuple)):
-                entry["output"] = self._walk_seq(output, self._tensor_class, records.describe_tensor, records.describe)
             else:
                 entry["output"] = records.describe_output(output, None)
         if parameters is not None and (self.want_forward_input or self.want_forward_output):
             entry["parameters"] = {str(k): self.records.describe(v, f"{call.name}.parameters.{k}")
                                    for k, v in parameters.items()}
         if entry:  # data_mode without forward data: no forward entry (only its backward)
-            if self._untrack is not None:
-                self._untrack(entry)
             if self._task_admits_all:  # _commit_entry, inlined: it runs for every recorded call
                 name = call.name
                 self.data[name] = entry
@@ -380,21 +347,12 @@ class DumpCollector:
         tensors: Any = [] if self._keeps_tensors else ()
         self.task.sink = tensors
         records = self.records
-        walk = self._walk_seq
-        if walk is not None and records.on_tensor is None:  # no file stems: the C walk
-            tensor_class, describe_tensor, describe = self._tensor_class, records.describe_tensor, records.describe
-            if self.want_backward_input:
-                entry["input"] = walk(grads_of_outputs, tensor_class, describe_tensor, describe)
-            if self.want_backward_output:
-                entry["output"] = walk(grads_of_inputs, tensor_class, describe_tensor, describe)
-        else:
-            if self.want_backward_input:
-                entry["input"] = records.describe_args(grads_of_outputs, f"{name}.input")
-            if self.want_backward_output:
-                entry["output"] = records.describe_args(grads_of_inputs, f"{name}.output")
+        stem = None if records.on_tensor is None else name  # file stems: tasks that save
+        if self.want_backward_input:
+            entry["input"] = records.describe_args(grads_of_outputs, stem and f"{stem}.input")
+        if self.want_backward_output:
+            entry["output"] = records.describe_args(grads_of_inputs, stem and f"{stem}.output")
         if entry:
-            if self._untrack is not None:
-                self._untrack(entry)
             if self._task_admits_all:  # what commit() does with it, without the Record
                 self._commit_entry(name, entry, call.parent_backward, None)
             else:

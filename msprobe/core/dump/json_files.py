@@ -14,7 +14,6 @@ import math
 import os
 import time
 
-from msprobe.core.dump import native
 from msprobe.core.paths import DIR_MODE, FILE_MODE
 
 __all__ = ["encode_dump_bytes", "encode_dump_json", "write_json_files"]
@@ -28,8 +27,9 @@ _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _YIELD_EVERY = 32  # entries encoded between two GIL hand-offs to the training thread
 
 
-def _nonfinite_walk(value, depth=0):
-    """native.nonfinite in Python (the C extension not built)."""
+def _nonfinite(value, depth=0):
+    """Whether a float nested in `value` (dicts, lists, tuples) is a NaN or an infinity (orjson writes those as
+    null)."""
     if isinstance(value, float):
         return not math.isfinite(value)
     if depth > 64:
@@ -38,10 +38,7 @@ def _nonfinite_walk(value, depth=0):
         value = value.values()
     elif not isinstance(value, (list, tuple)):
         return False
-    return any(_nonfinite_walk(item, depth + 1) for item in value)
-
-
-_nonfinite = native.nonfinite or _nonfinite_walk
+    return any(_nonfinite(item, depth + 1) for item in value)
 
 
 def _fallback(value):
@@ -68,10 +65,6 @@ def _key(key):
 
 
 def _entries(mapping, indent, share_gil, lists=None):
-    if orjson is not None and native.entry_lines is not None and type(mapping) is dict:
-        text = native.entry_lines(mapping, indent, orjson.dumps, _fallback, lists)  # the loop below, in C
-        if text is not None:
-            return text
     pad = b" " * indent
     # stack.json: every call from one code location shares one list object; `lists` keeps their texts across steps
     memo = {} if lists is None else lists

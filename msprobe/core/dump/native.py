@@ -18,23 +18,6 @@ not twice); the same values as the two kernels.
 `float_stats_strided(address, itemsize, sizes, strides)` and `fingerprint_strided(address, itemsize, sizes, strides)`
 are float_stats and fingerprint of a strided view (a slice, a broadcast, a transpose; strides in elements) taken
 in C order: the results of its dense copy, without a framework copy.
-`describe_seq(items, tensor_type, describe_tensor, describe) -> tuple` and `describe_map(mapping, ...) -> dict` are the
-argument walk of a recorded call without file stems (record.py's describe_args / describe_kwargs): exact int / float /
-bool / str and None described in C, tensors handed to `describe_tensor`, anything else to `describe`.
-`tensor_describer(slow, spec, stats_cache, crc_cache, want_xor) -> describe(tensor, data_name=None)` is record.py's
-describe_tensor for the common tensor of a statistics dump (a dense float host tensor of a class read in place) in
-C, from the facts the framework's adapter names (`describe_spec`); any other tensor goes to `slow`.
-`nonfinite(value) -> bool`: whether a float nested in `value` (dicts, lists, tuples) is a NaN or an infinity (the dump's
-JSON encoder asks it of entries whose orjson text holds a null: orjson writes those floats as null).
-`entry_lines(mapping, indent, dumps, fallback) -> bytes | None`: json_files.py's one-entry-a-line layout of a dict, each
-key and value encoded by `dumps` (orjson.dumps), `fallback` (the json module) for what dumps refuses or writes as a null
-standing for NaN or an infinity; None when a key is not a str.
-`untrack(obj) -> bool`: a tuple or dict none of whose items is a tracked container taken off the garbage collector's
-lists (CPython does so itself at the first collection that visits it; a dump step's records were half of what its
-young collection walked); whether obj is untracked now. describe_seq / describe_map / tensor_describer untrack what
-they make the same way.
-`stack_key(frame) -> bytes` names the code object and bytecode offset of a frame and of every caller above it
-(Python 3.11+): stack.py's cache key, walked in C.
 Long float32 / float16 / bfloat16 buffers (128 K elements or more) are reduced by the calling thread and a small
 pool of threads (2 by default, at most the CPUs the process may use; MSPROBE_STATS_THREADS=1 turns it off,
 MSPROBE_STATS_THREAD_MIN sets the shortest pooled buffer): the hook runs while the framework's threads wait, and
@@ -46,15 +29,13 @@ kernels, which give the same Max/Min/Mean and a Norm equal to within float32 rou
 from msprobe.core.native_switch import native_enabled
 
 __all__ = ["minmax_sumsq", "float_stats", "bucket_stats", "fingerprint", "stats_fingerprint", "float_stats_strided",
-           "fingerprint_strided", "stack_key", "describe_seq", "describe_map", "tensor_describer", "nonfinite", "entry_lines",
-           "untrack", "FLOAT16", "BFLOAT16"]
+           "fingerprint_strided", "FLOAT16", "BFLOAT16"]
 
 # the `itemsize` that names a 16-bit float buffer (widened to float32 exactly); the built module's own
 # values replace these below
 FLOAT16, BFLOAT16 = 2, 258
-minmax_sumsq = float_stats = bucket_stats = fingerprint = stack_key = float_stats_strided = fingerprint_strided = None
+minmax_sumsq = float_stats = bucket_stats = fingerprint = float_stats_strided = fingerprint_strided = None
 stats_fingerprint = None
-describe_seq = describe_map = tensor_describer = nonfinite = entry_lines = untrack = None
 if native_enabled():
     try:
         from msprobe.core.dump._fast_stats import (  # type: ignore[no-redef]
@@ -80,19 +61,3 @@ if native_enabled():
                 fingerprint_strided, float_stats_strided)
         except ImportError:
             fingerprint_strided = float_stats_strided = None
-        try:  # older builds, and Python before 3.11 (no PyFrame_GetLasti): stack.py walks in Python
-            from msprobe.core.dump._fast_stats import stack_key  # type: ignore[no-redef]
-        except ImportError:
-            stack_key = None
-        try:  # a build older than the argument walk: record.py's Python walk serves
-            from msprobe.core.dump._fast_stats import describe_map, describe_seq  # type: ignore[no-redef]
-        except ImportError:
-            describe_seq = describe_map = None
-        try:  # a build older than the C descriptor: record.py's describe_tensor serves
-            from msprobe.core.dump._fast_stats import tensor_describer  # type: ignore[no-redef]
-        except ImportError:
-            tensor_describer = None
-        try:  # a build older than the JSON encoder's check: json_files.py walks in Python
-            from msprobe.core.dump._fast_stats import entry_lines, nonfinite, untrack  # type: ignore[no-redef]
-        except ImportError:
-            nonfinite = entry_lines = untrack = None

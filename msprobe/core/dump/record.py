@@ -11,7 +11,6 @@ shape, Max, Min, Mean, Norm, requires_grad, then md5 (or xor) or data_name.
 """
 import weakref
 
-from msprobe.core.dump import native
 from msprobe.core.dump.adapter import ViewKey
 from msprobe.core.dump.stats import FINGERPRINT_KEY, STAT_KEYS
 
@@ -24,7 +23,6 @@ _NO_STATS = dict.fromkeys(STAT_KEYS)
 # display followed by update(zip(...)), and it runs for every tensor); any other table takes the general way
 _FOUR = STAT_KEYS if len(STAT_KEYS) == 4 else None
 _K0, _K1, _K2, _K3 = _FOUR or (None,) * 4
-_DESC_KEYS = ("type", "dtype", "shape", _K0, _K1, _K2, _K3, "requires_grad", FINGERPRINT_KEY)  # the C descriptor's
 
 
 def _builtin(value):
@@ -78,18 +76,9 @@ class RecordBuilder:
         self._stats_cache = {}
         self.placed = {}  # id(descriptor) -> (descriptor, placement text, mesh ranks) of the step's sharded tensors
         self._crc_cache = {}  # content key -> CRC (same validity as the statistics: dropped when their entry is made)
-        # the common tensor of a statistics dump described in C (native.tensor_describer: the same descriptor and
-        # cache entries as describe_tensor below, which it calls for every other tensor); not with file stems or md5
-        spec = getattr(adapter, "describe_spec", None)
-        if (spec is not None and native.tensor_describer is not None and on_tensor is None and not self.want_md5
-                and _FOUR is not None):
-            self.describe_tensor = native.tensor_describer(self.describe_tensor, spec + (_DESC_KEYS,),
-                                                           self._stats_cache, self._crc_cache, self.want_xor)
 
     def release(self):
-        """The step is over: drop the C describer, whose slow path is this builder's own method (a cycle the garbage
-        collector would have to find, holding the step's cache entries until a later collection), and the caches."""
-        self.__dict__.pop("describe_tensor", None)
+        """The step is over: drop the caches (their entries hold the step's statistics)."""
         self._stats_cache.clear()
         self._crc_cache.clear()
 

@@ -2,15 +2,12 @@
 
 Formatting a frame (reading the source line) is the expensive part, so formatted lines are
 cached by (code object, line number); a whole stack is cached by its frames' code objects and bytecode
-offsets (several offsets of one line give equal stacks), walked by the C extension where it is built
-(`native.stack_key`: ~4x cheaper than the Python loop on a 40-frame stack), else in Python.
+offsets (several offsets of one line give equal stacks).
 Frames inside msprobe itself and inside the framework's hook machinery are skipped.
 """
 import linecache
 import os
 import sys
-
-from msprobe.core.dump.native import stack_key as _native_stack_key
 
 __all__ = ["StackCapture"]
 
@@ -21,8 +18,6 @@ class StackCapture:
     """capture() -> list of 'File {path}, line {n}, in {func}, \\n {source}' lines, innermost first.
 
     skip_files: extra file-path substrings to leave out (e.g. torch/overrides.py).
-    `stacks` (key -> stack) and `native_key` (the C key of a frame and its callers, None without the extension)
-    let a hot caller look a stack up without calling capture(), which it calls on a miss.
     """
 
     def __init__(self, skip_files=(), max_depth=64):
@@ -30,7 +25,6 @@ class StackCapture:
         self.max_depth = max_depth
         self._line_cache = {}
         self.stacks = {}
-        self.native_key = _native_stack_key
         self._skip_cache = {}
         self._codes = set()
 
@@ -54,18 +48,15 @@ class StackCapture:
     def capture(self, depth=1):
         """The formatted stack of the caller (frames above `depth`), as a list (shared; do not mutate)."""
         frame = sys._getframe(depth)
-        if self.native_key is not None:
-            key = self.native_key(frame)
-        else:
-            key = []
-            append = key.append
-            # the hot loop: ints only (hashing code objects is slow), no filtering, and the bytecode offset
-            # rather than f_lineno (which decodes the line table on every read: 3x the cost of the walk)
-            while frame is not None:
-                append(id(frame.f_code))
-                append(frame.f_lasti)
-                frame = frame.f_back
-            key = tuple(key)
+        key = []
+        append = key.append
+        # the hot loop: ints only (hashing code objects is slow), no filtering, and the bytecode offset
+        # rather than f_lineno (which decodes the line table on every read: 3x the cost of the walk)
+        while frame is not None:
+            append(id(frame.f_code))
+            append(frame.f_lasti)
+            frame = frame.f_back
+        key = tuple(key)
         stack = self.stacks.get(key)
         if stack is None:
             stack = []

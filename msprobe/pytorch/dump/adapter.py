@@ -417,12 +417,6 @@ class TorchAdapter(DumpAdapter):
     tensor_class = torch.Tensor
     has_requires_grad = True
 
-    # the C descriptor (core/dump/native.py, tensor_describer; record.py uses it when the kernels are built):
-    # tensor_facts + tensor_digest's in-place case, read through the same caches and bindings
-    describe_spec = (_IN_PLACE_TYPES, _SHAPES, _DTYPE_NAMES, _KERNEL_KINDS, _CPU, "torch.Tensor",
-                     ("dtype", "shape", "is_neg", "is_contiguous", "data_ptr", "_version", "is_cpu", "requires_grad",
-                      "untyped_storage", "stride"))
-
     def is_tensor(self, value):
         return isinstance(value, torch.Tensor)
 

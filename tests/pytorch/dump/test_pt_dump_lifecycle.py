@@ -183,7 +183,6 @@ def _broken_statistics(monkeypatch):
     # both ways to a tensor's statistics: the fused first-sight path (tensor_digest) and the plain one
     monkeypatch.setattr(TorchAdapter, "tensor_stats", broken)
     monkeypatch.setattr(TorchAdapter, "tensor_digest", broken)
-    monkeypatch.setattr(TorchAdapter, "describe_spec", None)  # no C descriptor: every statistic through them
 
 
 def test_a_failing_statistic_at_L2_never_breaks_training(tmp_path, monkeypatch, capsys):

@@ -193,7 +193,6 @@ def test_a_failing_dump_never_breaks_training(tmp_path, monkeypatch, level):
     plain_losses = train(plain, steps=2)
     monkeypatch.setattr(TorchAdapter, "tensor_stats", broken)
     monkeypatch.setattr(TorchAdapter, "tensor_digest", broken)  # the fused path of a tensor's first sight
-    monkeypatch.setattr(TorchAdapter, "describe_spec", None)  # no C descriptor: every statistic through them
     debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", level), model=dumped)
     dumped_losses = train(dumped, debugger, steps=2)
     debugger.close()

@@ -2,7 +2,6 @@
 import gc
 import math
 import os
-import weakref
 
 import pytest
 import torch
@@ -84,51 +83,8 @@ def test_tensor_descriptors_are_not_tracked_by_the_garbage_collector():
     gc.collect()  # the shared shape tuple is untracked from now on
     described = records.describe_args((tensor, [tensor.t(), 3]), "x")
     assert not gc.is_tracked(described[0]) and not any(gc.is_tracked(d) for d in described[1])
-    # the C describer's cache entries, and their weak references (no callback: nothing to be in a cycle with), too
-    fresh = torch.randn(8, 8)
-    records.describe(fresh)
-    entry = records._stats_cache[ADAPTER.tensor_facts(fresh)[4]]
-    assert type(entry[0]) is weakref.ref and not gc.is_tracked(entry) and not gc.is_tracked(entry[0])
-    assert entry[0]() is fresh.untyped_storage()
 
 
-def test_untrack_leaves_only_containers_that_cannot_hold_a_cycle():
-    from msprobe.core.dump import native
-
-    assert native.untrack is not None  # built in place for the tests
-    atoms = (1, 2.5, "x", None, torch.float32)
-    assert native.untrack(atoms) and not gc.is_tracked(atoms)
-    holder = (1, [2])
-    assert not native.untrack(holder) and gc.is_tracked(holder)  # a list may come to hold the tuple itself
-    nested = (atoms, {"k": 1.0})  # a new dict of numbers is untracked (CPython's rule): so is a tuple of such
-    assert native.untrack(nested) and not gc.is_tracked(nested)
-    mapping = {"input_args": atoms, "input_kwargs": {}}
-    assert native.untrack(mapping) and not gc.is_tracked(mapping)
-    mapping["later"] = [mapping]  # a tracked value put in: CPython tracks the dict again, the cycle is collectable
-    assert gc.is_tracked(mapping)
-
-
-def test_a_steps_records_are_left_off_the_garbage_collectors_lists(tmp_path):
-    from msprobe.pytorch import PrecisionDebugger
-    from tests.pytorch.dump.pt_dump_helpers import MLP, write_config
-
-    torch.manual_seed(0)
-    model = MLP()
-    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"), model=model)
-    for step in range(2):  # looked at in the second step: the first step's shapes are the adapter's shared tuples now
-        debugger.start()
-        model(torch.randn(4, model.fc1.in_features)).sum().backward()
-        if not step:
-            debugger.stop()
-            debugger.step()
-    collector = debugger.collector
-    entries = {name: entry for name, entry in collector.data.items() if not name.endswith("parameters_grad")}
-    assert len(entries) >= 6 and any(name.endswith("backward") for name in entries)
-    assert [name for name, entry in entries.items() if gc.is_tracked(entry)] == []
-    cache = collector.records._stats_cache
-    assert cache and not any(gc.is_tracked(key) or gc.is_tracked(entry[1]) for key, entry in cache.items())
-    debugger.stop()
-    debugger.close()
 
 
 @pytest.mark.parametrize("count", [3, 1000, 65537, (1 << 24) + 3])
