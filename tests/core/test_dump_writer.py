@@ -115,7 +115,7 @@ def test_encoding_keeps_nan_infinity_and_big_integers():
 
 
 def test_nonfinite_check_finds_nested_nan_and_infinity():
-    from msprobe.core.dump.json_files import _nonfinite
+    from msprobe.core.dump.json_files import holds_nonfinite
 
     deep_nan = {"a": [1.0]}
     inner = deep_nan["a"]
@@ -130,7 +130,7 @@ def test_nonfinite_check_finds_nested_nan_and_infinity():
              ({"x": (1.0, -math.inf)}, True), ([{"Max": math.nan}], True), (deep_nan, True), ({math.nan: 1.0}, False),
              (too_deep, True), ((0.0, -0.0, 1e308, 5e-324), False), (float("inf"), True)]
     for value, expected in cases:
-        assert _nonfinite(value) is expected, value
+        assert holds_nonfinite(value) is expected, value
 
 
 def test_entries_with_none_keep_orjson_text_and_nan_entries_are_written_as_nan():

@@ -462,5 +462,6 @@ class DumpCollector:
                                    "dump_data_dir": data_dir, "data": dict(self.debug_data)}
         # the step's tensor files, then these: written while the next step runs (the writer waits here
         # only while the previous step is still unwritten)
-        self.writer.write_json(self.current_step, self.rank, files)
+        self.writer.write_json(self.current_step, self.rank, files,
+                               finite=("dump.json", "debug.json") if self.records.finite else ())
         self.dirty = False

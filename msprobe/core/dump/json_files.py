@@ -16,7 +16,7 @@ import time
 
 from msprobe.core.paths import DIR_MODE, FILE_MODE
 
-__all__ = ["encode_dump_bytes", "encode_dump_json", "write_json_files"]
+__all__ = ["encode_dump_bytes", "encode_dump_json", "holds_nonfinite", "write_json_files"]
 
 try:  # ~7x faster than the json module; optional
     import orjson
@@ -27,7 +27,7 @@ _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _YIELD_EVERY = 32  # entries encoded between two GIL hand-offs to the training thread
 
 
-def _nonfinite(value, depth=0):
+def holds_nonfinite(value, depth=0):
     """Whether a float nested in `value` (dicts, lists, tuples) is a NaN or an infinity (orjson writes those as
     null)."""
     if isinstance(value, float):
@@ -38,7 +38,7 @@ def _nonfinite(value, depth=0):
         value = value.values()
     elif not isinstance(value, (list, tuple)):
         return False
-    return any(_nonfinite(item, depth + 1) for item in value)
+    return any(holds_nonfinite(item, depth + 1) for item in value)
 
 
 def _fallback(value):
@@ -55,7 +55,7 @@ def _encode(value):
             text = orjson.dumps(value)
         except TypeError:  # a value orjson does not take (e.g. an int over 64 bits)
             return _fallback(value)
-        if b"null" not in text or not _nonfinite(value):
+        if b"null" not in text or not holds_nonfinite(value):
             return text
     return _fallback(value)
 
@@ -64,8 +64,12 @@ def _key(key):
     return orjson.dumps(key) if orjson is not None and type(key) is str else _fallback(str(key))
 
 
-def _entries(mapping, indent, share_gil, lists=None):
+def _entries(mapping, indent, share_gil, lists=None, finite=False):
     pad = b" " * indent
+    if orjson is not None and lists is None and not share_gil and type(mapping) is dict:
+        text = _entries_at_once(mapping, pad, finite)
+        if text is not None:
+            return text
     # stack.json: every call from one code location shares one list object; `lists` keeps their texts across steps
     memo = {} if lists is None else lists
     lines = []
@@ -89,17 +93,42 @@ def _entries(mapping, indent, share_gil, lists=None):
     return b"{\n" + b",\n".join(lines) + b"\n" + pad[:-1] + b"}" if lines else b"{}"
 
 
-def encode_dump_bytes(obj, share_gil=False, lists=None):
+def _entries_at_once(mapping, pad, finite):
+    """_entries' layout of a dict with str keys, each key and value encoded by orjson in one comprehension (no
+    Python frame per entry); None where a key is not a str or orjson refuses a value (the loop serves). finite: the
+    caller knows no float in the values is a NaN or an infinity (the dump's RecordBuilder.finite), so a null in a
+    text is a None and no value is walked."""
+    if not mapping:
+        return b"{}"
+    dumps = orjson.dumps
+    try:
+        keys = [dumps(key) for key in mapping if type(key) is str]
+        texts = [dumps(value) for value in mapping.values()]
+    except TypeError:  # e.g. an int over 64 bits
+        return None
+    if len(keys) != len(texts):
+        return None
+    if not finite:
+        for index, value in enumerate(mapping.values()):
+            if b"null" in texts[index] and holds_nonfinite(value):
+                texts[index] = _fallback(value)
+    head = b"%s%%s: %%s" % pad
+    return b"{\n" + b",\n".join([head % pair for pair in zip(keys, texts)]) + b"\n" + pad[:-1] + b"}"
+
+
+def encode_dump_bytes(obj, share_gil=False, lists=None, finite=False):
     """UTF-8 JSON with one entry per line: top-level keys, and every entry of "data" (or of a flat mapping such as
     stack.json) on its own line, each entry compact. Same content as indent=1, but each entry encoded by orjson (the
     json module's C encoder where orjson is missing or the entry holds NaN or Infinity; indent=1 would force the
     pure-Python one, ~4x slower). share_gil: hand the GIL over every few entries (off the training thread).
     lists: a dict the caller keeps across calls, in which the text of each list value of a flat mapping is kept
-    with the list (stack.json's lists are the same objects every step); such a list must not change afterwards."""
+    with the list (stack.json's lists are the same objects every step); such a list must not change afterwards.
+    finite: no float in the entries of "data" is a NaN or an infinity (the dump's records know it), so orjson's nulls
+    are all Nones and no entry is walked to find out."""
     if not isinstance(obj, dict):
         return _encode(obj)
     if "data" in obj and isinstance(obj["data"], dict):
-        lines = [b" %s: %s" % (_key(key), _entries(value, 2, share_gil) if key == "data" else _encode(value))
+        lines = [b" %s: %s" % (_key(key), _entries(value, 2, share_gil, None, finite) if key == "data" else _encode(value))
                  for key, value in obj.items()]
         return b"{\n" + b",\n".join(lines) + b"\n}"
     return _entries(obj, 1, share_gil, lists)

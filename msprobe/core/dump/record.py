@@ -9,9 +9,11 @@ and in md5 mode the CRC-32 is added; in xor mode the bitwise fingerprint of stat
 the statistics when the adapter leaves it on a device). Descriptor key order follows the reference: type, dtype,
 shape, Max, Min, Mean, Norm, requires_grad, then md5 (or xor) or data_name.
 """
+import math
 import weakref
 
 from msprobe.core.dump.adapter import ViewKey
+from msprobe.core.dump.json_files import holds_nonfinite
 from msprobe.core.dump.stats import FINGERPRINT_KEY, STAT_KEYS
 
 __all__ = ["RecordBuilder", "describe_plain"]
@@ -32,6 +34,19 @@ def _builtin(value):
         if isinstance(value, kind):
             return value if type(value) is kind else kind(value)
     return value
+
+
+def _all_finite(values):
+    """Whether no value of a statistics tuple is a NaN or an infinity (None and ints are finite)."""
+    for value in values:
+        if value is None or type(value) is int:
+            continue
+        try:
+            if not math.isfinite(value):
+                return False
+        except TypeError:  # not a number: whether the writer may take its nulls as Nones is not known
+            return False
+    return True
 
 
 def describe_plain(value):
@@ -76,6 +91,10 @@ class RecordBuilder:
         self._stats_cache = {}
         self.placed = {}  # id(descriptor) -> (descriptor, placement text, mesh ranks) of the step's sharded tensors
         self._crc_cache = {}  # content key -> CRC (same validity as the statistics: dropped when their entry is made)
+        # no float described in this step is a NaN or an infinity: the JSON writer then takes orjson's nulls as Nones
+        # without walking each entry that holds one (json_files.encode_dump_bytes' `finite`); cleared by any such
+        # value (statistics, a float argument) and by what the adapter describes itself
+        self.finite = True
 
     def release(self):
         """The step is over: drop the caches (their entries hold the step's statistics)."""
@@ -109,6 +128,8 @@ class RecordBuilder:
         else:
             hit = False
             stats, fingerprint, owner = adapter.tensor_digest(tensor, self.want_xor, key is not None, key)
+            if self.finite and type(stats) is tuple and not _all_finite(stats):
+                self.finite = False
             if key is not None:
                 try:
                     ref = weakref.ref(owner)
@@ -203,13 +224,20 @@ class RecordBuilder:
             return self.describe_tensor(value, data_name)
         name = _SCALAR_NAMES.get(type(value))  # the common plain values (sizes, dims, flags) first
         if name is not None:
+            if name == "float" and value - value != 0:  # NaN or an infinity
+                self.finite = False
             return {"type": name, "value": value}
         if value is None or isinstance(value, _SCALARS) or isinstance(value, slice):
-            return describe_plain(value)
+            desc = describe_plain(value)
+            if desc is not None and self.finite and holds_nonfinite(desc):
+                self.finite = False
+            return desc
         kind = type(value)
         if kind not in (list, tuple, dict):  # tuple subclasses such as torch.Size are described whole
             other = self.adapter.describe_other(value)
             if other is not None:
+                if self.finite and holds_nonfinite(other):
+                    self.finite = False
                 return other
         if isinstance(value, (list, tuple)):
             if data_name is None:
@@ -271,6 +299,8 @@ class RecordBuilder:
         values = self.adapter.resolve_stats([handle for _, handle in batch])
         for (desc, _), stats in zip(batch, values):
             desc.update(zip(STAT_KEYS, stats))
+            if self.finite and not _all_finite(stats):
+                self.finite = False
         del self._pending[start:]
 
     def new_step(self):

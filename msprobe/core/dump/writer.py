@@ -104,9 +104,9 @@ class DumpWriter:
         directory = os.path.join(folder, TENSOR_DIR)
         self._batch.links.append((step, os.path.join(directory, source_name), os.path.join(directory, file_name)))
 
-    def write_json(self, step, rank, files):
+    def write_json(self, step, rank, files, finite=()):
         """Hand the batch over, ending with `files` ({'dump.json': obj, ...}; never mutated afterwards), encoded
-        here when orjson is there."""
+        here when orjson is there. finite: names of files whose "data" holds no NaN or infinity (json_files)."""
         folder = self.rank_dir(step, rank)
         self._batch.folders.setdefault(folder, False)
         if len(self._stack_texts) > _STACK_TEXTS:  # bounded: a run with ever new call sites starts it afresh
@@ -117,7 +117,7 @@ class DumpWriter:
         known = None
         if last is not None and stacks is not None and last[2] != path and stacks == last[0]:
             known = {"stack.json": last[1]}
-        encoded = _encoded(files, self._stack_texts, known)
+        encoded = _encoded(files, self._stack_texts, known, finite)
         if type(encoded) is list and stacks is not None:
             if known is not None:
                 links = {"stack.json": last[2]}
@@ -249,18 +249,18 @@ class DumpWriter:
             return exc if isinstance(exc, OSError) else OSError(str(exc))
 
 
-def _encoded(files, stack_texts, known=None):
+def _encoded(files, stack_texts, known=None, finite=()):
     """[(name, JSON bytes)] of `files` when orjson encodes them (~7x faster than the json module), else `files`
     itself for the background thread (a value that cannot be encoded, too: its failure is recorded there).
     stack_texts: the writer's texts of stack.json's lists (the collector's stack cache hands out the same list
     for every call from one code location, step after step, and never changes it). known: {name: bytes} of files
-    whose text is known already."""
+    whose text is known already. finite: names of files whose "data" holds no NaN or infinity."""
     if json_files.orjson is None:
         return files
     known = known or {}
     try:
         return [(name, known[name] if name in known else
-                 encode_dump_bytes(obj, lists=stack_texts if name == "stack.json" else None))
+                 encode_dump_bytes(obj, lists=stack_texts if name == "stack.json" else None, finite=name in finite))
                 for name, obj in files.items()]
     except Exception:  # noqa: BLE001 - e.g. a lone surrogate in a name: the writer thread records the failure
         return files

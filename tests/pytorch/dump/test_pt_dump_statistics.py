@@ -225,3 +225,35 @@ def test_16_bit_tensors_kernel_and_torch_paths_agree(monkeypatch, dtype):
     assert fast[2] == pytest.approx(slow[2], rel=1e-5) and fast[3] == pytest.approx(slow[3], rel=1e-5)
     exact_norm = torch.linalg.vector_norm(tensor.double()).item()
     assert abs(fast[3] - exact_norm) <= abs(slow[3] - exact_norm) + 1e-7 * exact_norm  # the kernel is closer
+
+
+@pytest.mark.parametrize("poison", ["none", "nan statistic", "inf argument", "nan in a list argument"])
+def test_dump_json_writes_nan_and_infinity_as_the_reference_does_whatever_the_step_holds(tmp_path, poison):
+    # a clean step's nulls are taken as Nones without walking the entries (RecordBuilder.finite); one NaN statistic
+    # or one infinite float argument anywhere in the step makes every entry be checked, so NaN/Infinity are written
+    # as the json module writes them, never as null
+    import json
+
+    from msprobe.pytorch import PrecisionDebugger
+    from tests.pytorch.dump.pt_dump_helpers import write_config
+
+    x = torch.randn(4, 3)
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L1"))
+    debugger.start()
+    torch.sum(x, dim=None)  # a None argument: a null in a clean entry
+    if poison == "nan statistic":
+        torch.mul(torch.tensor([1.0, math.nan]), 2.0)
+    elif poison == "inf argument":
+        torch.clamp(x, max=math.inf)
+    elif poison == "nan in a list argument":
+        torch.nn.functional.pad(x, [1, 1], value=math.nan)
+    finite = debugger.collector.records.finite
+    debugger.stop()
+    debugger.close()
+    assert finite is (poison == "none")
+    text = (tmp_path / "dump" / "step0" / "rank" / "dump.json").read_text()
+    loaded = json.loads(text)  # the json module reads NaN and Infinity back
+    assert text.count("null") == json.dumps(loaded).count("null")  # every null is a None
+    assert ("NaN" in text) is (poison in ("nan statistic", "nan in a list argument"))
+    assert ("Infinity" in text) is (poison == "inf argument")
+    assert json.dumps(loaded, indent=1).replace(" ", "").replace("\n", "") == text.replace(" ", "").replace("\n", "")
