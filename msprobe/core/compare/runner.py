@@ -23,7 +23,7 @@ from msprobe.core.compare.memo import memoized, structure_memo
 from msprobe.core.compare.records import CompareRecords, build_records
 from msprobe.core.compare.render import SUSPICION, print_suspicious_rows, render_result, summary_text
 from msprobe.core.compare.templates import DumpTemplates
-from msprobe.core.compare.xlsx import Sheet, write_xlsx
+from msprobe.core.io.xlsx import Sheet, write_xlsx
 from msprobe.core.dump.session import HookSession, fewer_collections
 from msprobe.core.dump_paths import folder_number, rank_folder_name, rank_label
 from msprobe.core.errors import CompareError

@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from msprobe.core.compare.metrics import TensorMetrics, not_compared, tensor_metrics
-from msprobe.core.compare.pt_reader import RefusedTensorLayout, UnreadableTensorFile, check_torch_layout, read_pt
+from msprobe.core.io.pt_reader import RefusedTensorLayout, UnreadableTensorFile, check_torch_layout, read_pt
 from msprobe.core.compare.reasons import Reason
 from msprobe.core.log import logger
 

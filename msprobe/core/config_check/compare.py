@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
 from msprobe.core.bounded_walk import Budget, Walk
-from msprobe.core.compare.xlsx import Sheet, write_xlsx
+from msprobe.core.io.xlsx import Sheet, write_xlsx
 from msprobe.core.config_check.pack import CHECKS
 from msprobe.core.config_check.pack_shape import checked_pack
 from msprobe.core.errors import ParseError

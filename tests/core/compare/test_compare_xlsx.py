@@ -3,7 +3,7 @@ import math
 
 import openpyxl
 
-from msprobe.core.compare.xlsx import RED_RGB, YELLOW_RGB, Sheet, write_xlsx
+from msprobe.core.io.xlsx import RED_RGB, YELLOW_RGB, Sheet, write_xlsx
 
 
 def test_round_trip_values_and_fills(tmp_path):

@@ -12,7 +12,7 @@ import torch
 
 from msprobe.cli import main
 from msprobe.core.compare import CompareOptions, compare_dumps
-from msprobe.core.compare.pt_reader import UnreadableTensorFile, read_pt
+from msprobe.core.io.pt_reader import UnreadableTensorFile, read_pt
 from msprobe.core.compare.reasons import Reason
 from msprobe.core.compare.tensor_io import load_tensor
 
