@@ -15,7 +15,7 @@ from msprobe.core.compare.load import (MODE_MD5, MODE_STATISTICS, MODE_TENSOR, D
                                        load_dump)
 from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE, statistics_diffs
 from msprobe.core.compare.ms_to_pt import ms_to_pt_entry_mapper
-from msprobe.core.compare.tensor_io import compare_tensor_files
+from msprobe.core.compare.tensor_pairs import compare_tensor_files
 from msprobe.core.errors import CompareError
 
 __all__ = ["DumpTable", "load_table", "table_mode", "check_same_mode", "RowPair", "pair_metrics",

@@ -14,7 +14,7 @@ from msprobe.cli import main
 from msprobe.core.compare import CompareOptions, compare_dumps
 from msprobe.core.io.pt_reader import UnreadableTensorFile, read_pt
 from msprobe.core.compare.reasons import Reason
-from msprobe.core.compare.tensor_io import load_tensor
+from msprobe.core.io.tensor_io import load_tensor
 
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 
