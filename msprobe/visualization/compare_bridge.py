@@ -11,7 +11,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from msprobe.core.compare.load import (MODE_MD5, MODE_STATISTICS, MODE_TENSOR, DumpTable, detect_mode,
+from msprobe.core.io.load import (MODE_MD5, MODE_STATISTICS, MODE_TENSOR, DumpTable, detect_mode,
                                        load_dump)
 from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE, statistics_diffs
 from msprobe.core.compare.ms_to_pt import ms_to_pt_entry_mapper
@@ -159,7 +159,7 @@ def judge_pairs(mode: str, npu: DumpTable, bench: DumpTable, pairs: Sequence[Row
     """
     from msprobe.core.compare.across_steps import judge_step
     from msprobe.core.compare.advisor import find_suspect
-    from msprobe.core.compare.load import load_dump
+    from msprobe.core.io.load import load_dump
     from msprobe.core.compare.match import match_rows
     from msprobe.core.compare.records import build_records
     from msprobe.core.compare.runner import CompareOptions, compare_tables

@@ -17,7 +17,7 @@ In memory (graph compare, kernel compare, tools): `compare_tables(npu_table, ben
 returns CompareRecords (numbers, reason codes, verdicts, the dtype-aware judgement, the suspect):
 
     from msprobe.core.compare import compare_tables
-    from msprobe.core.compare.load import load_dump
+    from msprobe.core.io.load import load_dump
     records = compare_tables(load_dump("npu/dump.json"), load_dump("bench/dump.json"))
     records.suspect and print(records.suspect.name, records.suspect.summary)
 

@@ -16,17 +16,17 @@ from msprobe.core.compare.across_steps import judge_step
 from msprobe.core.compare.advisor import find_suspect, write_advisor
 from msprobe.core.compare.first_divergence import report_pairs, report_records
 from msprobe.core.compare.job_summary import job_summary, job_summary_text, pair_summary, step_rank_of, write_job_summary
-from msprobe.core.compare.load import MODE_MD5, DumpTable, detect_mode, load_dump, load_stack, same_layout_pair
 from msprobe.core.compare.mapping import NameMapper, load_mapping_file
 from msprobe.core.compare.match import match_rows
 from msprobe.core.compare.memo import memoized, structure_memo
 from msprobe.core.compare.records import CompareRecords, build_records
 from msprobe.core.compare.render import SUSPICION, print_suspicious_rows, render_result, summary_text
 from msprobe.core.compare.templates import DumpTemplates
-from msprobe.core.io.xlsx import Sheet, write_xlsx
 from msprobe.core.dump.session import HookSession, fewer_collections
 from msprobe.core.dump_paths import folder_number, rank_folder_name, rank_label
 from msprobe.core.errors import CompareError
+from msprobe.core.io.load import MODE_MD5, DumpTable, detect_mode, load_dump, load_stack, same_layout_pair
+from msprobe.core.io.xlsx import Sheet, write_xlsx
 from msprobe.core.log import logger
 from msprobe.core.paths import check_path, make_dir
 
@@ -122,11 +122,11 @@ def compare_tables(npu: DumpTable, bench: DumpTable, options: Optional[CompareOp
     """Compare two loaded dumps in memory and return their CompareRecords (numbers, reason codes,
     verdicts, the dtype-aware judgement and the advisor's suspect); nothing is written.
 
-    Tables come from `msprobe.core.compare.load.load_dump(path)` or, for data that never was a
+    Tables come from `msprobe.core.io.load.load_dump(path)` or, for data that never was a
     dump.json file, `table_from_dump(dump_dict, path, data_dir)`. Example:
 
         from msprobe.core.compare import CompareOptions, compare_tables
-        from msprobe.core.compare.load import load_dump
+        from msprobe.core.io.load import load_dump
         from msprobe.core.compare.render import render_result, suspicion_text
 
         records = compare_tables(load_dump("npu/step0/rank0/dump.json"),

@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from msprobe.core.io.pt_reader import RefusedTensorLayout, UnreadableTensorFile, check_torch_layout, read_pt
 from msprobe.core.errors import ParseError
+from msprobe.core.io.pt_reader import RefusedTensorLayout, UnreadableTensorFile, check_torch_layout, read_pt
 from msprobe.core.paths import check_path
 
 __all__ = ["TensorFile", "read_tensor_file", "TENSOR_SUFFIXES", "describe"]

@@ -4,8 +4,8 @@ import zipfile
 
 import numpy as np
 
-from msprobe.core.io import xlsx
 from msprobe.core.compare.columns import NumberColumn
+from msprobe.core.io import xlsx
 from msprobe.core.io.xlsx import Sheet, write_xlsx
 
 
