@@ -162,7 +162,7 @@ def judge_pairs(mode: str, npu: DumpTable, bench: DumpTable, pairs: Sequence[Row
     from msprobe.core.io.load import load_dump
     from msprobe.core.compare.match import match_rows
     from msprobe.core.compare.records import build_records
-    from msprobe.core.compare.runner import CompareOptions, compare_tables
+    from msprobe.core.compare.pair import CompareOptions, compare_tables
 
     paired = np.full(len(npu), -1, dtype=np.int64)
     for pair in pairs:

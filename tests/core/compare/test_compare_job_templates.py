@@ -10,7 +10,7 @@ import pytest
 
 from msprobe.core.compare import CompareOptions, compare_dumps
 from msprobe.core.io.load import ROW_COLUMNS, load_dump
-from msprobe.core.compare.runner import compare_pair
+from msprobe.core.compare.pair import compare_pair
 from msprobe.core.compare.templates import DumpTemplates
 
 from compare_samples import sample_dump
