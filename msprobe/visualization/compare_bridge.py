@@ -2,7 +2,8 @@
 compute statistics / tensor / md5 metrics for node pairs.
 
 Graph and compare must agree on every number, so nodes get their rows and metrics from
-`msprobe.core.compare` (load, metrics, tensor_io, mapping), never from a second implementation.
+`msprobe.core.io` (load) and `msprobe.core.compare` (metrics, tensor_pairs, mapping), never from a second
+implementation.
 Everything graph code needs from compare goes through the functions below.
 """
 import os
