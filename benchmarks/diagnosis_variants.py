@@ -4,7 +4,7 @@ framework import)."""
 import json
 import os
 
-from msprobe.core.compare.load import table_from_dump
+from msprobe.core.io.load import table_from_dump
 
 
 def variants(raw, data_dir, module_prefix="Module."):

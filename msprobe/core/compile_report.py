@@ -54,7 +54,7 @@ def judge(compiled_json: str, eager_json: str, output_path: str) -> Tuple[Dict[s
     """Compare the compiled dump (NPU side) with the eager dump (bench side); writes compare's xlsx and
     advisor files into `output_path`. Returns the report and the suspect's phase (None without one)."""
     from msprobe.core.compare.advisor import find_suspect
-    from msprobe.core.compare.runner import CompareOptions, compare_pair
+    from msprobe.core.compare.pair import CompareOptions, compare_pair
 
     outcome = compare_pair(compiled_json, eager_json, output_path, CompareOptions(progress=False))
     records = outcome.records

@@ -10,7 +10,7 @@ import numpy as np
 
 from msprobe.core.bounded_walk import Budget, Walk
 from msprobe.core.ckpt_compare.readers import CheckpointError, StoredTensor
-from msprobe.core.compare.pt_reader import RefusedTensorLayout, check_torch_layout
+from msprobe.core.io.pt_reader import RefusedTensorLayout, check_torch_layout
 from msprobe.core.log import logger
 
 __all__ = ["open_torch_checkpoint"]

@@ -7,17 +7,18 @@ compared node by node with a bench run, written as `.vis` for tb-graph-ascend an
 
 Modules: layout (which dump dirs), graph_model (tree), stacks, matching, compare_bridge (the only caller of
 msprobe.core.compare), verdict (node levels from compare's judgement and advisor), precision (index,
-colours), overflow, distributed, vis_writer, html_viewer, service.
+colours), overflow, distributed, vis_writer, html_viewer, service (the graph flow and graph_verdict). Imports go one
+way, with no cycle (tests/core/test_layers.py): service imports precision, which imports verdict.
 """
 
 __all__ = ["GraphOptions", "run_graph", "graph_verdict", "GraphVerdict"]
 
 
 def __getattr__(name):
-    if name in ("graph_verdict", "GraphVerdict"):
+    if name == "GraphVerdict":
         from msprobe.visualization import verdict
 
-        return getattr(verdict, name)
+        return verdict.GraphVerdict
     if name in __all__:
         from msprobe.visualization import service
 

@@ -2,7 +2,8 @@
 compute statistics / tensor / md5 metrics for node pairs.
 
 Graph and compare must agree on every number, so nodes get their rows and metrics from
-`msprobe.core.compare` (load, metrics, tensor_io, mapping), never from a second implementation.
+`msprobe.core.io` (load) and `msprobe.core.compare` (metrics, tensor_pairs, mapping), never from a second
+implementation.
 Everything graph code needs from compare goes through the functions below.
 """
 import os
@@ -11,11 +12,11 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from msprobe.core.compare.load import (MODE_MD5, MODE_STATISTICS, MODE_TENSOR, DumpTable, detect_mode,
+from msprobe.core.io.load import (MODE_MD5, MODE_STATISTICS, MODE_TENSOR, DumpTable, detect_mode,
                                        load_dump)
 from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE, statistics_diffs
 from msprobe.core.compare.ms_to_pt import ms_to_pt_entry_mapper
-from msprobe.core.compare.tensor_io import compare_tensor_files
+from msprobe.core.compare.tensor_pairs import compare_tensor_files
 from msprobe.core.errors import CompareError
 
 __all__ = ["DumpTable", "load_table", "table_mode", "check_same_mode", "RowPair", "pair_metrics",
@@ -159,10 +160,10 @@ def judge_pairs(mode: str, npu: DumpTable, bench: DumpTable, pairs: Sequence[Row
     """
     from msprobe.core.compare.across_steps import judge_step
     from msprobe.core.compare.advisor import find_suspect
-    from msprobe.core.compare.load import load_dump
+    from msprobe.core.io.load import load_dump
     from msprobe.core.compare.match import match_rows
     from msprobe.core.compare.records import build_records
-    from msprobe.core.compare.runner import CompareOptions, compare_tables
+    from msprobe.core.compare.pair import CompareOptions, compare_tables
 
     paired = np.full(len(npu), -1, dtype=np.int64)
     for pair in pairs:

@@ -4,6 +4,9 @@
     from msprobe.visualization.service import GraphOptions, run_graph
     paths = run_graph("input.json", "./out", GraphOptions(fuzzy_match=True, html=True))
 
+`graph_verdict(npu_dir, bench_dir)` compares two dump directories the same way and returns the graph's verdict
+(verdict.GraphVerdict) without writing anything.
+
 input.json: `{"npu_path": DIR, "bench_path": DIR (compare mode; absent: build mode), "is_print_compare_log": bool}`.
 """
 import os
@@ -23,9 +26,10 @@ from msprobe.visualization.matching import LayerMap, match_graphs
 from msprobe.visualization.overflow import mark_overflow
 from msprobe.visualization.precision import TASK_OF_MODE, colors_for, compute_precision, tooltips_for
 from msprobe.visualization.stacks import read_stacks
+from msprobe.visualization.verdict import GraphVerdict, verdict_of_document
 from msprobe.visualization.vis_writer import build_document, compare_document, write_vis
 
-__all__ = ["GraphOptions", "run_graph", "load_graph", "compare_graphs"]
+__all__ = ["GraphOptions", "run_graph", "load_graph", "compare_graphs", "graph_verdict"]
 
 
 @dataclass
@@ -179,3 +183,22 @@ def run_graph(input_path: Union[str, dict], output_path: str, options: Optional[
     logger.info("graph: %d file(s) written in %.2fs: %s", len(written), time.time() - start,
                 ", ".join(os.path.basename(p) for p in written))
     return written
+
+
+def graph_verdict(npu_dir: str, bench_dir: str, fuzzy_match: bool = False,
+                  framework: str = "pytorch") -> GraphVerdict:
+    """Compare the graphs of two dump directories (each with construct.json, dump.json, stack.json), as
+    `msprobe graph` does, and return the graph's verdict; nothing is written.
+
+        from msprobe.visualization import graph_verdict
+        verdict = graph_verdict("npu/step0/rank", "gpu/step0/rank")
+        verdict.worst_node, verdict.first_node, verdict.suspect, verdict.suspect_node
+    """
+    options = GraphOptions(fuzzy_match=fuzzy_match, framework=framework)
+    npu, bench, mode = compare_graphs(npu_dir, bench_dir, options)
+    task = TASK_OF_MODE[mode]
+    document = compare_document(npu, bench, task, tooltips_for(task), colors_for(task), False)
+    records = npu.records
+    suspect = records.suspect.name if records is not None and records.suspect is not None else None
+    bench_only = suspect is not None and records.npu_pos[records.suspect.row] < 0
+    return verdict_of_document(document, suspect, bench_only)

@@ -20,7 +20,7 @@ node (`suspect_node_of`) is the node holding the suspect row, matched or not (an
 counterpart); for a call only the bench side made, the NPU counterpart of its nearest matched bench
 ancestor (the module in which the NPU side lacks it). The document names it ("FirstSuspect") and the
 viewer's "first" badge follows that name, whatever the node's colour.
-`graph_verdict` compares two dump directories and says which node that is.
+`service.graph_verdict` compares two dump directories and says which node that is.
 """
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -33,7 +33,7 @@ from msprobe.core.compare.reasons import Reason
 from msprobe.visualization.graph_model import API_COLLECTION
 
 __all__ = ["WITHIN", "AMPLIFIED", "CONSEQUENCE", "OWN", "SUSPECT", "LEVEL_TEXT", "node_levels", "level_index",
-           "GraphVerdict", "graph_verdict", "verdict_of_document", "suspect_node_of", "missing_call_place"]
+           "GraphVerdict", "verdict_of_document", "suspect_node_of", "missing_call_place"]
 
 WITHIN, AMPLIFIED, CONSEQUENCE, OWN, SUSPECT = range(5)
 LEVEL_TEXT = (
@@ -200,26 +200,3 @@ def _holder(nodes, row_name):
     return next((k for k, v in nodes.items() if row_name is not None and (row_name in v.get("input_data", {})
                                                                          or row_name in v.get("output_data", {}))),
                 None)
-
-
-def graph_verdict(npu_dir: str, bench_dir: str, fuzzy_match: bool = False,
-                  framework: str = "pytorch") -> GraphVerdict:
-    """Compare the graphs of two dump directories (each with construct.json, dump.json, stack.json), as
-    `msprobe graph` does, and return the graph's verdict; nothing is written.
-
-        from msprobe.visualization import graph_verdict
-        verdict = graph_verdict("npu/step0/rank", "gpu/step0/rank")
-        verdict.worst_node, verdict.first_node, verdict.suspect, verdict.suspect_node
-    """
-    from msprobe.visualization.precision import TASK_OF_MODE, colors_for, tooltips_for
-    from msprobe.visualization.service import GraphOptions, compare_graphs
-    from msprobe.visualization.vis_writer import compare_document
-
-    options = GraphOptions(fuzzy_match=fuzzy_match, framework=framework)
-    npu, bench, mode = compare_graphs(npu_dir, bench_dir, options)
-    task = TASK_OF_MODE[mode]
-    document = compare_document(npu, bench, task, tooltips_for(task), colors_for(task), False)
-    records = npu.records
-    suspect = records.suspect.name if records is not None and records.suspect is not None else None
-    bench_only = suspect is not None and records.npu_pos[records.suspect.row] < 0
-    return verdict_of_document(document, suspect, bench_only)

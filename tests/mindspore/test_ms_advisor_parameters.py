@@ -59,7 +59,7 @@ def _dump(ms, directory, net, task):
 
 def test_scaled_norm_weight_in_a_block_is_named_as_the_parameter(ms, tmp_path):
     from msprobe.core.compare import CompareOptions, compare_tables
-    from msprobe.core.compare.load import load_dump
+    from msprobe.core.io.load import load_dump
 
     for task in ("statistics", "tensor"):
         npu = _dump(ms, tmp_path / f"npu_{task}", _net(1.02), task)

@@ -44,7 +44,7 @@ def _dump(ms, directory, net, scale=1.0):
 def test_gelu_approximate_argument_is_the_suspect(ms, tmp_path):
     from msprobe.core.compare import CompareOptions, compare_tables
     from msprobe.core.compare.advisor import advisor_text
-    from msprobe.core.compare.load import load_dump
+    from msprobe.core.io.load import load_dump
     from msprobe.core.compare.render import summary_text
 
     npu = _dump(ms, tmp_path / "npu", _net("tanh"))
@@ -65,7 +65,7 @@ def test_gelu_approximate_argument_within_tolerance_is_still_the_suspect(ms, tmp
     """Inputs of 1e-3: both gelus agree within fp32 rounding, the argument alone is the finding."""
     from msprobe.core.compare import CompareOptions, compare_tables
     from msprobe.core.compare.advisor import advisor_text
-    from msprobe.core.compare.load import load_dump
+    from msprobe.core.io.load import load_dump
     from msprobe.core.compare.render import summary_text
 
     npu = _dump(ms, tmp_path / "npu", _net("tanh"), 1e-3)
@@ -81,7 +81,7 @@ def test_gelu_approximate_argument_within_tolerance_is_still_the_suspect(ms, tmp
 
 def test_the_same_net_on_both_sides_has_no_suspect(ms, tmp_path):
     from msprobe.core.compare import CompareOptions, compare_tables
-    from msprobe.core.compare.load import load_dump
+    from msprobe.core.io.load import load_dump
 
     npu = _dump(ms, tmp_path / "npu", _net("tanh"))
     bench = _dump(ms, tmp_path / "bench", _net("tanh"))

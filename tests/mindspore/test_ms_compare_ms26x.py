@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from msprobe.core.compare import CompareOptions, compare_tables
-from msprobe.core.compare.load import find_dump_file, load_dump
-from msprobe.core.compare.normalise import TOOL_MSPROBE, TOOL_REFERENCE
+from msprobe.core.io.load import find_dump_file, load_dump
+from msprobe.core.io.normalise import TOOL_MSPROBE, TOOL_REFERENCE
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "ms26x")
 sys.path.insert(0, FIXTURES)

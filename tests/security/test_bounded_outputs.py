@@ -82,7 +82,7 @@ def test_trend_skips_steps_and_ranks_past_int32(tmp_path, capsys):
 
 
 def test_rank_folder_names_are_ascii_checked_for_pairing(tmp_path, caplog):
-    from msprobe.core.compare.runner import find_rank_pairs
+    from msprobe.core.compare.rank_pairs import find_rank_pairs
 
     npu = _job(tmp_path / "npu", ["rank0", "rank1", "rank\u0660", "rank1\n"])
     bench = _job(tmp_path / "bench", ["rank0", "rank1"])

@@ -49,7 +49,7 @@ def crafted_pt(path, values, offset, size, stride):
 
 READERS = """
 import sys
-from msprobe.core.compare.tensor_io import load_tensor, UnreadableTensorFile
+from msprobe.core.io.tensor_io import load_tensor, UnreadableTensorFile
 from msprobe.core.errors import MsprobeError
 from msprobe.core.parse.tensor_file import read_tensor_file
 for path in sys.argv[1:]:

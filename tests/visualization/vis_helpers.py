@@ -88,7 +88,7 @@ def advisor_suspect(npu_dir, bench_dir):
     """The row `msprobe compare`'s advisor names for two dump directories (None: no suspect), computed
     by the compare flow alone (no graph code)."""
     from msprobe.core.compare import CompareOptions, compare_tables
-    from msprobe.core.compare.load import load_dump
+    from msprobe.core.io.load import load_dump
 
     records = compare_tables(load_dump(os.path.join(npu_dir, "dump.json")),
                              load_dump(os.path.join(bench_dir, "dump.json")), CompareOptions(progress=False))

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from msprobe.core.ckpt_compare.metrics import STATUS_ORDER, pair_metrics
 from msprobe.core.ckpt_compare.readers import (CheckpointReader, Opener, StoredTensor, locate_checkpoint,
                                                open_checkpoint)
-from msprobe.core.compare.xlsx import Sheet, write_xlsx
+from msprobe.core.io.xlsx import Sheet, write_xlsx
 from msprobe.core.errors import ConfigError
 from msprobe.core.log import logger
 from msprobe.core.paths import atomic_write_json, load_json, load_yaml, make_dir

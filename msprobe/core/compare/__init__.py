@@ -17,14 +17,16 @@ In memory (graph compare, kernel compare, tools): `compare_tables(npu_table, ben
 returns CompareRecords (numbers, reason codes, verdicts, the dtype-aware judgement, the suspect):
 
     from msprobe.core.compare import compare_tables
-    from msprobe.core.compare.load import load_dump
+    from msprobe.core.io.load import load_dump
     records = compare_tables(load_dump("npu/dump.json"), load_dump("bench/dump.json"))
     records.suspect and print(records.suspect.name, records.suspect.summary)
 
-Tensor files are read through `msprobe.core.compare.tensor_io` (.npy natively, .pt via torch lazily;
-`register_loader(suffix, fn)` adds others). Modules: load, mapping, match, metrics, tensor_io (+ pt_reader),
-reasons, tolerance, judge, records, render, xlsx, advisor, runner, command, merge_result.
+Dumps and tensor files are read through core/io (`msprobe.core.io.load`, `msprobe.core.io.tensor_io`: .npy
+natively, .pt via torch lazily; `register_loader(suffix, fn)` adds others). Modules: mapping, match, metrics,
+tensor_pairs, cross_tool, reasons, tolerance, judge, records, render, advisor, pair (one pair), rank_pairs,
+runner (many pairs), ray_engine, first_divergence, command, merge_result.
 """
-from msprobe.core.compare.runner import CompareOptions, CompareOutcome, compare_dumps, compare_pair, compare_tables
+from msprobe.core.compare.pair import CompareOptions, CompareOutcome, compare_pair, compare_tables
+from msprobe.core.compare.runner import compare_dumps
 
 __all__ = ["CompareOptions", "CompareOutcome", "compare_dumps", "compare_pair", "compare_tables"]

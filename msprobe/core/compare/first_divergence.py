@@ -31,6 +31,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from msprobe.core.compare.rank_pairs import find_rank_pairs
 from msprobe.core.errors import CompareError
 from msprobe.core.log import logger
 from msprobe.core.naming import backward_of
@@ -337,8 +338,6 @@ def report_records(records: List[dict], output_dir: str) -> dict:
 def find_first_divergence(npu_path: str, bench_path: str, output_dir: str) -> dict:
     """The first divergence of the run under test (npu_path) from the good run (bench_path): dump.json files,
     step directories or dump roots. Writes first_divergence.json into output_dir and returns its content."""
-    from msprobe.core.compare.runner import find_rank_pairs  # late: runner imports this module
-
     npu_path = check_path(npu_path, what="npu_path", allow_symlink=True)
     bench_path = check_path(bench_path, what="bench_path", allow_symlink=True)
     output_dir = make_dir(output_dir, what="output_path")

@@ -32,8 +32,8 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
-from msprobe.core.compare.load import MODE_STATISTICS, DumpTable, detect_mode, load_dump, table_from_dump
 from msprobe.core.errors import CompareError, ConfigError
+from msprobe.core.io.load import MODE_STATISTICS, DumpTable, detect_mode, load_dump, table_from_dump
 from msprobe.core.log import logger
 
 __all__ = ["Placement", "Layout", "load_layout", "parse_placement", "recombine_tables", "load_group",

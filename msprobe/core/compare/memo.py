@@ -1,6 +1,6 @@
 """What the pairs of one job share: a memo per pair of table structures (templates.py), for what a compare
 takes from the rows' structure alone and would otherwise make again at every rank."""
-from msprobe.core.compare.load import MODE_TENSOR
+from msprobe.core.io.load import MODE_TENSOR
 
 __all__ = ["structure_memo", "memoized"]
 

@@ -12,8 +12,8 @@ import re
 import time
 
 from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE
-from msprobe.core.compare.xlsx import Sheet, write_xlsx
 from msprobe.core.errors import CompareError, ConfigError, ParseError
+from msprobe.core.io.xlsx import Sheet, write_xlsx
 from msprobe.core.log import logger
 from msprobe.core.paths import check_path, load_yaml, make_dir
 

@@ -28,6 +28,9 @@ import sys
 from dataclasses import replace
 from typing import List, Optional
 
+from msprobe.core.compare.first_divergence import fingerprint_record
+from msprobe.core.compare.pair import CompareOutcome, compare_pair
+from msprobe.core.compare.rank_pairs import list_rank_dirs, pair_rank_dirs
 from msprobe.core.errors import CompareError, UnsupportedError
 from msprobe.core.log import logger
 from msprobe.core.paths import atomic_write_bytes
@@ -48,9 +51,6 @@ def _compare_in_task(tag, npu_json, bench_json, options):
 
     import ray
 
-    from msprobe.core.compare.first_divergence import fingerprint_record
-    from msprobe.core.compare.runner import compare_pair
-
     with tempfile.TemporaryDirectory(prefix="msprobe_ray_") as scratch:
         outcome = compare_pair(npu_json, bench_json, scratch, options, tag)
         files = {}
@@ -63,8 +63,6 @@ def _compare_in_task(tag, npu_json, bench_json, options):
 def _listings(ray, npu_dir, bench_dir):
     """{alive node id: list_rank_dirs on that node}."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from msprobe.core.compare.runner import list_rank_dirs
 
     nodes = [node["NodeID"] for node in ray.nodes() if node.get("Alive")]
     probe = ray.remote(num_cpus=0)(list_rank_dirs)
@@ -107,9 +105,7 @@ def _write(files, output_dir):
 
 def compare_tree_on_ray(npu_dir, bench_dir, output_dir, options):
     """([CompareOutcome], [first-divergence record or None]) of every (step, rank) pair of two dump roots
-    held by the cluster's nodes, compared as Ray tasks; pairs in runner.find_rank_pairs's order."""
-    from msprobe.core.compare.runner import pair_rank_dirs
-
+    held by the cluster's nodes, compared as Ray tasks; pairs in rank_pairs.find_rank_pairs's order."""
     ray, saved = connect(options.address)
     try:
         listings = _listings(ray, npu_dir, bench_dir)
@@ -186,8 +182,6 @@ def _run_pairs(ray, pairs, placed, output_dir, options):
 
 
 def _collect(ray, done, by_ref, pairs, results, output_dir):
-    from msprobe.core.compare.runner import CompareOutcome
-
     outcomes, ran_on, divergences = results
     for ref in done:
         files, summary, node, divergence = ray.get(ref)

@@ -13,12 +13,12 @@ import numpy as np
 
 from msprobe.core.compare import judge
 from msprobe.core.compare.contraction import explained_epsilons
-from msprobe.core.compare.load import MODE_MD5, MODE_TENSOR, DumpTable
+from msprobe.core.io.load import MODE_MD5, MODE_TENSOR, DumpTable
 from msprobe.core.compare.memo import memoized, structure_memo
 from msprobe.core.compare.metrics import TENSOR_METRIC_TABLE, statistics_diffs
-from msprobe.core.compare.normalise import mark_not_comparable, tools_differ
+from msprobe.core.compare.cross_tool import mark_not_comparable, tools_differ
 from msprobe.core.compare.reasons import NOT_COMPARED, UNREADABLE, Reason, reason_in
-from msprobe.core.compare.tensor_io import compare_tensor_files
+from msprobe.core.compare.tensor_pairs import compare_tensor_files
 from msprobe.core.compare.tolerance import (Judgement, dtype_epsilon, judge_rows, run_epsilon, same_fill,
                                             update_scores)
 from msprobe.core.naming import BACKWARD, FORWARD, parse_name

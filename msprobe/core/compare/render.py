@@ -12,9 +12,9 @@ from typing import Optional
 import numpy as np
 
 from msprobe.core.compare.columns import NumberColumn
-from msprobe.core.compare.float_text import joined_reprs
+from msprobe.core.io.float_text import joined_reprs
 from msprobe.core.compare.judge import RED_MESSAGES, YELLOW_MESSAGES
-from msprobe.core.compare.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR
+from msprobe.core.io.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR
 from msprobe.core.compare.metrics import (EXTENSION_METRICS, MSG_EMPTY, MSG_NAN_POSITION, MSG_SHAPE, MSG_ZERO_DIM, NA,
                                           NONE, REFERENCE_METRICS, SHAPE_UNMATCHED, TENSOR_METRIC_TABLE, UNSUPPORTED)
 from msprobe.core.compare.reasons import Reason, reason_in

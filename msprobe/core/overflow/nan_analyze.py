@@ -44,8 +44,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, cast
 
-from msprobe.core.compare.load import load_stack
 from msprobe.core.errors import ParseError
+from msprobe.core.io.load import load_stack
 from msprobe.core.job_tree import job_folders
 from msprobe.core.naming import EntryName, is_module_name
 from msprobe.core.overflow.origin import IgnoreRules, _descriptors, call_role, tensor_kinds

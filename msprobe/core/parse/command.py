@@ -2,7 +2,7 @@
 dumped tensor file under PATH written again as .npy or .pt into OUT, keeping the folders below PATH.
 
 The framework's command module gives `run` a `save_pt(array, path)` (PyTorch: torch.save of the tensor); without
-one `-t pt` is refused. Arrays are read as the compare reads them (core/compare/tensor_io.py: no unpickling of
+one `-t pt` is refused. Arrays are read as the compare reads them (core/io/tensor_io.py: no unpickling of
 anything but plain tensors; float16 and bfloat16 are widened to float32).
 """
 import os
@@ -43,7 +43,7 @@ def run(args, save_pt: Optional[Callable[[object, str], None]] = None):
         return run_shell()
     import numpy as np
 
-    from msprobe.core.compare.tensor_io import load_tensor
+    from msprobe.core.io.tensor_io import load_tensor
     from msprobe.core.paths import ensure_dir
 
     if args.type == "pt" and save_pt is None:

@@ -1,6 +1,6 @@
 """Read one dumped tensor file (.npy, .pt) safely as a numpy array, with the dtype it was saved in.
 
-.npy is read with `allow_pickle=False`; .pt with msprobe's restricted unpickler (core.compare.pt_reader),
+.npy is read with `allow_pickle=False`; .pt with msprobe's restricted unpickler (core.io.pt_reader),
 falling back to `torch.load(weights_only=True)` when torch is installed. Nothing in a file can run code.
 """
 import io
@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from msprobe.core.compare.pt_reader import RefusedTensorLayout, UnreadableTensorFile, check_torch_layout, read_pt
 from msprobe.core.errors import ParseError
+from msprobe.core.io.pt_reader import RefusedTensorLayout, UnreadableTensorFile, check_torch_layout, read_pt
 from msprobe.core.paths import check_path
 
 __all__ = ["TensorFile", "read_tensor_file", "TENSOR_SUFFIXES", "describe"]

@@ -22,8 +22,8 @@ from typing import List
 
 import numpy as np
 
-from msprobe.core.compare.load import load_dump
 from msprobe.core.errors import PathError, UnsupportedError
+from msprobe.core.io.load import load_dump
 from msprobe.core.job_tree import MAX_FOLDER_NUMBER, job_folders
 from msprobe.core.log import logger
 from msprobe.core.naming import EntryName

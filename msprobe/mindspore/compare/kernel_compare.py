@@ -134,8 +134,8 @@ def _selected(keys, wanted, what):
 
 def compare_kernel_dumps(npu_root, bench_root, output_dir, options, rank_ids=(), step_ids=()):
     """One compare_result_{rank}_{step}_{timestamp}.xlsx per rank/step both dumps have."""
-    from msprobe.core.compare.load import table_from_dump
-    from msprobe.core.compare.runner import compare_loaded
+    from msprobe.core.io.load import table_from_dump
+    from msprobe.core.compare.pair import compare_loaded
 
     npu_root = check_path(npu_root, kind="dir", what="npu_path")
     bench_root = check_path(bench_root, kind="dir", what="bench_path")

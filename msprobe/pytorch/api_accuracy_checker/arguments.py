@@ -7,8 +7,8 @@ holds the same values upcast (bfloat16/float16 -> float32, float32 -> float64) o
 import numpy as np
 import torch
 
-from msprobe.core.compare.pt_reader import RefusedTensorLayout, check_torch_layout
 from msprobe.core.errors import UnsupportedError
+from msprobe.core.io.pt_reader import RefusedTensorLayout, check_torch_layout
 from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.run_ut.arg_template import plain_scalar, tensor_file_path
 from msprobe.core.run_ut.random_data import random_values, rng_for

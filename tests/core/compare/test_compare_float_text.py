@@ -8,10 +8,10 @@ import zipfile
 import numpy as np
 import pytest
 
-from msprobe.core.compare import float_text
+from msprobe.core.io import float_text
 from msprobe.core.compare.columns import NumberColumn
-from msprobe.core.compare.float_text import float_reprs, joined_reprs
-from msprobe.core.compare.xlsx import Sheet, write_xlsx
+from msprobe.core.io.float_text import float_reprs, joined_reprs
+from msprobe.core.io.xlsx import Sheet, write_xlsx
 
 
 def _values_of_every_form():
@@ -120,7 +120,7 @@ def test_the_c_rewrite_equals_the_python_rewrite_on_every_form():
 
 
 def test_native_text_rewrite_is_off_with_msprobe_native_stats_0():
-    code = "from msprobe.core.compare import float_text; print(float_text._NATIVE is None)"
+    code = "from msprobe.core.io import float_text; print(float_text._NATIVE is None)"
     out = {flag: subprocess.run([sys.executable, "-c", code], env={**os.environ, "MSPROBE_NATIVE_STATS": flag},
                                 capture_output=True, text=True, check=True).stdout.strip() for flag in ("0", "1")}
     assert out == {"0": "True", "1": "False"}

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from msprobe.core.compare import CompareOptions, compare_dumps
-from msprobe.core.compare.load import ROW_COLUMNS, load_dump
-from msprobe.core.compare.runner import compare_pair
+from msprobe.core.io.load import ROW_COLUMNS, load_dump
+from msprobe.core.compare.pair import compare_pair
 from msprobe.core.compare.templates import DumpTemplates
 
 from compare_samples import sample_dump
@@ -244,7 +244,7 @@ def test_templates_read_the_same_tables_with_msprobe_native_stats_0(tmp_path):
     import sys
 
     paths = [_write(str(tmp_path / f"rank{r}" / "dump.json"), _jittered(_sample(), r)) for r in range(3)]
-    code = ("import sys, json; from msprobe.core.compare import templates; from msprobe.core.compare.load import "
+    code = ("import sys, json; from msprobe.core.compare import templates; from msprobe.core.io.load import "
             "load_dump; t = templates.DumpTemplates(); tables = [load_dump(p, t) for p in sys.argv[1:]]; "
             "print(json.dumps([templates._NATIVE_SPLIT is None and templates._NATIVE_FILL is None, "
             "sum(x.hits for x in t.templates), "

@@ -7,8 +7,8 @@ import pytest
 
 from msprobe.cli import main
 from msprobe.core.compare.layout import Placement, load_layout, parse_placement, recombine_tables
-from msprobe.core.compare.load import table_from_dump
 from msprobe.core.errors import CompareError, ConfigError
+from msprobe.core.io.load import table_from_dump
 
 
 def _desc(array):

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from msprobe.core.compare.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR, detect_mode, load_dump, load_stack
+from msprobe.core.io.load import MODE_MD5, MODE_STATISTICS, MODE_TENSOR, detect_mode, load_dump, load_stack
 from msprobe.core.compare.mapping import NameMapper
 from msprobe.core.compare.match import match_rows
 from msprobe.core.errors import ParseError

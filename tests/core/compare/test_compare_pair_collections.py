@@ -2,7 +2,7 @@
 import gc
 import os
 
-from msprobe.core.compare.runner import CompareOptions, compare_pair
+from msprobe.core.compare.pair import CompareOptions, compare_pair
 
 from compare_samples import sample_dump
 

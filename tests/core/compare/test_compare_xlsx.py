@@ -3,7 +3,7 @@ import math
 
 import openpyxl
 
-from msprobe.core.compare.xlsx import RED_RGB, YELLOW_RGB, Sheet, write_xlsx
+from msprobe.core.io.xlsx import RED_RGB, YELLOW_RGB, Sheet, write_xlsx
 
 
 def test_round_trip_values_and_fills(tmp_path):
@@ -63,7 +63,7 @@ def test_number_columns_render_their_text_and_non_finite_cells(tmp_path):
 
 
 def test_writing_a_report_leaves_no_reference_cycles(tmp_path):
-    """A pair runs with gc's young threshold raised (runner.compare_pair): garbage in cycles, such as a
+    """A pair runs with gc's young threshold raised (pair.compare_pair): garbage in cycles, such as a
     report's string table, would pile up over the pairs of a job instead of being freed at once."""
     import gc
 

@@ -8,10 +8,10 @@ from xml.sax.saxutils import unescape
 import numpy as np
 import pytest
 
-from msprobe.core.compare import float_text, xlsx
 from msprobe.core.compare.columns import NumberColumn
 from msprobe.core.compare.render import NA, _percent
-from msprobe.core.compare.xlsx import Sheet, write_xlsx
+from msprobe.core.io import float_text, xlsx
+from msprobe.core.io.xlsx import Sheet, write_xlsx
 
 _CELL = re.compile(r'<c( t="s"| t="inlineStr")?(?: s="\d")?(?:/>|><v>([^<]*)</v></c>|><is><t[^>]*>([^<]*)</t></is></c>)')
 

@@ -4,9 +4,9 @@ import zipfile
 
 import numpy as np
 
-from msprobe.core.compare import xlsx
 from msprobe.core.compare.columns import NumberColumn
-from msprobe.core.compare.xlsx import Sheet, write_xlsx
+from msprobe.core.io import xlsx
+from msprobe.core.io.xlsx import Sheet, write_xlsx
 
 
 def _sheet(seed, names, styles=None):

@@ -11,10 +11,10 @@ import orjson
 import pytest
 
 from msprobe.core import _pair_kernels
-from msprobe.core.compare import xlsx
+from msprobe.core.io import xlsx
 from msprobe.core.compare.columns import NumberColumn
 from msprobe.core.compare.render import NA, _percent
-from msprobe.core.compare.xlsx import Sheet, write_xlsx
+from msprobe.core.io.xlsx import Sheet, write_xlsx
 
 
 
@@ -153,7 +153,7 @@ def test_a_text_subclass_is_no_text_column_in_either_path(tmp_path, monkeypatch)
 
 
 def test_native_rows_are_off_with_msprobe_native_stats_0():
-    code = ("from msprobe.core.compare import xlsx; "
+    code = ("from msprobe.core.io import xlsx; "
             "print(xlsx._NATIVE_XML is None, xlsx._NATIVE_KINDS is None, xlsx._NATIVE_FIRSTS is None)")
     out = {flag: subprocess.run([sys.executable, "-c", code], env={**os.environ, "MSPROBE_NATIVE_STATS": flag},
                                 capture_output=True, text=True, check=True).stdout.strip() for flag in ("0", "1")}

@@ -10,9 +10,9 @@ import openpyxl
 import pytest
 from isal import isal_zlib
 
-from msprobe.core.compare import zipwrite
-from msprobe.core.compare.xlsx import Sheet, write_xlsx
-from msprobe.core.compare.zipwrite import ZipWriter
+from msprobe.core.io import zipwrite
+from msprobe.core.io.xlsx import Sheet, write_xlsx
+from msprobe.core.io.zipwrite import ZipWriter
 
 MEMBERS = {"a.txt": b"hello " * 1000, "empty.xml": b"", "dir/b.bin": os.urandom(70000),
            "c.xml": "<r>\u00e9\u4e2d</r>".encode("utf-8") * 3000}

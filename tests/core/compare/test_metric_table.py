@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-from msprobe.core.compare.load import MODE_TENSOR
+from msprobe.core.io.load import MODE_TENSOR
 from msprobe.core.compare.metrics import (EXTENSION_METRICS, MSG_ZERO_DIM, REFERENCE_METRICS, TENSOR_METRIC_TABLE,
                                           TensorMetrics, not_compared, tensor_metrics)
 from msprobe.core.compare.reasons import Reason

@@ -1,9 +1,9 @@
-"""runner.list_rank_dirs / pair_rank_dirs: the pairs of a job whose ranks are listed by several machines (Ray on
+"""rank_pairs.list_rank_dirs / pair_rank_dirs: the pairs of a job whose ranks are listed by several machines (Ray on
 node-local disks) are those of the whole job listed by one; a machine without the roots lists nothing."""
 import os
 import shutil
 
-from msprobe.core.compare.runner import find_rank_pairs, list_rank_dirs, pair_rank_dirs
+from msprobe.core.compare.rank_pairs import find_rank_pairs, list_rank_dirs, pair_rank_dirs
 
 
 def _ranks(root, steps, ranks, sides=("npu", "bench")):

@@ -10,7 +10,7 @@ import pytest
 from compare_models import as_statistics_dump, dump_model, fault_entry
 from msprobe.core.compare import CompareOptions, compare_tables
 from msprobe.core.compare.advisor import advisor_text
-from msprobe.core.compare.load import load_dump
+from msprobe.core.io.load import load_dump
 from msprobe.core.compare.records import PHASES
 
 RUNS = [("conv", "fp32", None), ("conv", "bf16", None), ("conv", "fp32", 0.05), ("conv", "bf16", 0.05),

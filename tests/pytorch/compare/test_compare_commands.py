@@ -167,7 +167,7 @@ def test_cli_tensor_compare_shows_progress(dumps, tmp_path, capfd):
 def test_merge_result_leaves_missing_ranks_blank_and_refuses_md5(dumps, tmp_path):
     from msprobe.core.compare import CompareOptions
     from msprobe.core.compare.merge_result import STATISTICS_INDEX
-    from msprobe.core.compare.runner import compare_pair
+    from msprobe.core.compare.pair import compare_pair
 
     options = CompareOptions(progress=False, auto_analyze=False, timestamp="1")
     results = tmp_path / "results"

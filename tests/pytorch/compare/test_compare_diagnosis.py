@@ -8,7 +8,7 @@ import pytest
 
 from compare_models import as_statistics_dump, dump_transformer, tiny_bert, tiny_eager_llama, tiny_gpt2
 from msprobe.core.compare import CompareOptions, compare_tables
-from msprobe.core.compare.load import load_dump
+from msprobe.core.io.load import load_dump
 from msprobe.core.compare.reasons import Reason
 from msprobe.core.compare.render import render_result, summary_text, SUSPICION
 

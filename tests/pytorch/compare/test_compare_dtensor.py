@@ -10,7 +10,7 @@ import torch
 
 from msprobe.cli import main
 from msprobe.core.compare.layout import layout_pairs, load_group
-from msprobe.core.compare.load import load_dump
+from msprobe.core.io.load import load_dump
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 

@@ -13,13 +13,13 @@ import torch.nn.functional as F
 
 from msprobe.core.compare import CompareOptions, compare_tables
 from msprobe.core.compare.advisor import find_suspect
-from msprobe.core.compare.arg_schemas import FUNCTIONAL_SCHEMAS
-from msprobe.core.compare.load import find_dump_file, load_dump
-from msprobe.core.compare.normalise import TOOL_MSPROBE, TOOL_REFERENCE, normalise_dump
 from msprobe.core.compare.reasons import Reason
 from msprobe.core.compare.render import render_result
 from msprobe.core.compare.tolerance import judge_rows
 from msprobe.core.errors import CompareError
+from msprobe.core.io.arg_schemas import FUNCTIONAL_SCHEMAS
+from msprobe.core.io.load import find_dump_file, load_dump
+from msprobe.core.io.normalise import TOOL_MSPROBE, TOOL_REFERENCE, normalise_dump
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "ms26x")
 sys.path.insert(0, FIXTURES)

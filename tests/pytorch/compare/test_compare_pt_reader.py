@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from msprobe.core.compare.pt_reader import UnreadableTensorFile, read_pt
+from msprobe.core.io.pt_reader import UnreadableTensorFile, read_pt
 
 TENSORS = {
     "float32": torch.randn(3, 5),

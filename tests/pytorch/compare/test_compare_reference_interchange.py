@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 from msprobe.core.compare import CompareOptions, compare_tables
-from msprobe.core.compare.load import load_dump
+from msprobe.core.io.load import load_dump
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "core", "compare"))

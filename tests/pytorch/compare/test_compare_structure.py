@@ -12,7 +12,7 @@ import pytest
 import structural_models as sm
 from msprobe.core.compare import CompareOptions, compare_tables
 from msprobe.core.compare.advisor import advisor_text
-from msprobe.core.compare.load import load_dump
+from msprobe.core.io.load import load_dump
 from msprobe.core.compare.render import summary_text
 from msprobe.core.compare.structure import call_parents
 

@@ -12,9 +12,9 @@ import torch
 
 from msprobe.cli import main
 from msprobe.core.compare import CompareOptions, compare_dumps
-from msprobe.core.compare.pt_reader import UnreadableTensorFile, read_pt
 from msprobe.core.compare.reasons import Reason
-from msprobe.core.compare.tensor_io import load_tensor
+from msprobe.core.io.pt_reader import UnreadableTensorFile, read_pt
+from msprobe.core.io.tensor_io import load_tensor
 
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 
@@ -157,7 +157,7 @@ def test_huge_integer_statistic_is_one_line_error(dumps, tmp_path, capsys, value
 
 
 def test_huge_integer_argument_value_is_compared_as_text(tmp_path):
-    from msprobe.core.compare.load import table_from_dump
+    from msprobe.core.io.load import table_from_dump
 
     body = {"input_args": [{"type": "int", "value": 10 ** 400}], "output": []}
     table = table_from_dump({"task": "statistics", "data": {"Functional.f.0.forward": body}})

@@ -10,8 +10,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from msprobe.core.compare.advisor import find_suspect
-from msprobe.core.compare.load import load_dump
-from msprobe.core.compare.runner import compare_tables
+from msprobe.core.compare.pair import compare_tables
+from msprobe.core.io.load import load_dump
 from msprobe.pytorch import PrecisionDebugger
 from tests.pytorch.compile_check.compiled_training import train_compiled
 

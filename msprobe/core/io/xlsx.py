@@ -14,9 +14,9 @@ from itertools import chain, islice, repeat
 
 import numpy as np
 
-from msprobe.core.compare import float_text
-from msprobe.core.compare.float_text import float_reprs, joined_ints, joined_reprs
-from msprobe.core.compare.zipwrite import ZipWriter
+from msprobe.core.io import float_text
+from msprobe.core.io.float_text import float_reprs, joined_ints, joined_reprs
+from msprobe.core.io.zipwrite import ZipWriter
 from msprobe.core.native_switch import native_enabled
 from msprobe.core.paths import FILE_MODE
 

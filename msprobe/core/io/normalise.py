@@ -20,7 +20,7 @@ report see one record whichever tool wrote each side. The normalised record of o
 
 and two facts about the table: `tool` (TOOL_MSPROBE, or TOOL_REFERENCE for the 1.2.1 / 26.x layout) and
 `not_comparable` ({row-name prefix: why}), the rows whose meaning differs between the tools, so that a
-pair of a msprobe dump and a reference dump reports them "not comparable across tools", never as a
+pair of a msprobe dump and a reference dump reports them (compare/cross_tool.py) "not comparable across tools", never as a
 suspect: 26.x's cross_entropy backward output is the gradient with respect to the log-probabilities
 (msprobe's: the logits), and a backward output whose shape matches no argument of its forward call
 (26.x's linear of a 3-d input gives the gradient of an inner view) has no argument to be compared with.
@@ -32,14 +32,10 @@ counterpart.
 """
 import re
 
-import numpy as np
-
-from msprobe.core.compare.arg_schemas import FUNCTIONAL_SCHEMAS
-from msprobe.core.compare.reasons import Reason
 from msprobe.core.dump_paths import rank_label
+from msprobe.core.io.arg_schemas import FUNCTIONAL_SCHEMAS
 
-__all__ = ["normalise_dump", "dump_tool", "tools_differ", "mark_not_comparable", "TOOL_MSPROBE", "TOOL_REFERENCE",
-           "CROSS_TOOL_SEMANTICS"]
+__all__ = ["normalise_dump", "dump_tool", "TOOL_MSPROBE", "TOOL_REFERENCE", "CROSS_TOOL_SEMANTICS", "LEFT_OUT"]
 
 TOOL_MSPROBE, TOOL_REFERENCE = "msprobe", "reference"
 _INDEXED_GRAD = re.compile(r"\.parameters_grad\.\d+$")
@@ -214,51 +210,3 @@ def _free_slot(slots, placed, shape):
         if placed[index] is None and _is_tensor(node) and list(node.get("shape") or []) == shape:
             return index
     return None
-
-
-def tools_differ(npu, bench):
-    """Whether two DumpTables were laid out by different tools (a mixed pair)."""
-    return npu.header.get("tool", TOOL_MSPROBE) != bench.header.get("tool", TOOL_MSPROBE)
-
-
-def mark_not_comparable(npu, bench, npu_pos, bench_pos, reason, detail):
-    """In a mixed pair: matched rows either side's normalisation called not comparable across tools get
-    Reason.CROSS_TOOL and the why in `detail` (in place)."""
-    matched = (npu_pos >= 0) & (bench_pos >= 0)
-    _mark_unrecorded_objects(npu, bench, npu_pos, bench_pos, reason, detail)
-    for table, positions in ((npu, npu_pos), (bench, bench_pos)):
-        prefixes = table.header.get("not_comparable") or {}
-        if not prefixes or not len(table):
-            continue
-        starts = tuple(prefixes)
-        flagged = {index: _why(prefixes, name) for index, name in enumerate(table.columns["name"])
-                   if name.startswith(starts)}
-        if not flagged:
-            continue
-        for row in np.flatnonzero(matched & np.isin(positions, list(flagged))).tolist():
-            why = flagged[int(positions[row])]
-            if why is LEFT_OUT and reason[row] not in (Reason.VALUE_DIFF, Reason.BENCH_NONE):
-                continue  # no gradient on either side: the same
-            if why is not None:
-                reason[row] = Reason.CROSS_TOOL
-                detail[row] = why
-
-
-def _why(prefixes, name):
-    for prefix, why in prefixes.items():
-        if name == prefix or name.startswith(prefix + "."):
-            return why
-    return None
-
-
-def _mark_unrecorded_objects(npu, bench, npu_pos, bench_pos, reason, detail):
-    """A reference dump writes null for an object it cannot describe (a transformers cache) where msprobe
-    writes the object's text: not a differing value."""
-    kinds = (npu.columns["kind"] if len(npu) else [], bench.columns["kind"] if len(bench) else [])
-    tools = (npu.header.get("tool"), bench.header.get("tool"))
-    for row in np.flatnonzero(np.isin(reason, [Reason.VALUE_DIFF, Reason.BENCH_NONE])).tolist():
-        pair = (kinds[0][npu_pos[row]], kinds[1][bench_pos[row]])
-        for side in (0, 1):
-            if pair[side] == "none" and pair[1 - side] == "text" and tools[side] == TOOL_REFERENCE:
-                reason[row] = Reason.CROSS_TOOL
-                detail[row] = "the reference tool records no value for an object of this type"

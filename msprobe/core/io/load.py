@@ -20,9 +20,9 @@ try:
 except ImportError:  # pragma: no cover - orjson is a base dependency; the json module reads the same files
     orjson = None  # type: ignore[assignment]
 
-from msprobe.core.compare.normalise import TOOL_MSPROBE, dump_tool, normalise_dump
 from msprobe.core.dump_paths import dump_json_of
 from msprobe.core.errors import CompareError, ParseError, PathError
+from msprobe.core.io.normalise import TOOL_MSPROBE, dump_tool, normalise_dump
 from msprobe.core.log import logger
 from msprobe.core.naming import is_tensor_descriptor
 from msprobe.core.paths import check_path

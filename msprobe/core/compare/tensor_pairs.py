@@ -1,80 +1,16 @@
-"""Read dumped tensor files (.pt, .npy) as numpy arrays and compute tensor-mode metrics for row pairs.
+"""Tensor-mode metrics for row pairs: each pair's two tensor files read (core/io/tensor_io) and compared.
 
 Work is spread over processes (one tensor pair at a time, each file read once) because loading and
 reducing hundreds of MB of tensors is the whole cost of tensor mode.
 """
 import os
 
-import numpy as np
-
 from msprobe.core.compare.metrics import TensorMetrics, not_compared, tensor_metrics
-from msprobe.core.compare.pt_reader import RefusedTensorLayout, UnreadableTensorFile, check_torch_layout, read_pt
 from msprobe.core.compare.reasons import Reason
+from msprobe.core.io.tensor_io import UnreadableTensorFile, first_line, load_tensor
 from msprobe.core.log import logger
 
-__all__ = ["load_tensor", "compare_tensor_files", "register_loader", "UnreadableTensorFile"]
-
-_LOADERS: dict = {}
-
-
-def register_loader(suffix, loader):
-    """Let a framework adapter read its own tensor file type: loader(path) -> numpy array."""
-    _LOADERS[suffix] = loader
-
-
-def _first_line(exc):
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]
-
-
-def _load_pt(path, why_not_plain):
-    """torch.load(weights_only=True): tensors our reader does not know (subclasses, Parameters).
-    It runs no code from the file either; anything it refuses is reported with our reader's reason."""
-    try:
-        import torch
-    except ImportError:
-        raise UnreadableTensorFile(why_not_plain) from None
-    try:
-        try:  # mmap: the numpy view reads the page cache directly instead of copying every tensor
-            tensor = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError:  # legacy (non-zip) .pt files cannot be mapped
-            tensor = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many kinds; every one means "not a tensor we may read"
-        logger.debug("torch.load(weights_only=True) refused %s: %s", path, _first_line(exc))
-        raise UnreadableTensorFile(why_not_plain) from None
-    if not isinstance(tensor, torch.Tensor):
-        raise UnreadableTensorFile(f"it holds a {type(tensor).__name__}, not a tensor")
-    check_torch_layout(tensor)
-    tensor = tensor.detach()
-    if tensor.dtype in (torch.bfloat16, torch.float16):
-        tensor = tensor.float()
-    elif tensor.is_complex():
-        tensor = torch.view_as_real(tensor)
-    return tensor.numpy()
-
-
-def load_tensor(path):
-    """The tensor stored at `path` as a numpy array (bf16/fp16 widened to float32)."""
-    suffix = os.path.splitext(path)[1]
-    if suffix in _LOADERS:
-        return _LOADERS[suffix](path)
-    if suffix == ".pt":
-        try:  # plain tensors need no torch import (seconds per worker) and are memory-mapped
-            array = read_pt(path)
-            return array.astype(np.float32) if array.dtype == np.float16 else array
-        except RefusedTensorLayout:
-            raise
-        except UnreadableTensorFile as exc:
-            return _load_pt(path, str(exc))
-    try:
-        array = np.load(path, allow_pickle=False)  # never unpickle: an object array is refused
-    except ValueError as exc:
-        raise UnreadableTensorFile(_first_line(exc)) from None
-    except (OSError, EOFError) as exc:
-        raise UnreadableTensorFile(f"not a readable .npy file ({_first_line(exc)})") from None
-    if not isinstance(array, np.ndarray):  # np.load of an .npz archive
-        raise UnreadableTensorFile("it is not a single array")
-    return array.astype(np.float32) if array.dtype == np.float16 else array
+__all__ = ["compare_tensor_files"]
 
 
 def _shape_detail(path, array, recorded):
@@ -91,7 +27,7 @@ def _read(path, reason):
         return None, not_compared(reason, f"{path} cannot be read: {exc}")
     except Exception as exc:  # a broken file is a row, not a crash
         logger.debug("cannot read %s: %s", path, exc)
-        return None, not_compared(reason, f"{path} cannot be read: {_first_line(exc)}")
+        return None, not_compared(reason, f"{path} cannot be read: {first_line(exc)}")
 
 
 def _pair_metrics(task) -> TensorMetrics:
