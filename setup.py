@@ -28,13 +28,14 @@ EXTRAS = {
 EXTRAS["all"] = sorted(set(EXTRAS["pytorch"] + EXTRAS["mindspore"] + EXTRAS["fast"]))
 # one-pass tensor statistics for the dump; optional: without a C compiler msprobe uses framework kernels
 # (-pthread: long buffers are reduced on a small pool of threads)
-FAST_STATS = Extension("msprobe.core.dump._fast_stats", ["msprobe/core/dump/_fast_stats.c"], optional=True,
-                       depends=["msprobe/core/_native_common.h"],
+# msprobe/_native: kernels over buffers only, one interface version (msprobe._native.VERSION)
+FAST_STATS = Extension("msprobe._native._stats", ["msprobe/_native/_stats.c"], optional=True,
+                       depends=["msprobe/_native/common.h"],
                        extra_compile_args=[] if os.name == "nt" else ["-O3", "-pthread"],
                        extra_link_args=[] if os.name == "nt" else ["-pthread"])
 # one-pass error metrics of a device output against its bench (online_dispatch's judge); optional likewise
 PAIR_KERNELS = Extension("msprobe.core._pair_kernels", ["msprobe/core/_pair_kernels.c"], optional=True,
-                         depends=["msprobe/core/_native_common.h"],
+                         depends=["msprobe/_native/common.h"],
                          extra_compile_args=[] if os.name == "nt" else ["-O3"])
 
 setup(
@@ -46,7 +47,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.9",
     packages=find_packages(include=["msprobe", "msprobe.*"]),
-    package_data={"msprobe": ["config.json", "**/*.yaml", "**/*.json", "**/*.html", "**/*.js", "**/*.css", "core/*.h"]},
+    package_data={"msprobe": ["config.json", "**/*.yaml", "**/*.json", "**/*.html", "**/*.js", "**/*.css", "_native/*.h"]},
     include_package_data=True,
     ext_modules=[FAST_STATS, PAIR_KERNELS],
     install_requires=BASE,

@@ -104,7 +104,7 @@ class ModeWindow:
 
 def main():
     if native.float_stats is None:
-        sys.exit("per_call_floor.py needs the C statistics kernel (msprobe/core/dump/_fast_stats.c built)")
+        sys.exit("per_call_floor.py needs the C statistics kernel (msprobe/_native/_stats.c built)")
     from msprobe.pytorch import PrecisionDebugger
 
     torch.set_num_threads(2)

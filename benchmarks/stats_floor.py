@@ -38,7 +38,7 @@ STEPS = int(os.environ.get("STEPS", "6"))
 
 def bandwidth(threads):
     """GB/s of float_stats over a 256 MB float32 buffer (the best of 3), `threads` in the kernel's pool."""
-    from msprobe.core.dump import _fast_stats
+    from msprobe._native import _stats as _fast_stats
 
     before = _fast_stats.threads(threads)[0]
     try:

@@ -23,13 +23,13 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
                       "msprobe/core/compare/ms_to_pt_api.yaml"):
         assert data_file in names
     # the statistics kernel is compiled into the wheel (an optional extension: gcc is on our machines)
-    assert any(name.startswith("msprobe/core/dump/_fast_stats") and not name.endswith(".c") for name in names)
+    assert any(name.startswith("msprobe/_native/_stats") and not name.endswith(".c") for name in names)
     # a fresh environment that sees the installed dependencies but not this checkout
     _run(sys.executable, "-m", "venv", "--system-site-packages", str(tmp_path / "venv"))
     python = str(tmp_path / "venv" / "bin" / "python")
     _run(python, "-m", "pip", "install", "--no-deps", "-q", str(tmp_path / "dist" / wheel))
     code = ("import msprobe, msprobe.core.config as c; print(msprobe.__file__); "
-            "print(c.load_config(None).task); from msprobe.core.dump import _fast_stats as f; print(f.__file__); "
+            "print(c.load_config(None).task); from msprobe._native import _stats as f; print(f.__file__); "
             "import array; a = array.array('f', [1.0, -2.0, 2.0]); print(f.float_stats(a.buffer_info()[0], 3, 4, None))")
     out = _run(python, "-c", code, cwd=str(tmp_path)).split("\n")
     assert out[0].startswith(str(tmp_path / "venv")) and out[1] == "statistics"

@@ -17,7 +17,7 @@
  *
  * Built as an optional extension: without a C compiler the callers use numpy.
  */
-#include "_native_common.h"
+#include "../_native/common.h"
 
 static inline double load_bf16(const void *p, Py_ssize_t i) { return bf16_to_float(((const uint16_t *)p)[i]); }
 static inline double load_f16(const void *p, Py_ssize_t i) { return f16_to_float(((const uint16_t *)p)[i]); }

@@ -1,4 +1,4 @@
-"""The C statistics kernel (msprobe/core/dump/_fast_stats.c) on numpy buffers: exact Max/Min, sums far
+"""The C statistics kernel (msprobe/_native/_stats.c) on numpy buffers: exact Max/Min, sums far
 more accurate than float32 reductions, NaN/inf semantics, every length around the vector and block
 sizes, and the portable loops against the AVX2 ones."""
 import math
@@ -21,7 +21,7 @@ def _run(array):
 
 def test_the_extension_is_built():
     # setup.py builds it (an optional extension); a missing compiler would silently cost dump speed
-    assert minmax_sumsq is not None, "msprobe.core.dump._fast_stats was not built: reinstall with a C compiler"
+    assert minmax_sumsq is not None, "msprobe._native._stats was not built: reinstall with a C compiler"
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -90,7 +90,7 @@ def test_portable_kernels_agree_with_the_simd_ones(portable_and_simd_rows):
     hosts use); they must give the same Max/Min and sums equal to within rounding."""
     script = (
         "import json, sys, numpy as np\n"
-        "from msprobe.core.dump import _fast_stats as f\n"
+        "from msprobe._native import _stats as f\n"
         "rows = []\n"
         "for count in (1, 3, 17, 1025, 70001):\n"
         "    for dtype in (np.float32, np.float64, np.float16):\n"
@@ -185,7 +185,7 @@ def test_bucket_stats_refuses_bad_arguments():
 def test_bucket_stats_portable_loops_agree_with_simd(portable_and_simd_rows):
     script = (
         "import json, numpy as np\n"
-        "from msprobe.core.dump import _fast_stats as f\n"
+        "from msprobe._native import _stats as f\n"
         "rows = []\n"
         "for count in (1, 9, 1025, 70001):\n"
         "    a = (np.random.default_rng(count).standard_normal(count) * 0.1).astype(np.float32)\n"
@@ -214,7 +214,7 @@ def _long_buffers():
 
 
 def test_long_buffers_give_the_same_bits_on_any_thread_count():
-    from msprobe.core.dump import _fast_stats
+    from msprobe._native import _stats as _fast_stats
 
     before = _fast_stats.threads(1, 65536)
     try:
@@ -268,7 +268,7 @@ def _digest_buffers():
 def test_one_pass_digest_equals_the_statistics_kernel_and_the_fingerprint_definition():
     # stats_fingerprint reads a long buffer once (each 16 KB part fingerprinted after its statistics); its values
     # must be float_stats' bit for bit and the numpy definition's fingerprint, on one thread and on the pool
-    from msprobe.core.dump import _fast_stats
+    from msprobe._native import _stats as _fast_stats
 
     before = _fast_stats.threads(1, 65536)
     try:
@@ -291,7 +291,7 @@ def test_one_pass_digest_of_the_portable_loops_equals_the_simd_one(portable_and_
     # without AVX2 the two kernels run one after the other: the same fingerprint, statistics within rounding
     script = (
         "import json, numpy as np\n"
-        "from msprobe.core.dump import _fast_stats as f\n"
+        "from msprobe._native import _stats as f\n"
         "rows = []\n"
         "for count in (5, 4097, 70_001):\n"
         "    a = (np.random.default_rng(count).standard_normal(count) * 3).astype(np.float32)\n"
@@ -308,7 +308,7 @@ def test_a_forked_child_reduces_long_buffers_without_the_parent_workers():
     # the child has none of the parent's pool threads: it starts its own instead of waiting for them
     script = (
         "import os, numpy as np\n"
-        "from msprobe.core.dump import _fast_stats as f\n"
+        "from msprobe._native import _stats as f\n"
         "f.threads(2, 65536)\n"
         "a = np.arange(1 << 20, dtype=np.float32)\n"
         "parent = f.float_stats(a.ctypes.data, a.size, 4, None)\n"
@@ -325,7 +325,7 @@ def test_a_forked_child_reduces_long_buffers_without_the_parent_workers():
 
 
 def _simd():
-    from msprobe.core.dump import _fast_stats
+    from msprobe._native import _stats as _fast_stats
 
     return _fast_stats.simd()
 
@@ -334,7 +334,7 @@ def test_python_threads_reducing_long_buffers_at_once_get_the_one_thread_bits():
     # the GIL is released around the kernel: two callers may share the pool, and each must be woken when done
     import threading
 
-    from msprobe.core.dump import _fast_stats
+    from msprobe._native import _stats as _fast_stats
 
     arrays = [np.random.default_rng(k).standard_normal(300_001 + k).astype(np.float32) for k in range(4)]
     before = _fast_stats.threads(1, 65536)

@@ -1,4 +1,4 @@
-"""The optional C kernel of the dump statistics (msprobe/core/dump/_fast_stats.c).
+"""The optional C kernels of the dump statistics (msprobe._native._stats, msprobe/_native/_stats.c).
 
 `minmax_sumsq(address, count, itemsize) -> (max, min, sum of squares)` reads a dense float32 (itemsize
 4), float64 (8), float16 (FLOAT16) or bfloat16 (BFLOAT16) buffer once (without the GIL for long buffers).
@@ -26,7 +26,7 @@ All are None when the extension was not built
 (no C compiler at install time) or when MSPROBE_NATIVE_STATS=0: adapters then use their framework
 kernels, which give the same Max/Min/Mean and a Norm equal to within float32 rounding.
 """
-from msprobe.core.native_switch import native_enabled
+from msprobe._native import load
 
 __all__ = ["minmax_sumsq", "float_stats", "bucket_stats", "fingerprint", "stats_fingerprint", "float_stats_strided",
            "fingerprint_strided", "FLOAT16", "BFLOAT16"]
@@ -36,28 +36,9 @@ __all__ = ["minmax_sumsq", "float_stats", "bucket_stats", "fingerprint", "stats_
 FLOAT16, BFLOAT16 = 2, 258
 minmax_sumsq = float_stats = bucket_stats = fingerprint = float_stats_strided = fingerprint_strided = None
 stats_fingerprint = None
-if native_enabled():
-    try:
-        from msprobe.core.dump._fast_stats import (  # type: ignore[no-redef]
-            BFLOAT16, FLOAT16, bucket_stats, float_stats, minmax_sumsq)
-    except ModuleNotFoundError:  # built without a compiler: the framework path serves
-        minmax_sumsq = float_stats = bucket_stats = None
-    except ImportError as exc:  # built, but it does not load here: say so, the framework path serves
-        from msprobe.core.log import logger
-        logger.warning("the C statistics kernel is built but does not load (%s); msprobe uses the framework's "
-                       "kernels. Reinstall msprobe to rebuild it.", exc)
-        minmax_sumsq = float_stats = bucket_stats = None
-    else:
-        try:  # a build older than the fingerprint kernel: the numpy fallback serves
-            from msprobe.core.dump._fast_stats import fingerprint  # type: ignore[no-redef]
-        except ImportError:
-            fingerprint = None
-        try:  # a build older than the one-pass digest: the two kernels one after the other
-            from msprobe.core.dump._fast_stats import stats_fingerprint  # type: ignore[no-redef]
-        except ImportError:
-            stats_fingerprint = None
-        try:  # a build older than the strided kernels: views are copied by the framework first
-            from msprobe.core.dump._fast_stats import (  # type: ignore[no-redef]
-                fingerprint_strided, float_stats_strided)
-        except ImportError:
-            fingerprint_strided = float_stats_strided = None
+_kernels = load("_stats")
+if _kernels is not None:
+    FLOAT16, BFLOAT16 = _kernels.FLOAT16, _kernels.BFLOAT16
+    minmax_sumsq, float_stats, bucket_stats = _kernels.minmax_sumsq, _kernels.float_stats, _kernels.bucket_stats
+    fingerprint, stats_fingerprint = _kernels.fingerprint, _kernels.stats_fingerprint
+    float_stats_strided, fingerprint_strided = _kernels.float_stats_strided, _kernels.fingerprint_strided

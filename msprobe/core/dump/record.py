@@ -258,6 +258,10 @@ class RecordBuilder:
         """input_args: one descriptor per positional argument (files `{stem}.0`, `{stem}.1`...)."""
         describe = self.describe
         if self.on_tensor is None or stem is None:
+            tensor_class = self._tensor_class
+            if tensor_class is not None:  # tensors straight to describe_tensor: one Python frame less each
+                describe_tensor = self.describe_tensor
+                return tuple([describe_tensor(arg) if isinstance(arg, tensor_class) else describe(arg) for arg in args])
             return tuple([describe(arg) for arg in args])
         return tuple([describe(arg, f"{stem}.{i}") for i, arg in enumerate(args)])
 

@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-from msprobe.core.native_switch import native_enabled
+from msprobe._native import enabled as native_enabled
 
 try:
     import orjson

@@ -17,7 +17,7 @@ import numpy as np
 from msprobe.core.io import float_text
 from msprobe.core.io.float_text import float_reprs, joined_ints, joined_reprs
 from msprobe.core.io.zipwrite import ZipWriter
-from msprobe.core.native_switch import native_enabled
+from msprobe._native import enabled as native_enabled
 from msprobe.core.paths import FILE_MODE
 
 # the C row writer and kinds test (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0 or a build without a C

@@ -84,7 +84,7 @@ _HOST_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 def host_grad_stats(name: str, array: np.ndarray, level: str, bounds: list) -> Optional[ParamGradStats]:
     """The statistics of a gradient held in a host float32/float64 array, from one C pass (bucket_stats in
-    msprobe/core/dump/_fast_stats.c): max, min, norm, and by level the interval counts and the direction;
+    msprobe/_native/_stats.c): max, min, norm, and by level the interval counts and the direction;
     None where that pass is not available (other dtypes, an empty array, no compiled extension)."""
     if bucket_stats is None or array.dtype not in _HOST_DTYPES or not array.size:
         return None

@@ -18,7 +18,7 @@ from typing import Dict
 
 import numpy as np
 
-from msprobe.core.native_switch import native_enabled
+from msprobe._native import enabled as native_enabled
 
 __all__ = ["THRESHOLDS", "SMALL_VALUE", "PASS", "FAIL", "judge_output", "judge_buffers", "FLOAT16", "BFLOAT16"]
 

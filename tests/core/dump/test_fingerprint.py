@@ -69,7 +69,7 @@ def test_non_contiguous_views_fingerprint_their_values_in_c_order():
 def test_portable_fingerprint_agrees_with_simd(portable_and_simd_rows):
     script = (
         "import json, numpy as np\n"
-        "from msprobe.core.dump import _fast_stats as f\n"
+        "from msprobe._native import _stats as f\n"
         "rows = []\n"
         "for n in (1, 8, 31, 64, 65, 520, 70001, 1 << 20):\n"
         "    a = np.random.default_rng(n).integers(0, 256, n, dtype=np.uint8)\n"

@@ -26,9 +26,10 @@
  * are rounded once to float32 (correctly: double carries more than twice float32's bits); beyond float32's
  * range they are inf, as float32 arithmetic gives.
  *
- * Built as an optional extension: without a C compiler the package falls back to framework kernels.
+ * Built as an optional extension (msprobe._native._stats): without a C compiler the package falls back to framework
+ * kernels. Buffers in, numbers or bytes out: no Python object is read but the arguments' ints, floats and tuples.
  */
-#include "../_native_common.h"
+#include "common.h"
 
 typedef struct {
     double max, min, sumsq, sum;
@@ -1334,10 +1335,10 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_fast_stats", "One-pass max/min/sum of squares of dense float buffers.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_stats", "One-pass max/min/sum of squares of dense float buffers.", -1, methods,
     NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__fast_stats(void)
+PyMODINIT_FUNC PyInit__stats(void)
 {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
@@ -1353,7 +1354,8 @@ PyMODINIT_FUNC PyInit__fast_stats(void)
     if (thread_min < 2 * CHUNK_BLOCKS * BLOCK)
         thread_min = 2 * CHUNK_BLOCKS * BLOCK;
 #endif
-    if (PyModule_AddIntConstant(m, "FLOAT16", KIND_FLOAT16) < 0 ||
+    if (PyModule_AddIntConstant(m, "VERSION", MSPROBE_NATIVE_VERSION) < 0 ||
+        PyModule_AddIntConstant(m, "FLOAT16", KIND_FLOAT16) < 0 ||
         PyModule_AddIntConstant(m, "BFLOAT16", KIND_BFLOAT16) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -1,9 +1,12 @@
 /*
- * What msprobe's C kernels share (msprobe/core/dump/_fast_stats.c, msprobe/core/_pair_kernels.c): the element
- * kinds, exact widening of 16-bit floats, the AVX2 switch and the parsing of integer arguments.
+ * What msprobe's C kernels share (msprobe/_native/_stats.c, msprobe/_native/_pair.c): the interface version, the
+ * element kinds, exact widening of 16-bit floats, the AVX2 switch and the parsing of integer arguments.
  */
 #ifndef MSPROBE_NATIVE_COMMON_H
 #define MSPROBE_NATIVE_COMMON_H
+
+/* msprobe._native.VERSION: a built module of another version (an old build left in place) is not used */
+#define MSPROBE_NATIVE_VERSION 5
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -11,15 +14,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Py_NewRef came with CPython 3.10; setup.py declares 3.9 */
-#if PY_VERSION_HEX < 0x030A0000
-static inline PyObject *Py_NewRef(PyObject *obj)
-{
-    Py_INCREF(obj);
-    return obj;
-}
-#endif
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define MSPROBE_X86 1
