@@ -172,8 +172,8 @@ class DeviceBatches:
         stage.batch, stage.used = _Batch(), 0
 
 
-_SHIFTS = {}  # device -> arange(64) (int64)
-_WEIGHTS = {}  # device -> the odd numbers 1, 3, ..., 2 * _ROW_WORDS - 1 (int64)
+_SHIFTS: dict = {}  # device -> arange(64) (int64)
+_WEIGHTS: dict = {}  # device -> the odd numbers 1, 3, ..., 2 * _ROW_WORDS - 1 (int64)
 
 
 def _on_device(values, device):
