@@ -7,11 +7,15 @@ complex tensors are described by their absolute values, empty and meta tensors g
 A dense float32/float64 CPU tensor costs one pass over its memory, by the C kernel of
 msprobe/core/dump/native.py (without it: aminmax, sum and BLAS dot products, three passes). CPU results
 become Python numbers at once (nothing to synchronise, and no small tensors kept alive for the garbage
-collector to scan); on an accelerator each tensor's four values stay on the device, stacked, and a whole
-step is copied to the host with one `tolist()` per (dtype, device) group.
+collector to scan). On an accelerator a floating tensor is copied at the call into a staging buffer and a
+buffer's tensors get their statistics and fingerprints from a few multi-tensor reductions
+(device_batch.py), copied to the host once per step; other dtypes and very large tensors keep per-tensor
+reductions (four values stacked on the device, copied in bulk). MSPROBE_DEVICE_PATH=1 (tests, benchmarks)
+sends CPU tensors through the device path as well.
 """
 import ctypes
 import math
+import os
 import struct
 import sys
 import threading
@@ -24,6 +28,7 @@ from msprobe.core.dump.direct_io import DirectFile
 from msprobe.core.dump import native
 from msprobe.core.dump.native import FLOAT16, BFLOAT16, float_stats
 from msprobe.core.dump.stats import STATS, fingerprint, format_fingerprint
+from msprobe.pytorch.dump.device_batch import STAGED_DTYPES, DeviceBatches, Slot
 
 __all__ = ["TorchAdapter", "tensor_statistics", "device_fingerprint"]
 
@@ -417,6 +422,28 @@ class TorchAdapter(DumpAdapter):
     tensor_class = torch.Tensor
     has_requires_grad = True
 
+    def __init__(self):
+        # MSPROBE_DEVICE_PATH=1: CPU tensors take the accelerator's path too (for tests and benchmarks without one)
+        self.device_path_forced = os.environ.get("MSPROBE_DEVICE_PATH") == "1"
+        self._batches = DeviceBatches()
+
+    def _deferred(self, tensor, want_fingerprint):
+        """(statistics handle, fingerprint handle or None) of a tensor on the device path: a staged copy (one Slot
+        for both) where device_batch takes it, else per-tensor reductions left on the device."""
+        if (tensor.dtype in STAGED_DTYPES and tensor.layout is torch.strided and not tensor.is_meta
+                and tensor.numel()):
+            slot = self._batches.stage(tensor, want_fingerprint)
+            if slot is not None:
+                return slot, (slot if want_fingerprint else None)
+        values = tensor_statistics(tensor)
+        stats = None if values is None else torch.stack(values)
+        if not want_fingerprint:
+            return stats, None
+        data = tensor.detach()
+        if data.is_meta:
+            return stats, None
+        return stats, (device_fingerprint(data) if data.numel() else _EMPTY_FINGERPRINT)
+
     def is_tensor(self, value):
         return isinstance(value, torch.Tensor)
 
@@ -477,6 +504,8 @@ class TorchAdapter(DumpAdapter):
 
     def tensor_stats(self, tensor):
         tensor = local_shard(tensor)
+        if self.device_path_forced or not tensor.is_cpu:
+            return self._deferred(tensor, False)[0]
         kind = _KERNEL_KINDS.get(tensor.dtype)
         if kind is not None and tensor.is_cpu and tensor.layout is torch.strided:
             # a plain tensor or parameter that is dense in some dimension order is read in place, in memory
@@ -509,6 +538,9 @@ class TorchAdapter(DumpAdapter):
         # layout) is a contiguous tensor without negative or conjugate bit, with data_ptr key[0], count key[2] (-1
         # for 0-d, whose statistics the general path gives), dtype key[1] and device key[4] (_CPU; nothing asked of
         # torch again); without a key, the same facts are checked through torch's bindings (~1 us a call)
+        if self.device_path_forced:
+            tensor = local_shard(tensor)
+            return self._deferred(tensor, want_fingerprint) + ((self.memory_owner(tensor) if want_owner else None),)
         if type(tensor) in _IN_PLACE_TYPES and float_stats is not None and native.fingerprint is not None:
             if type(key) is tuple:
                 count, kind = key[2], _KERNEL_KINDS.get(key[1])
@@ -522,6 +554,9 @@ class TorchAdapter(DumpAdapter):
                     if count:
                         return self._digest_in_place(tensor, tensor.data_ptr(), count, kind, want_fingerprint,
                                                      want_owner)
+        tensor = local_shard(tensor)
+        if not tensor.is_cpu:  # an accelerator's tensor: one staged copy for both
+            return self._deferred(tensor, want_fingerprint) + ((self.memory_owner(tensor) if want_owner else None),)
         return super().tensor_digest(tensor, want_fingerprint, want_owner, key)
 
     @staticmethod
@@ -538,9 +573,18 @@ class TorchAdapter(DumpAdapter):
 
     def resolve_stats(self, handles):
         groups = {}
-        for position, handle in enumerate(handles):
-            groups.setdefault((handle.dtype, handle.device, handle.numel()), []).append(position)
         results = [None] * len(handles)
+        staged = False
+        for position, handle in enumerate(handles):
+            if type(handle) is Slot:
+                staged = True
+            else:
+                groups.setdefault((handle.dtype, handle.device, handle.numel()), []).append(position)
+        if staged:
+            self._batches.resolve()
+            for position, handle in enumerate(handles):
+                if type(handle) is Slot:
+                    results[position] = handle.stats()
         for positions in groups.values():
             rows = torch.stack([handles[p] for p in positions]).tolist()
             for p, row in zip(positions, rows):
@@ -564,6 +608,8 @@ class TorchAdapter(DumpAdapter):
 
     def fingerprint(self, tensor):
         tensor = local_shard(tensor)
+        if self.device_path_forced or not tensor.is_cpu:
+            return self._deferred(tensor, True)[1]
         if (native.fingerprint is not None and type(tensor) in _PLAIN_TYPES and tensor.is_cpu
                 and tensor.layout is torch.strided and tensor.dtype in _PLAIN_DTYPES
                 and not tensor.is_neg() and not tensor.is_conj()):
@@ -581,8 +627,6 @@ class TorchAdapter(DumpAdapter):
             return None
         if data.numel() == 0:
             return _EMPTY_FINGERPRINT
-        if not data.is_cpu:
-            return device_fingerprint(data)  # deferred: resolve_fingerprints copies 16 bytes each, in bulk
         raw = _fingerprint_bytes(data)
         if native.fingerprint is not None:
             return format_fingerprint(*native.fingerprint(raw.data_ptr(), raw.numel()))
@@ -597,9 +641,20 @@ class TorchAdapter(DumpAdapter):
 
     def resolve_fingerprints(self, handles):
         groups = {}
-        for position, handle in enumerate(handles):
-            groups.setdefault(handle[0].device, []).append(position)
         results = [None] * len(handles)
+        staged = False
+        for position, handle in enumerate(handles):
+            if type(handle) is Slot:
+                staged = True
+            elif type(handle) is str:
+                results[position] = handle
+            else:
+                groups.setdefault(handle[0].device, []).append(position)
+        if staged:
+            self._batches.resolve()
+            for position, handle in enumerate(handles):
+                if type(handle) is Slot:
+                    results[position] = handle.fingerprint()
         for positions in groups.values():
             words = torch.stack([word for p in positions for word in handles[p]]).tolist()
             for n, p in enumerate(positions):
