@@ -17,6 +17,7 @@ class GatedAdapter(TorchAdapter):
     """Writes tensor files only once `gate` is open: a disk far slower than the training step."""
 
     def __init__(self):
+        super().__init__()
         self.gate = threading.Event()
         self.saved = 0
 
