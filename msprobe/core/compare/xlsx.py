@@ -3,10 +3,9 @@ optionally a frozen header row with an autofilter and columns sized to their con
 
 Going through openpyxl cell objects costs seconds per 100k rows; here the cells of each column are made
 in bulk (text cells from a per-value cache, the numbers of adjacent number columns formatted in one call
-by float_text, row by row), only cells not of their column's kind one by one, and the rows are written by
-C (_pair_kernels.xml_rows: number blocks straight from orjson's text, no Python string a row), or joined in
-Python where the extension is missing. The output opens in Excel/LibreOffice and reads back with openpyxl
-(tests do exactly that).
+by float_text, whole blocks of rows joined by a few str.replace), only cells not of their column's kind one by
+one, and the rows joined a piece of rows at a time. The output opens in Excel/LibreOffice and reads back with
+openpyxl (tests do exactly that).
 """
 import os
 import re
@@ -14,51 +13,28 @@ from itertools import chain, islice, repeat
 
 import numpy as np
 
-from msprobe.core.compare import float_text
 from msprobe.core.compare.float_text import float_reprs, joined_ints, joined_reprs
 from msprobe.core.compare.zipwrite import ZipWriter
-from msprobe.core.native_switch import native_enabled
 from msprobe.core.paths import FILE_MODE
-
-# the C row writer and kinds test (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0 or a build without a C
-# compiler: Python
-_NATIVE_XML = _NATIVE_KINDS = _NATIVE_FIRSTS = None
-if native_enabled():
-    try:
-        from msprobe.core._pair_kernels import cell_kinds as _NATIVE_KINDS  # type: ignore[no-redef]
-        from msprobe.core._pair_kernels import first_places as _NATIVE_FIRSTS  # type: ignore[no-redef]
-        from msprobe.core._pair_kernels import xml_rows as _NATIVE_XML  # type: ignore[no-redef]
-    except ImportError:  # pragma: no cover - built without a C compiler
-        _NATIVE_XML = _NATIVE_KINDS = _NATIVE_FIRSTS = None
 
 # the exact types of a column's cells, a bit each (_kinds)
 _STR, _NONE, _FLOAT, _INT, _BOOL, _OTHER = 1, 2, 4, 8, 16, 32
 _KIND_BITS = {str: _STR, type(None): _NONE, float: _FLOAT, int: _INT, bool: _BOOL}
 
 
-def _python_kinds(values):
-    """The bits of the exact types of `values` (the reference of the C cell_kinds)."""
-    kinds = 0
-    for kind in set(map(type, values)):
-        kinds |= _KIND_BITS.get(kind, _OTHER)
-    return kinds
-
-
 def _first_places(keys):
-    """(place of the first occurrence of each distinct int64 key, index of each key's among them): in first-occurrence
-    order by hashing in C, else numpy.unique's (in value order: the callers order by place themselves)."""
-    if _NATIVE_FIRSTS is not None:
-        firsts, inverse = _NATIVE_FIRSTS(np.ascontiguousarray(keys, dtype=np.int64))
-        return np.frombuffer(firsts, dtype=np.int64), np.frombuffer(inverse, dtype=np.int64)
+    """(place of the first occurrence of each distinct int64 key, index of each key's among them), in the keys'
+    value order (numpy.unique's: the callers order by place themselves)."""
     _, firsts, inverse = np.unique(keys, return_index=True, return_inverse=True)
     return firsts, inverse
 
 
 def _kinds(values):
     """The bits of the exact types of the cells `values`: _STR alone for texts only, 0 for none."""
-    if _NATIVE_KINDS is not None and isinstance(values, (list, tuple)):
-        return _NATIVE_KINDS(values)
-    return _python_kinds(values)
+    kinds = 0
+    for kind in set(map(type, values)):
+        kinds |= _KIND_BITS.get(kind, _OTHER)
+    return kinds
 
 __all__ = ["write_xlsx", "Sheet", "RED_RGB", "YELLOW_RGB"]
 
@@ -286,7 +262,7 @@ def _is_odd_number(value):
 def _column_cells(column, strings):
     """XML of each cell of one column (a list) of a chunk. Most cells are of one kind (finite floats,
     strings or empty), made in bulk; the odd ones (a text in a number column, a number in a text
-    column) one by one."""
+    column) in bulk too, one cell per distinct value (_odd_cells)."""
     if _mostly_floats(column):
         odd = [i for i, v in enumerate(column) if _is_odd_number(v)]
         texts = float_reprs([v if type(v) is float else 0.0 for v in column] if odd else column)
@@ -296,13 +272,11 @@ def _column_cells(column, strings):
             return ["<c/>"] * len(column)
         odd = [i for i, v in enumerate(column) if v is not None]
         cells = ["<c/>"] * len(column)
-    elif _kinds(column) & ~_STR == 0:
-        return strings.column_cells(column)
-    else:
-        odd = [i for i, v in enumerate(column) if type(v) is not str]
-        cells = [strings.cell(v) if type(v) is str else "" for v in column]
-    for i in odd:
-        cells[i] = _cell(column[i], strings)
+    else:  # texts, maybe with a few other cells (a column of messages with empty rows): the texts' cells in bulk
+        return _odd_cells(column, strings)
+    if odd:
+        for i, cell in zip(odd, _odd_cells(list(map(column.__getitem__, odd)), strings)):
+            cells[i] = cell
     return cells
 
 
@@ -337,12 +311,6 @@ def _odd_cells(values, strings):
     return [next(made) if type(value) is str else _cell(value, strings) for value in values]
 
 
-def _json_blocks():
-    """Whether number blocks go to the C row writer as orjson's text (xml_rows writes each number's repr and puts
-    the odd cells in): with the C writer, and orjson's digits checked against repr (float_text)."""
-    return _NATIVE_XML is not None and float_text.orjson is not None and float_text._fast()
-
-
 def _block_odd_cells(blocks, strings):
     """(the places row * width + column of the odd cells of a number block, ascending; their cells in that order),
     the cells' shared strings numbered in that order (row by row, then column by column)."""
@@ -358,15 +326,11 @@ def _block_odd_cells(blocks, strings):
 def _number_block(columns, start, stop, strings):
     """XML of the cells of adjacent number columns (NumberColumn) for each row of a chunk: the numbers of all rows
     formatted in one call, a NaN in each cell that is not a finite float, then those cells (a text, the text of a
-    NaN) put in its place, their shared strings numbered in row order. With the C row writer, a block for it
-    (orjson's text of the numbers, the odd cells and their places: xml_rows); else one text a row
-    (float_text.joined_reprs, the odd cells put in row by row)."""
+    NaN) put in its place, their shared strings numbered in row order: one text a row (float_text.joined_reprs),
+    the odd cells put in row by row."""
     blocks = [column.odd_block(start, stop) for column in columns]
     array = np.stack([values for values, _, _ in blocks], axis=1)
     places, cells = _block_odd_cells(blocks, strings)
-    if _json_blocks():
-        json = float_text.orjson.dumps(array, option=float_text.orjson.OPT_SERIALIZE_NUMPY)
-        return (json, _HEAD, _TAIL, places.astype(np.int64).tobytes(), cells, len(blocks))
     rows = joined_reprs(array, _SEP, _HEAD, _TAIL)
     if not cells:
         return rows
@@ -407,8 +371,6 @@ def _formatted_block(columns, start, stop, strings):
         if made is not None:
             head, tail = strings.slot.split("{}")
             indexes = np.ascontiguousarray(made.reshape(width, n).T)
-            if _NATIVE_XML is not None:  # an int block for xml_rows: the indexes written in C
-                return (indexes.tobytes(), head, tail, width)  # int64, C order
             return joined_ints(indexes, tail + head, head, tail)
     cells = columns[0].formatter(values)
     for place, cell in zip(places.tolist(), overrides):
@@ -508,7 +470,7 @@ def _chunk_xml(sheet, start, strings):
     """XML bytes of the rows of a chunk, in pieces of _PIECE_ROWS rows: one text of a whole chunk (MBs) is
     memory fresh from the system for every chunk (its pages faulted in: ~0.6 ms a MB here, as much as the
     joining), the pieces are made in the same few blocks again and again and are deflated while in cache.
-    The C row writer (xml_rows) writes them from the parts; the Python joining below is its reference."""
+    Styled rows replace their row's text in each part."""
     stop = min(len(sheet.columns[0]), start + _CHUNK_ROWS)
     parts = _chunk_parts(sheet, start, stop, strings)
     styles, styled = sheet.row_styles, []
@@ -518,9 +480,6 @@ def _chunk_xml(sheet, start, strings):
             styled.append((row, _render_column([column[start + row] for column in sheet.columns], attr, None,
                                                numeric=False)))
     strings.trim()
-    if _NATIVE_XML is not None:
-        return _NATIVE_XML([cells for _, _, cells in parts], stop - start, _PIECE_ROWS,
-                           [(row, "".join(cells)) for row, cells in styled] or None)
     for row, cells in styled:
         for first, end, part in parts:
             part[row] = "".join(cells[first:end])

@@ -127,11 +127,12 @@ def test_native_text_rewrite_is_off_with_msprobe_native_stats_0():
 
 
 @pytest.mark.parametrize("width", [1, 3, 8, 12])
-def test_the_c_row_joining_equals_the_python_joining(width):
-    """_pair_kernels.json_rows_as_repr (float_text._orjson_joined) against the Python joining and repr."""
+def test_rows_joined_from_orjson_text_equal_repr_of_each_row(width):
+    """float_text._orjson_joined (orjson's text rewritten to repr's, then cut into rows by str.replace) against
+    head + sep.join(map(repr, row)) + tail, row by row: every row once, the first rows with other separators."""
     values = _values_of_every_form()
     rows = values[: len(values) // width * width].reshape(-1, width)
-    for sep, head, tail in (("</v></c><c><v>", "<c><v>", "</v></c>"), ("|", "<", ">"), ("", "", "")):
-        native = float_text._orjson_joined(rows, sep, head, tail)
-        assert native == float_text._python_joined(rows, sep, head, tail)
-        assert native[:2000] == [head + sep.join(map(repr, row)) + tail for row in rows[:2000].tolist()]
+    assert float_text._orjson_joined(rows, "|", "<", ">") == float_text._repr_joined(rows, "|", "<", ">")
+    for sep, head, tail in (("</v></c><c><v>", "<c><v>", "</v></c>"), ("", "", "")):
+        made = float_text._orjson_joined(rows[:2000], sep, head, tail)
+        assert made == [head + sep.join(map(repr, row)) + tail for row in rows[:2000].tolist()]
