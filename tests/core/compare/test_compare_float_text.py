@@ -99,9 +99,34 @@ def test_number_cells_hold_the_repr_of_their_value(tmp_path):
     assert texts == [repr(v) for pair in zip(values[:1500].tolist(), values[1500:].tolist()) for v in pair]
 
 
+def _real_statistics():
+    """Every Max/Min/Mean/Norm of the reference samples' dumps (real runs of 1.2.1 and of msprobe)."""
+    import glob
+    import json
+
+    from compare_samples import SAMPLES
+
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            found.extend(v for k, v in node.items() if k in ("Max", "Min", "Mean", "Norm") and type(v) is float)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+    for path in glob.glob(os.path.join(SAMPLES, "*", "step*", "rank*", "dump.json")):
+        with open(path) as handle:
+            walk(json.load(handle))
+    values = np.array(found, dtype=np.float64)
+    return values[np.isfinite(values)]
+
+
 def test_the_c_rewrite_equals_the_python_rewrite_on_every_form():
     """_pair_kernels.json_floats_as_repr against float_text's Python rewrite (the reference), on orjson's text
-    of values of every form, 1-d and 2-d, and the finished texts against repr."""
+    of values of every form and of the reference samples' statistics, 1-d and 2-d, and the finished texts against
+    repr."""
     import orjson
 
     from msprobe.core._pair_kernels import json_floats_as_repr
@@ -109,9 +134,12 @@ def test_the_c_rewrite_equals_the_python_rewrite_on_every_form():
     values = _values_of_every_form()
     more = np.array([float(2 ** 60), float(-(2 ** 53) - 2), 123456789012345680.0, 0.1, -0.1, 1e-5, -1e-5, 1e-7,
                      -1e-7, 1.5e-6, 2.5e-300, 1e22, 1e16, -1e16, 1e308, float("inf"), float("-inf"), float("nan")])
-    for array in (values, more, values[: len(values) // 6 * 6].reshape(-1, 6), more[:16].reshape(4, 4)):
+    real = _real_statistics()
+    for array in (values, more, values[: len(values) // 6 * 6].reshape(-1, 6), more[:16].reshape(4, 4), real,
+                  real[: len(real) // 4 * 4].reshape(-1, 4)):
         text = orjson.dumps(array, option=orjson.OPT_SERIALIZE_NUMPY)
         assert json_floats_as_repr(text) == float_text._rewritten(text)
+    assert float_text._orjson_reprs(real) == list(map(repr, real.tolist()))
     finite = more[np.isfinite(more)]
     assert float_text._orjson_reprs(finite) == list(map(repr, finite.tolist()))
     for text in (b"", b"[]", b"[0.00001]", b"[10.00001,-0.00001]", b"[1e-7]", b"[[5e-7,1.0],[0.0001,-0.00005]]",
