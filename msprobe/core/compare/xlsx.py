@@ -23,10 +23,13 @@ _KIND_BITS = {str: _STR, type(None): _NONE, float: _FLOAT, int: _INT, bool: _BOO
 
 
 def _first_places(keys):
-    """(place of the first occurrence of each distinct int64 key, index of each key's among them), in the keys'
-    value order (numpy.unique's: the callers order by place themselves)."""
+    """(place of the first occurrence of each distinct int64 key, in the order they occur; index of each key's among
+    them): numpy.unique's, reordered (what follows is cheaper on places in order)."""
     _, firsts, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    return firsts, inverse
+    order = np.argsort(firsts)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return firsts[order], rank[inverse]
 
 
 def _kinds(values):
@@ -169,13 +172,16 @@ class _InlineStrings(dict):
         text = self[value] = _escape(value)
         return text
 
-    def column_cells(self, column):
-        """The cell of each string of `column`; the new distinct values are made in bulk."""
+    def column_cells(self, column, empty=None):
+        """The cell of each string of `column` (and `empty` for each None, where given); the new distinct values
+        are made in bulk."""
         cells = self.cells
-        new = [value for value in dict.fromkeys(column) if value not in cells]
+        new = [value for value in dict.fromkeys(column) if value not in cells and value is not None]
         if new:
             cells.update(zip(new, map(self.slot.format, self.fields(new))))
-        return list(map(cells.__getitem__, column))
+        if empty is None:
+            return list(map(cells.__getitem__, column))
+        return list(map(cells.get, column, repeat(empty)))
 
     def fields(self, values):
         """The field of each of the distinct strings `values` in the cell slot (made in bulk)."""
@@ -298,6 +304,8 @@ def _odd_cells(values, strings):
     kinds = _kinds(values)
     if kinds & ~_STR == 0:
         return strings.column_cells(values)
+    if kinds & ~(_STR | _NONE) == 0:  # texts and empty cells (a column of messages): a cell a value, no tuple
+        return strings.column_cells(values, "<c/>")
     if kinds & ~_SIMPLE == 0:
         keys = list(zip(map(type, values), values))
         distinct = dict.fromkeys(keys)
@@ -323,17 +331,31 @@ def _block_odd_cells(blocks, strings):
     return places[order], _odd_cells(list(map(values.__getitem__, order.tolist())), strings)
 
 
+def _bracketed(rows, head, tail):
+    """The lists of a part whose row texts are head + rows[i] + tail (joined with the row, not made a row at a time):
+    [heads, rows, tails]; _set_row gives a row another whole text."""
+    return [[head] * len(rows), rows, [tail] * len(rows)]
+
+
+def _set_row(lists, row, text):
+    """Row `row` of a part (its lists) made `text`."""
+    lists[0][row] = text
+    for other in lists[1:]:
+        other[row] = ""
+
+
 def _number_block(columns, start, stop, strings):
-    """XML of the cells of adjacent number columns (NumberColumn) for each row of a chunk: the numbers of all rows
-    formatted in one call, a NaN in each cell that is not a finite float, then those cells (a text, the text of a
-    NaN) put in its place, their shared strings numbered in row order: one text a row (float_text.joined_reprs),
-    the odd cells put in row by row."""
+    """The lists (_bracketed) of the cells of adjacent number columns (NumberColumn) for each row of a chunk: the
+    numbers of all rows formatted in one call, a NaN in each cell that is not a finite float, then those cells (a
+    text, the text of a NaN) put in its place, their shared strings numbered in row order: one text a row
+    (float_text.joined_reprs), the odd cells put in row by row."""
     blocks = [column.odd_block(start, stop) for column in columns]
     array = np.stack([values for values, _, _ in blocks], axis=1)
     places, cells = _block_odd_cells(blocks, strings)
-    rows = joined_reprs(array, _SEP, _HEAD, _TAIL)
+    lists = _bracketed(joined_reprs(array, _SEP), _HEAD, _TAIL)
     if not cells:
-        return rows
+        return lists
+    rows = lists[1]
     width = len(blocks)
     odd_rows = places // width
     firsts = np.flatnonzero(np.diff(odd_rows, prepend=-1))  # where each row's odd cells start
@@ -341,10 +363,10 @@ def _number_block(columns, start, stop, strings):
     marker = _marker()
     for row, first, end in zip(odd_rows[firsts].tolist(), bounds, bounds[1:]):
         if end - first == width:  # no number in the row (a row of texts, as a non-tensor row's)
-            rows[row] = "".join(cells[first:end])
+            _set_row(lists, row, "".join(cells[first:end]))
         else:  # the NaN cells replaced in column order (numbers hold no brace)
-            rows[row] = rows[row].replace(marker, "{}").format(*cells[first:end])
-    return rows
+            _set_row(lists, row, (_HEAD + rows[row] + _TAIL).replace(marker, "{}").format(*cells[first:end]))
+    return lists
 
 
 def _is_number_column(column):
@@ -356,7 +378,7 @@ def _is_formatted_column(column):
 
 
 def _formatted_block(columns, start, stop, strings):
-    """XML per row of a chunk of adjacent NumberColumns with one formatter (the relative errors as percent
+    """The lists (as _chunk_parts) of a chunk of adjacent NumberColumns with one formatter (the relative errors as percent
     texts; the formatter makes the text of each value alone). Into a shared-string table, as usual: the
     formatter called once per distinct text (_shared_text_block), the texts numbered in the order
     _column_cells would number them (column by column, row by row) and each row's indexes written in one
@@ -371,12 +393,12 @@ def _formatted_block(columns, start, stop, strings):
         if made is not None:
             head, tail = strings.slot.split("{}")
             indexes = np.ascontiguousarray(made.reshape(width, n).T)
-            return joined_ints(indexes, tail + head, head, tail)
+            return _bracketed(joined_ints(indexes, tail + head), head, tail)
     cells = columns[0].formatter(values)
     for place, cell in zip(places.tolist(), overrides):
         cells[place] = cell
     made = [_column_cells(cells[k * n:(k + 1) * n], strings) for k in range(width)]
-    return list(map("".join, zip(*made)))
+    return made
 
 
 def _distinct_values(formatter, values, places):
@@ -435,11 +457,12 @@ def _lead_parts(columns, strings):
     else:  # each row's cells of these columns joined: one part
         rows = list(map("".join, zip(*[_column_cells(column, strings) for column in columns])))
         _LEAD[:] = [([list(column) for column in columns], rows, strings.snapshot())]
-    return [(0, len(columns), list(rows))]  # a copy: rows get styled
+    return [(0, len(columns), [list(rows)])]  # a copy: rows get styled
 
 
 def _chunk_parts(sheet, start, stop, strings):
-    """[(first column, last column + 1, XML per row of those columns' cells)] covering every column:
+    """[(first column, last column + 1, lists whose texts of a row, joined, are the XML of the row's cells in those
+    columns)] covering every column:
     runs of adjacent number columns as one part (_number_block), likewise runs of number columns with one
     formatter (_formatted_block), every other column alone."""
     parts, columns, k = [], sheet.columns, 0
@@ -458,7 +481,7 @@ def _chunk_parts(sheet, start, stop, strings):
                 end += 1
             parts.append((k, end, _formatted_block(columns[k:end], start, stop, strings)))
         else:
-            parts.append((k, end, _column_cells(columns[k][start:stop], strings)))
+            parts.append((k, end, [_column_cells(columns[k][start:stop], strings)]))
         k = end
     return parts
 
@@ -481,9 +504,9 @@ def _chunk_xml(sheet, start, strings):
                                                numeric=False)))
     strings.trim()
     for row, cells in styled:
-        for first, end, part in parts:
-            part[row] = "".join(cells[first:end])
-    rows = zip(repeat("<row>"), *(cells for _, _, cells in parts), repeat("</row>"))
+        for first, end, lists in parts:
+            _set_row(lists, row, "".join(cells[first:end]))
+    rows = zip(repeat("<row>"), *chain.from_iterable(lists for _, _, lists in parts), repeat("</row>"))
     return ["".join(chain.from_iterable(islice(rows, _PIECE_ROWS))).encode("utf-8")
             for _ in range(0, stop - start, _PIECE_ROWS)]
 
