@@ -34,7 +34,7 @@ FAST_STATS = Extension("msprobe._native._stats", ["msprobe/_native/_stats.c"], o
                        extra_compile_args=[] if os.name == "nt" else ["-O3", "-pthread"],
                        extra_link_args=[] if os.name == "nt" else ["-pthread"])
 # one-pass error metrics of a device output against its bench (online_dispatch's judge); optional likewise
-PAIR_KERNELS = Extension("msprobe.core._pair_kernels", ["msprobe/core/_pair_kernels.c"], optional=True,
+PAIR_KERNELS = Extension("msprobe._native._pair", ["msprobe/_native/_pair.c"], optional=True,
                          depends=["msprobe/_native/common.h"],
                          extra_compile_args=[] if os.name == "nt" else ["-O3"])
 

@@ -12,7 +12,7 @@ IO_MODULES = ("xlsx", "zipwrite", "float_text", "pt_reader", "tensor_io", "load"
 # what core/io may import besides itself: core's base modules and the native kernels
 IO_MAY_IMPORT = ("msprobe.core.io", "msprobe.core.errors", "msprobe.core.log", "msprobe.core.paths",
                  "msprobe.core.naming", "msprobe.core.dump_paths", "msprobe._native",
-                 "msprobe.core._pair_kernels", "msprobe._native")
+                 "msprobe._native")
 # tools that only read dumps or tensors, or write workbooks: nothing of compare
 TOOLS_WITHOUT_COMPARE = ("msprobe.core.config_check", "msprobe.core.ckpt_compare", "msprobe.core.trend",
                          "msprobe.core.parse", "msprobe.core.overflow")

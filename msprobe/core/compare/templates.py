@@ -9,11 +9,6 @@ included) is byte for byte a template's, the file's table is the template's tabl
 in, parsed by orjson in one call. Anything else (another entry, shape, dtype, scalar value, a null
 statistic, a NaN literal, an escape in a string) changes the skeleton: the file is read in full.
 
-With the C kernels the match is one pass (`_pair_kernels.fill_numbers`): the file must be the template's
-text between the statistics (separators and the other numbers included) with a number token in each gap,
-and the tokens come back as one JSON array; the split-and-compare above is its reference (tested equal on
-real dumps and thousands of edited ones).
-
 A template is trusted only after a check: its file is parsed a second time with every statistic number
 replaced by a distinct sentinel; the sentinels must land once each in the table's statistic cells and
 every other cell of that table must equal the real table's. Without orjson no template is made.
@@ -23,8 +18,6 @@ import operator
 import re
 
 import numpy as np
-
-from msprobe._native import enabled as native_enabled
 
 try:
     import orjson
@@ -36,14 +29,6 @@ __all__ = ["DumpTemplates", "STAT_COLUMNS"]
 STAT_COLUMNS = ("max", "min", "mean", "norm")
 # a number that is the value of a dict key, after `": ` (json.dump) or `":` (compact, msprobe's writer)
 _VALUE_NUMBER = {b'": ': re.compile(rb'": (-?[0-9][0-9.eE+-]*)'), b'":': re.compile(rb'":(-?[0-9][0-9.eE+-]*)')}
-_NATIVE_SPLIT = None  # the C form of the split (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0: the regex
-_NATIVE_FILL = None  # the C form of a template's match (fill_numbers); MSPROBE_NATIVE_STATS=0: split and compare
-if native_enabled():
-    try:
-        from msprobe.core._pair_kernels import fill_numbers as _NATIVE_FILL  # type: ignore[no-redef]
-        from msprobe.core._pair_kernels import split_value_numbers as _NATIVE_SPLIT  # type: ignore[no-redef]
-    except ImportError:  # built without a C compiler
-        _NATIVE_SPLIT = _NATIVE_FILL = None
 _STAT_KEYS = (b'"Max', b'"Min', b'"Mean', b'"Norm')
 _STRUCTURES = itertools.count(1)  # one number per template: DumpTable.structure
 _SENTINEL_BASE, _SENTINEL_STEP = 7.0e300, 1.0e286  # distinct floats no dump holds
@@ -51,8 +36,6 @@ _SENTINEL_BASE, _SENTINEL_STEP = 7.0e300, 1.0e286  # distinct floats no dump hol
 
 def split_numbers(data, separator):
     """[text, number, text, number, ..., text]: `data` split at the numbers that follow `separator`."""
-    if _NATIVE_SPLIT is not None:
-        return _NATIVE_SPLIT(data, separator)
     return _VALUE_NUMBER[separator].split(data)
 
 
@@ -85,18 +68,6 @@ class _Template:
         self.table = table
         self.stats = stats  # (rows, 4) float64 of the table, the base the numbers are put into
         self.hits = 0
-        # the file's text between the statistics (separators and the other numbers included): a file of this
-        # structure is these segments with other statistic tokens between them (_pair_kernels.fill_numbers)
-        segments, piece, statistics = [], [skeleton[0]], set(stat_slots)
-        for slot, (number, following) in enumerate(zip(numbers, skeleton[1:])):
-            piece.append(separator)
-            if slot in statistics:
-                segments.append(b"".join(piece))
-                piece = [following]
-            else:
-                piece += [number, following]
-        segments.append(b"".join(piece))
-        self.segments = tuple(segments)
 
 
 class DumpTemplates:
@@ -123,12 +94,9 @@ class DumpTemplates:
             return parse_table(data)
         separator = parts = None
         for template in self.templates:
-            if _NATIVE_FILL is not None:  # the separator is in the segments
-                stat_text = _NATIVE_FILL(data, template.segments)
-            else:
-                separator = separator or _separator(data)
-                parts = parts or split_numbers(data, separator)
-                stat_text = _stat_text(template, separator, parts[0::2], parts[1::2])
+            separator = separator or _separator(data)
+            parts = parts or split_numbers(data, separator)
+            stat_text = _stat_text(template, separator, parts[0::2], parts[1::2])
             table = None if stat_text is None else self._fill(template, path, stat_text)
             if table is not None:
                 return table
@@ -206,8 +174,7 @@ def _separator(data):
 
 
 def _stat_text(template, separator, skeleton, numbers):
-    """The JSON array of a split file's statistics when the rest of its text is `template`'s, else None (the
-    reference of _pair_kernels.fill_numbers)."""
+    """The JSON array of a split file's statistics when the rest of its text is `template`'s, else None."""
     if separator != template.separator or len(skeleton) != len(template.skeleton) or skeleton != template.skeleton:
         return None
     if template.fixed_of(numbers) != template.fixed_numbers:

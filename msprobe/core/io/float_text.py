@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-from msprobe._native import enabled as native_enabled
+from msprobe._native import load
 
 try:
     import orjson
@@ -22,14 +22,10 @@ except ImportError:  # pragma: no cover - orjson is a base dependency
 
 __all__ = ["float_reprs", "joined_reprs", "joined_ints"]
 
-# the C form of the rewrites and of the row joining (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0: Python
-_NATIVE = _NATIVE_ROWS = None
-if native_enabled():
-    try:
-        from msprobe.core._pair_kernels import json_floats_as_repr as _NATIVE  # type: ignore[no-redef]
-        from msprobe.core._pair_kernels import json_rows_as_repr as _NATIVE_ROWS  # type: ignore[no-redef]
-    except ImportError:  # built without a C compiler
-        _NATIVE = _NATIVE_ROWS = None
+# the C form of the two rewrites (msprobe._native._pair, _pair.c: bytes in, text out); MSPROBE_NATIVE_STATS=0 or a
+# build without a C compiler: _rewritten
+_KERNELS = load("_pair")
+_NATIVE = None if _KERNELS is None else _KERNELS.json_floats_as_repr
 
 _FIXED_SMALL = re.compile(r"0\.0000[0-9]+")  # a value in (-1e-4, 1e-4) orjson writes without exponent
 _COMMA, _CLOSE, _MINUS, _ZERO = (ord(c) for c in ",]-0")
@@ -67,19 +63,17 @@ def _orjson_reprs(values):
     return _repr_json(np.ascontiguousarray(values, dtype=np.float64))[1:-1].split(",")
 
 
+def _rows_of(text, sep, head, tail):
+    """The rows of the JSON text of a 2-d array ('[[a,b],[c,d]]'), each as head + its numbers joined by sep + tail:
+    one str.replace and one split over the whole text (numbers hold no comma and no bracket; sep holds no bracket)."""
+    rows = text[2:-2].replace(",", sep).split("]" + sep + "[")
+    return [head + row + tail for row in rows] if head or tail else rows
+
+
 def _orjson_joined(array, sep, head, tail):
     if not len(array):
         return []
-    if _NATIVE_ROWS is not None and array.ndim == 2 and array.shape[1]:
-        return _NATIVE_ROWS(orjson.dumps(np.ascontiguousarray(array, dtype=np.float64),
-                                         option=orjson.OPT_SERIALIZE_NUMPY), sep, head, tail)
-    return _python_joined(array, sep, head, tail)
-
-
-def _python_joined(array, sep, head, tail):
-    """_orjson_joined without the C row joining (the reference it is tested against)."""
-    text = _repr_json(np.ascontiguousarray(array, dtype=np.float64))[2:-2]
-    return (head + text.replace("],[", "\x01").replace(",", sep) + tail).replace("\x01", tail + "\x01" + head).split("\x01")
+    return _rows_of(_repr_json(np.ascontiguousarray(array, dtype=np.float64)), sep, head, tail)
 
 
 def _repr_reprs(values):
@@ -135,7 +129,7 @@ def float_reprs(values):
 
 def joined_reprs(array, sep, head="", tail=""):
     """Per row of the 2-d float array: head + the repr of each value joined by sep + tail (any text for
-    NaN and infinities). sep, head and tail must hold no comma and no \\x01."""
+    NaN and infinities). sep must hold no bracket."""
     return _orjson_joined(array, sep, head, tail) if _fast() else _repr_joined(array, sep, head, tail)
 
 
@@ -143,39 +137,15 @@ def _python_ints(rows, sep, head, tail):
     return [head + sep.join(map(str, row)) + tail for row in (rows.tolist() if hasattr(rows, "tolist") else rows)]
 
 
-def _native_ints(rows, sep, head, tail):
-    return _NATIVE_ROWS(orjson.dumps(rows, option=orjson.OPT_SERIALIZE_NUMPY), sep, head, tail)
-
-
-def _native_ints_agree():
-    """Whether the C row joining (made for orjson's floats) writes rows of non-negative integers as they are:
-    its rewrites touch only a '-' before an exponent's last digit and '0.0000', neither in such digits."""
-    if _NATIVE_ROWS is None or orjson is None:
-        return False
-    rows = [(0, 1, 9, 10), (99, 100, 12345, 10 ** 9), (2 ** 31, 2 ** 40, 7, 70000), (1, 0, 0, 10 ** 18)]
-    try:
-        return all(_native_ints(made, "|", "<", ">") == _python_ints(rows, "|", "<", ">")
-                   for made in (rows, np.array(rows, dtype=np.int64)))
-    except Exception:  # noqa: BLE001 - any surprise from another orjson release: join in Python
-        return False
-
-
-_NATIVE_INTS: list = []  # whether _native_ints agrees, checked on first use
-
-
-def native_ints():
-    """Whether orjson's text of non-negative ints goes through the C row joining as it is (checked on first use)."""
-    if orjson is None or _NATIVE_ROWS is None:
-        return False
-    if not _NATIVE_INTS:
-        _NATIVE_INTS.append(_native_ints_agree())
-    return _NATIVE_INTS[0]
+def _orjson_ints(rows, sep, head, tail):
+    """_python_ints from orjson's text of all rows (ints are written in decimal as str writes them), joined by
+    _rows_of: no Python step a row."""
+    return _rows_of(orjson.dumps(rows, option=orjson.OPT_SERIALIZE_NUMPY).decode(), sep, head, tail)
 
 
 def joined_ints(rows, sep, head="", tail=""):
     """Per row of `rows` (equal-length sequences of non-negative ints: tuples, a 2-d int64 array): head + each value in
-    decimal joined by sep + tail (sep, head and tail ASCII); with orjson and the C row joining, all rows in
-    two calls."""
-    if not len(rows) or not len(rows[0]) or not native_ints():
+    decimal joined by sep + tail (sep holds no bracket); with orjson, all rows at once."""
+    if not len(rows) or not len(rows[0]) or orjson is None:
         return _python_ints(rows, sep, head, tail)
-    return _native_ints(rows, sep, head, tail)
+    return _orjson_ints(rows, sep, head, tail)

@@ -3,10 +3,9 @@ optionally a frozen header row with an autofilter and columns sized to their con
 
 Going through openpyxl cell objects costs seconds per 100k rows; here the cells of each column are made
 in bulk (text cells from a per-value cache, the numbers of adjacent number columns formatted in one call
-by float_text, row by row), only cells not of their column's kind one by one, and the rows are written by
-C (_pair_kernels.xml_rows: number blocks straight from orjson's text, no Python string a row), or joined in
-Python where the extension is missing. The output opens in Excel/LibreOffice and reads back with openpyxl
-(tests do exactly that).
+by float_text, whole blocks of rows joined by a few str.replace), only cells not of their column's kind one by
+one, and the rows joined a piece of rows at a time. The output opens in Excel/LibreOffice and reads back with
+openpyxl (tests do exactly that).
 """
 import os
 import re
@@ -14,51 +13,31 @@ from itertools import chain, islice, repeat
 
 import numpy as np
 
-from msprobe.core.io import float_text
 from msprobe.core.io.float_text import float_reprs, joined_ints, joined_reprs
 from msprobe.core.io.zipwrite import ZipWriter
-from msprobe._native import enabled as native_enabled
 from msprobe.core.paths import FILE_MODE
-
-# the C row writer and kinds test (msprobe/core/_pair_kernels.c); MSPROBE_NATIVE_STATS=0 or a build without a C
-# compiler: Python
-_NATIVE_XML = _NATIVE_KINDS = _NATIVE_FIRSTS = None
-if native_enabled():
-    try:
-        from msprobe.core._pair_kernels import cell_kinds as _NATIVE_KINDS  # type: ignore[no-redef]
-        from msprobe.core._pair_kernels import first_places as _NATIVE_FIRSTS  # type: ignore[no-redef]
-        from msprobe.core._pair_kernels import xml_rows as _NATIVE_XML  # type: ignore[no-redef]
-    except ImportError:  # pragma: no cover - built without a C compiler
-        _NATIVE_XML = _NATIVE_KINDS = _NATIVE_FIRSTS = None
 
 # the exact types of a column's cells, a bit each (_kinds)
 _STR, _NONE, _FLOAT, _INT, _BOOL, _OTHER = 1, 2, 4, 8, 16, 32
 _KIND_BITS = {str: _STR, type(None): _NONE, float: _FLOAT, int: _INT, bool: _BOOL}
 
 
-def _python_kinds(values):
-    """The bits of the exact types of `values` (the reference of the C cell_kinds)."""
-    kinds = 0
-    for kind in set(map(type, values)):
-        kinds |= _KIND_BITS.get(kind, _OTHER)
-    return kinds
-
-
 def _first_places(keys):
-    """(place of the first occurrence of each distinct int64 key, index of each key's among them): in first-occurrence
-    order by hashing in C, else numpy.unique's (in value order: the callers order by place themselves)."""
-    if _NATIVE_FIRSTS is not None:
-        firsts, inverse = _NATIVE_FIRSTS(np.ascontiguousarray(keys, dtype=np.int64))
-        return np.frombuffer(firsts, dtype=np.int64), np.frombuffer(inverse, dtype=np.int64)
+    """(place of the first occurrence of each distinct int64 key, in the order they occur; index of each key's among
+    them): numpy.unique's, reordered (what follows is cheaper on places in order)."""
     _, firsts, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    return firsts, inverse
+    order = np.argsort(firsts)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return firsts[order], rank[inverse]
 
 
 def _kinds(values):
     """The bits of the exact types of the cells `values`: _STR alone for texts only, 0 for none."""
-    if _NATIVE_KINDS is not None and isinstance(values, (list, tuple)):
-        return _NATIVE_KINDS(values)
-    return _python_kinds(values)
+    kinds = 0
+    for kind in set(map(type, values)):
+        kinds |= _KIND_BITS.get(kind, _OTHER)
+    return kinds
 
 __all__ = ["write_xlsx", "Sheet", "RED_RGB", "YELLOW_RGB"]
 
@@ -193,13 +172,16 @@ class _InlineStrings(dict):
         text = self[value] = _escape(value)
         return text
 
-    def column_cells(self, column):
-        """The cell of each string of `column`; the new distinct values are made in bulk."""
+    def column_cells(self, column, empty=None):
+        """The cell of each string of `column` (and `empty` for each None, where given); the new distinct values
+        are made in bulk."""
         cells = self.cells
-        new = [value for value in dict.fromkeys(column) if value not in cells]
+        new = [value for value in dict.fromkeys(column) if value not in cells and value is not None]
         if new:
             cells.update(zip(new, map(self.slot.format, self.fields(new))))
-        return list(map(cells.__getitem__, column))
+        if empty is None:
+            return list(map(cells.__getitem__, column))
+        return list(map(cells.get, column, repeat(empty)))
 
     def fields(self, values):
         """The field of each of the distinct strings `values` in the cell slot (made in bulk)."""
@@ -286,7 +268,7 @@ def _is_odd_number(value):
 def _column_cells(column, strings):
     """XML of each cell of one column (a list) of a chunk. Most cells are of one kind (finite floats,
     strings or empty), made in bulk; the odd ones (a text in a number column, a number in a text
-    column) one by one."""
+    column) in bulk too, one cell per distinct value (_odd_cells)."""
     if _mostly_floats(column):
         odd = [i for i, v in enumerate(column) if _is_odd_number(v)]
         texts = float_reprs([v if type(v) is float else 0.0 for v in column] if odd else column)
@@ -296,13 +278,11 @@ def _column_cells(column, strings):
             return ["<c/>"] * len(column)
         odd = [i for i, v in enumerate(column) if v is not None]
         cells = ["<c/>"] * len(column)
-    elif _kinds(column) & ~_STR == 0:
-        return strings.column_cells(column)
-    else:
-        odd = [i for i, v in enumerate(column) if type(v) is not str]
-        cells = [strings.cell(v) if type(v) is str else "" for v in column]
-    for i in odd:
-        cells[i] = _cell(column[i], strings)
+    else:  # texts, maybe with a few other cells (a column of messages with empty rows): the texts' cells in bulk
+        return _odd_cells(column, strings)
+    if odd:
+        for i, cell in zip(odd, _odd_cells(list(map(column.__getitem__, odd)), strings)):
+            cells[i] = cell
     return cells
 
 
@@ -324,6 +304,8 @@ def _odd_cells(values, strings):
     kinds = _kinds(values)
     if kinds & ~_STR == 0:
         return strings.column_cells(values)
+    if kinds & ~(_STR | _NONE) == 0:  # texts and empty cells (a column of messages): a cell a value, no tuple
+        return strings.column_cells(values, "<c/>")
     if kinds & ~_SIMPLE == 0:
         keys = list(zip(map(type, values), values))
         distinct = dict.fromkeys(keys)
@@ -335,12 +317,6 @@ def _odd_cells(values, strings):
     texts = [value for value in values if type(value) is str]
     made = iter(strings.column_cells(texts))
     return [next(made) if type(value) is str else _cell(value, strings) for value in values]
-
-
-def _json_blocks():
-    """Whether number blocks go to the C row writer as orjson's text (xml_rows writes each number's repr and puts
-    the odd cells in): with the C writer, and orjson's digits checked against repr (float_text)."""
-    return _NATIVE_XML is not None and float_text.orjson is not None and float_text._fast()
 
 
 def _block_odd_cells(blocks, strings):
@@ -355,21 +331,31 @@ def _block_odd_cells(blocks, strings):
     return places[order], _odd_cells(list(map(values.__getitem__, order.tolist())), strings)
 
 
+def _bracketed(rows, head, tail):
+    """The lists of a part whose row texts are head + rows[i] + tail (joined with the row, not made a row at a time):
+    [heads, rows, tails]; _set_row gives a row another whole text."""
+    return [[head] * len(rows), rows, [tail] * len(rows)]
+
+
+def _set_row(lists, row, text):
+    """Row `row` of a part (its lists) made `text`."""
+    lists[0][row] = text
+    for other in lists[1:]:
+        other[row] = ""
+
+
 def _number_block(columns, start, stop, strings):
-    """XML of the cells of adjacent number columns (NumberColumn) for each row of a chunk: the numbers of all rows
-    formatted in one call, a NaN in each cell that is not a finite float, then those cells (a text, the text of a
-    NaN) put in its place, their shared strings numbered in row order. With the C row writer, a block for it
-    (orjson's text of the numbers, the odd cells and their places: xml_rows); else one text a row
-    (float_text.joined_reprs, the odd cells put in row by row)."""
+    """The lists (_bracketed) of the cells of adjacent number columns (NumberColumn) for each row of a chunk: the
+    numbers of all rows formatted in one call, a NaN in each cell that is not a finite float, then those cells (a
+    text, the text of a NaN) put in its place, their shared strings numbered in row order: one text a row
+    (float_text.joined_reprs), the odd cells put in row by row."""
     blocks = [column.odd_block(start, stop) for column in columns]
     array = np.stack([values for values, _, _ in blocks], axis=1)
     places, cells = _block_odd_cells(blocks, strings)
-    if _json_blocks():
-        json = float_text.orjson.dumps(array, option=float_text.orjson.OPT_SERIALIZE_NUMPY)
-        return (json, _HEAD, _TAIL, places.astype(np.int64).tobytes(), cells, len(blocks))
-    rows = joined_reprs(array, _SEP, _HEAD, _TAIL)
+    lists = _bracketed(joined_reprs(array, _SEP), _HEAD, _TAIL)
     if not cells:
-        return rows
+        return lists
+    rows = lists[1]
     width = len(blocks)
     odd_rows = places // width
     firsts = np.flatnonzero(np.diff(odd_rows, prepend=-1))  # where each row's odd cells start
@@ -377,10 +363,10 @@ def _number_block(columns, start, stop, strings):
     marker = _marker()
     for row, first, end in zip(odd_rows[firsts].tolist(), bounds, bounds[1:]):
         if end - first == width:  # no number in the row (a row of texts, as a non-tensor row's)
-            rows[row] = "".join(cells[first:end])
+            _set_row(lists, row, "".join(cells[first:end]))
         else:  # the NaN cells replaced in column order (numbers hold no brace)
-            rows[row] = rows[row].replace(marker, "{}").format(*cells[first:end])
-    return rows
+            _set_row(lists, row, (_HEAD + rows[row] + _TAIL).replace(marker, "{}").format(*cells[first:end]))
+    return lists
 
 
 def _is_number_column(column):
@@ -392,7 +378,7 @@ def _is_formatted_column(column):
 
 
 def _formatted_block(columns, start, stop, strings):
-    """XML per row of a chunk of adjacent NumberColumns with one formatter (the relative errors as percent
+    """The lists (as _chunk_parts) of a chunk of adjacent NumberColumns with one formatter (the relative errors as percent
     texts; the formatter makes the text of each value alone). Into a shared-string table, as usual: the
     formatter called once per distinct text (_shared_text_block), the texts numbered in the order
     _column_cells would number them (column by column, row by row) and each row's indexes written in one
@@ -407,14 +393,12 @@ def _formatted_block(columns, start, stop, strings):
         if made is not None:
             head, tail = strings.slot.split("{}")
             indexes = np.ascontiguousarray(made.reshape(width, n).T)
-            if _NATIVE_XML is not None:  # an int block for xml_rows: the indexes written in C
-                return (indexes.tobytes(), head, tail, width)  # int64, C order
-            return joined_ints(indexes, tail + head, head, tail)
+            return _bracketed(joined_ints(indexes, tail + head), head, tail)
     cells = columns[0].formatter(values)
     for place, cell in zip(places.tolist(), overrides):
         cells[place] = cell
     made = [_column_cells(cells[k * n:(k + 1) * n], strings) for k in range(width)]
-    return list(map("".join, zip(*made)))
+    return made
 
 
 def _distinct_values(formatter, values, places):
@@ -473,11 +457,12 @@ def _lead_parts(columns, strings):
     else:  # each row's cells of these columns joined: one part
         rows = list(map("".join, zip(*[_column_cells(column, strings) for column in columns])))
         _LEAD[:] = [([list(column) for column in columns], rows, strings.snapshot())]
-    return [(0, len(columns), list(rows))]  # a copy: rows get styled
+    return [(0, len(columns), [list(rows)])]  # a copy: rows get styled
 
 
 def _chunk_parts(sheet, start, stop, strings):
-    """[(first column, last column + 1, XML per row of those columns' cells)] covering every column:
+    """[(first column, last column + 1, lists whose texts of a row, joined, are the XML of the row's cells in those
+    columns)] covering every column:
     runs of adjacent number columns as one part (_number_block), likewise runs of number columns with one
     formatter (_formatted_block), every other column alone."""
     parts, columns, k = [], sheet.columns, 0
@@ -496,7 +481,7 @@ def _chunk_parts(sheet, start, stop, strings):
                 end += 1
             parts.append((k, end, _formatted_block(columns[k:end], start, stop, strings)))
         else:
-            parts.append((k, end, _column_cells(columns[k][start:stop], strings)))
+            parts.append((k, end, [_column_cells(columns[k][start:stop], strings)]))
         k = end
     return parts
 
@@ -508,7 +493,7 @@ def _chunk_xml(sheet, start, strings):
     """XML bytes of the rows of a chunk, in pieces of _PIECE_ROWS rows: one text of a whole chunk (MBs) is
     memory fresh from the system for every chunk (its pages faulted in: ~0.6 ms a MB here, as much as the
     joining), the pieces are made in the same few blocks again and again and are deflated while in cache.
-    The C row writer (xml_rows) writes them from the parts; the Python joining below is its reference."""
+    Styled rows replace their row's text in each part."""
     stop = min(len(sheet.columns[0]), start + _CHUNK_ROWS)
     parts = _chunk_parts(sheet, start, stop, strings)
     styles, styled = sheet.row_styles, []
@@ -518,13 +503,10 @@ def _chunk_xml(sheet, start, strings):
             styled.append((row, _render_column([column[start + row] for column in sheet.columns], attr, None,
                                                numeric=False)))
     strings.trim()
-    if _NATIVE_XML is not None:
-        return _NATIVE_XML([cells for _, _, cells in parts], stop - start, _PIECE_ROWS,
-                           [(row, "".join(cells)) for row, cells in styled] or None)
     for row, cells in styled:
-        for first, end, part in parts:
-            part[row] = "".join(cells[first:end])
-    rows = zip(repeat("<row>"), *(cells for _, _, cells in parts), repeat("</row>"))
+        for first, end, lists in parts:
+            _set_row(lists, row, "".join(cells[first:end]))
+    rows = zip(repeat("<row>"), *chain.from_iterable(lists for _, _, lists in parts), repeat("</row>"))
     return ["".join(chain.from_iterable(islice(rows, _PIECE_ROWS))).encode("utf-8")
             for _ in range(0, stop - start, _PIECE_ROWS)]
 

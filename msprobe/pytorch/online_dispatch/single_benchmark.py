@@ -2,7 +2,7 @@
 
 No torch: the same functions judge in the training process and in worker processes. `judge_output` takes
 numpy arrays; `judge_buffers` takes two dense buffers by address and reads them once in C
-(msprobe/core/_pair_kernels.c, 10-15x faster than the numpy passes); it falls back to numpy for NaN/Inf,
+(msprobe._native._pair, msprobe/_native/_pair.c, 10-15x faster than the numpy passes); it falls back to numpy for NaN/Inf,
 and is None when the extension was not built or MSPROBE_NATIVE_STATS=0.
 Thresholds belong to the dtype the op ran in on the device under test (DUT), never to the bench dtype:
 an fp16 output is judged as fp16 even though it is compared with an fp32 re-run.
@@ -18,7 +18,7 @@ from typing import Dict
 
 import numpy as np
 
-from msprobe._native import enabled as native_enabled
+from msprobe._native import load
 
 __all__ = ["THRESHOLDS", "SMALL_VALUE", "PASS", "FAIL", "judge_output", "judge_buffers", "FLOAT16", "BFLOAT16"]
 
@@ -31,12 +31,8 @@ THRESHOLDS = {"float16": (2.0 ** -11, 2.0 ** -10), "bfloat16": (2.0 ** -8, 2.0 *
 
 # the buffer kinds of the C kernel: 4 float32, 8 float64, and these for the 16-bit floats
 FLOAT16, BFLOAT16 = 2, 258
-_judge_pair = None
-if native_enabled():
-    try:
-        from msprobe.core._pair_kernels import BFLOAT16, FLOAT16, judge_pair as _judge_pair
-    except ImportError:  # built without a compiler: judge_output (numpy) serves
-        _judge_pair = None
+_KERNELS = load("_pair")  # None without a compiler or with MSPROBE_NATIVE_STATS=0: judge_output (numpy) serves
+_judge_pair = None if _KERNELS is None else _KERNELS.judge_pair
 
 
 def _empty_row(dut_dtype: str) -> Dict[str, object]:

@@ -99,19 +99,47 @@ def test_number_cells_hold_the_repr_of_their_value(tmp_path):
     assert texts == [repr(v) for pair in zip(values[:1500].tolist(), values[1500:].tolist()) for v in pair]
 
 
+def _real_statistics():
+    """Every Max/Min/Mean/Norm of the reference samples' dumps (real runs of 1.2.1 and of msprobe)."""
+    import glob
+    import json
+
+    from compare_samples import SAMPLES
+
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            found.extend(v for k, v in node.items() if k in ("Max", "Min", "Mean", "Norm") and type(v) is float)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+    for path in glob.glob(os.path.join(SAMPLES, "*", "step*", "rank*", "dump.json")):
+        with open(path) as handle:
+            walk(json.load(handle))
+    values = np.array(found, dtype=np.float64)
+    return values[np.isfinite(values)]
+
+
 def test_the_c_rewrite_equals_the_python_rewrite_on_every_form():
-    """_pair_kernels.json_floats_as_repr against float_text's Python rewrite (the reference), on orjson's text
-    of values of every form, 1-d and 2-d, and the finished texts against repr."""
+    """_native._pair.json_floats_as_repr against float_text's Python rewrite (the reference), on orjson's text
+    of values of every form and of the reference samples' statistics, 1-d and 2-d, and the finished texts against
+    repr."""
     import orjson
 
-    from msprobe.core._pair_kernels import json_floats_as_repr
+    from msprobe._native._pair import json_floats_as_repr
 
     values = _values_of_every_form()
     more = np.array([float(2 ** 60), float(-(2 ** 53) - 2), 123456789012345680.0, 0.1, -0.1, 1e-5, -1e-5, 1e-7,
                      -1e-7, 1.5e-6, 2.5e-300, 1e22, 1e16, -1e16, 1e308, float("inf"), float("-inf"), float("nan")])
-    for array in (values, more, values[: len(values) // 6 * 6].reshape(-1, 6), more[:16].reshape(4, 4)):
+    real = _real_statistics()
+    for array in (values, more, values[: len(values) // 6 * 6].reshape(-1, 6), more[:16].reshape(4, 4), real,
+                  real[: len(real) // 4 * 4].reshape(-1, 4)):
         text = orjson.dumps(array, option=orjson.OPT_SERIALIZE_NUMPY)
         assert json_floats_as_repr(text) == float_text._rewritten(text)
+    assert float_text._orjson_reprs(real) == list(map(repr, real.tolist()))
     finite = more[np.isfinite(more)]
     assert float_text._orjson_reprs(finite) == list(map(repr, finite.tolist()))
     for text in (b"", b"[]", b"[0.00001]", b"[10.00001,-0.00001]", b"[1e-7]", b"[[5e-7,1.0],[0.0001,-0.00005]]",
@@ -127,11 +155,12 @@ def test_native_text_rewrite_is_off_with_msprobe_native_stats_0():
 
 
 @pytest.mark.parametrize("width", [1, 3, 8, 12])
-def test_the_c_row_joining_equals_the_python_joining(width):
-    """_pair_kernels.json_rows_as_repr (float_text._orjson_joined) against the Python joining and repr."""
+def test_rows_joined_from_orjson_text_equal_repr_of_each_row(width):
+    """float_text._orjson_joined (orjson's text rewritten to repr's, then cut into rows by str.replace) against
+    head + sep.join(map(repr, row)) + tail, row by row: every row once, the first rows with other separators."""
     values = _values_of_every_form()
     rows = values[: len(values) // width * width].reshape(-1, width)
-    for sep, head, tail in (("</v></c><c><v>", "<c><v>", "</v></c>"), ("|", "<", ">"), ("", "", "")):
-        native = float_text._orjson_joined(rows, sep, head, tail)
-        assert native == float_text._python_joined(rows, sep, head, tail)
-        assert native[:2000] == [head + sep.join(map(repr, row)) + tail for row in rows[:2000].tolist()]
+    assert float_text._orjson_joined(rows, "|", "<", ">") == float_text._repr_joined(rows, "|", "<", ">")
+    for sep, head, tail in (("</v></c><c><v>", "<c><v>", "</v></c>"), ("", "", "")):
+        made = float_text._orjson_joined(rows[:2000], sep, head, tail)
+        assert made == [head + sep.join(map(repr, row)) + tail for row in rows[:2000].tolist()]

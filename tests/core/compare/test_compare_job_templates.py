@@ -177,25 +177,6 @@ def test_a_job_through_templates_writes_the_reports_of_each_pair_alone(tmp_path,
     assert outcomes[3].summary["suspect"] is not None and outcomes[0].summary["suspect"] is None
 
 
-def test_the_c_split_equals_the_regex_split(tmp_path):
-    """_pair_kernels.split_value_numbers against templates' regex (the reference): real dumps written both
-    ways, and random texts of the bytes that matter."""
-    from msprobe.core._pair_kernels import split_value_numbers
-
-    from msprobe.core.compare import templates
-
-    texts = []
-    for compact in (False, True):
-        with open(_write(str(tmp_path / f"d{compact}" / "dump.json"), _jittered(_sample(), 3), compact), "rb") as f:
-            texts.append(f.read())
-    rng = random.Random(11)
-    alphabet = b'": -+.eE0123456789ax,{}[]'
-    texts += [bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(20000)]
-    for text in texts:
-        for separator in (b'": ', b'":'):
-            assert split_value_numbers(text, separator) == templates._VALUE_NUMBER[separator].split(text)
-
-
 def _mutations(text, rng, count):
     """`text` with one small edit each: a byte of the skeleton or of a number changed, dropped or doubled."""
     alphabet = b'": -+.eE0123456789ax,{}[]'
@@ -211,49 +192,35 @@ def _mutations(text, rng, count):
 
 
 @pytest.mark.parametrize("compact", [False, True])
-def test_the_c_template_match_equals_the_split_and_compare(tmp_path, compact):
-    """_pair_kernels.fill_numbers (a file's statistics where its text is the template's but for them) against
-    templates' split-and-compare (the reference): other ranks' files, and edits anywhere in them."""
-    from msprobe.core._pair_kernels import fill_numbers
+def test_byte_edits_read_through_a_template_equal_the_full_read(tmp_path, compact):
+    """Files one byte away from a rank of the template's structure (in a statistic's digits, a key, a name, a
+    brace): each is read through the template only when the rest of its text is the template's, and every table
+    read equals the full read of the same bytes (or both refuse the file)."""
+    from msprobe.core.errors import MsprobeError
 
-    from msprobe.core.compare import templates
-
-    def text_of(seed):
-        with open(_write(str(tmp_path / f"{compact}{seed}" / "dump.json"), _jittered(_sample(), seed), compact),
-                  "rb") as handle:
-            return handle.read()
-
-    made = DumpTemplates()
-    first = text_of(1)
-    load_dump(str(tmp_path / f"{compact}1" / "dump.json"), made)
+    made = DumpTemplates(builds=1)  # the first file's template only: an edited file makes none
+    load_dump(_write(str(tmp_path / "first" / "dump.json"), _jittered(_sample(), 1), compact), made)
+    with open(_write(str(tmp_path / "other" / "dump.json"), _jittered(_sample(), 4), compact), "rb") as handle:
+        other = handle.read()
+    path = str(tmp_path / "edited" / "dump.json")
+    os.makedirs(os.path.dirname(path))
+    rng, read, refused = random.Random(5), 0, 0
+    for text in _mutations(other, rng, 400):
+        with open(path, "wb") as handle:
+            handle.write(text)
+        try:
+            full = load_dump(path)
+        except MsprobeError:
+            refused += 1
+            with pytest.raises(MsprobeError):
+                load_dump(path, made)
+            continue
+        _assert_same_table(load_dump(path, made), full)
+        read += 1
     [template] = made.templates
-    rng = random.Random(5)
-    texts = [first, text_of(2), text_of(3)] + list(_mutations(text_of(4), rng, 3000))
-    matched = 0
-    for text in texts:
-        parts = templates._VALUE_NUMBER[template.separator].split(text)
-        reference = templates._stat_text(template, template.separator, parts[0::2], parts[1::2])
-        assert fill_numbers(text, template.segments) == reference
-        matched += reference is not None
-    assert matched > 3  # the other ranks and the edits of a statistic's digits match; most edits do not
-    assert matched < len(texts) - 1000
-
-
-def test_templates_read_the_same_tables_with_msprobe_native_stats_0(tmp_path):
-    import subprocess
-    import sys
-
-    paths = [_write(str(tmp_path / f"rank{r}" / "dump.json"), _jittered(_sample(), r)) for r in range(3)]
-    code = ("import sys, json; from msprobe.core.compare import templates; from msprobe.core.io.load import "
-            "load_dump; t = templates.DumpTemplates(); tables = [load_dump(p, t) for p in sys.argv[1:]]; "
-            "print(json.dumps([templates._NATIVE_SPLIT is None and templates._NATIVE_FILL is None, "
-            "sum(x.hits for x in t.templates), "
-            "[[repr(v) for v in table.columns['norm']] for table in tables]]))")
-    runs = [json.loads(subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, check=True,
-                                      env={**os.environ, "MSPROBE_NATIVE_STATS": flag}).stdout) for flag in "01"]
-    assert runs[0][0] is True and runs[1][0] is False
-    assert runs[0][1] == runs[1][1] == 2 and runs[0][2] == runs[1][2]
-    assert runs[0][2] == [[repr(v) for v in load_dump(p).columns["norm"]] for p in paths]
+    hits = template.hits
+    assert read > 50 and refused > 50  # most edits break the JSON; many keep it valid
+    assert 3 < hits < read  # the edits of a statistic's digits match the template; the others do not
 
 
 def test_operands_read_from_per_row_lists_equal_the_per_row_numpy_reads():

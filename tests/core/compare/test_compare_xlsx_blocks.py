@@ -187,6 +187,6 @@ def test_rows_of_ints_are_joined_as_python_writes_them(monkeypatch):
     expected = ["<" + "|".join(map(str, row)) + ">" for row in rows.tolist()]
     assert float_text.joined_ints(rows, "|", "<", ">") == expected
     assert float_text.joined_ints([tuple(row) for row in rows.tolist()], "|", "<", ">") == expected
-    monkeypatch.setattr(float_text, "_NATIVE_INTS", [False])
+    monkeypatch.setattr(float_text, "orjson", None)  # without orjson: joined row by row
     assert float_text.joined_ints(rows, "|", "<", ">") == expected
     assert float_text.joined_ints(np.zeros((0, 3), dtype=np.int64), "|") == []

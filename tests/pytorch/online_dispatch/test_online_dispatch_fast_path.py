@@ -29,7 +29,7 @@ def _assert_rows_agree(fast, slow):
 
 
 def test_the_kernel_is_built():
-    assert single_benchmark._judge_pair is not None, "msprobe/core/_pair_kernels.c was not compiled"
+    assert single_benchmark._judge_pair is not None, "msprobe/_native/_pair.c was not compiled"
 
 
 @pytest.mark.parametrize("dut_dtype,bench_dtype", [(torch.float32, torch.float64), (torch.float32, torch.float32),
@@ -82,7 +82,7 @@ def test_portable_loops_agree_with_the_simd_ones(portable_and_simd_rows):
     """MSPROBE_NATIVE_SIMD=0 runs the portable C loops (non-x86 hosts); same metrics to within rounding."""
     script = (
         "import json, torch\n"
-        "from msprobe.core import _pair_kernels as k\n"
+        "from msprobe._native import _pair as k\n"
         "rows = []\n"
         "for count in (1, 5, 8, 13, 70001):\n"
         "    g = torch.Generator().manual_seed(count)\n"
