@@ -327,6 +327,14 @@ class DumpCollector:
                 self._params_grads = True
         return output
 
+    def tensors_written(self, values):
+        """Tensors an op has just written in place, before their version counters move (see RecordBuilder.written)."""
+        for value in values:
+            if isinstance(value, (list, tuple)):
+                self.tensors_written(value)
+            elif self.adapter.is_tensor(value):
+                self.records.written(value)
+
     def tensors_changed(self, values):
         """Tensors (or lists of them) written in place without a version bump (e.g. by collectives)."""
         for value in values:

@@ -116,6 +116,16 @@ class RecordBuilder:
         self._crc_cache.clear()
         self._by_object.clear()
 
+    def written(self, tensor):
+        """`tensor` was written in place and its version counter says so only later (an ATen op seen from inside a
+        dispatch mode: the counter moves once the mode has returned): its cached statistics, digests and descriptor
+        go, so the op's output is described as it is now, not as the op's input was."""
+        key = self.adapter.tensor_facts(tensor)[4]
+        if key is not None:
+            self._stats_cache.pop(key, None)
+            self._crc_cache.pop(key, None)
+        self._by_object.pop(id(tensor), None)
+
     def describe_tensor(self, tensor, data_name=None):
         """Descriptor of one tensor; deferred statistics are filled by `resolve()`."""
         attribute = self._version_attr

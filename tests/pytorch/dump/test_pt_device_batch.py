@@ -96,13 +96,27 @@ def _llama_batch():
     return {"input_ids": ids, "labels": ids}
 
 
+def _uninitialised_left_out(data):
+    """The data with the descriptors of uninitialised memory left out: autograd's `new_empty_strided` / `empty`
+    outputs, and the destination of each `copy_` before the copy (its input 0). Nothing else is left out."""
+    kept = {}
+    for name, entry in data.items():
+        entry = dict(entry)
+        if name.startswith(("Aten.new_empty_strided.", "Aten.empty", "Aten.new_empty.")):
+            entry["output"] = None
+        elif name.startswith("Aten.copy_."):
+            entry["input_args"] = [None] + list(entry["input_args"][1:])
+        kept[name] = entry
+    return kept
+
+
 def _assert_same(device_data, host_data, host_again=None):
     assert device_data.keys() == host_data.keys()
-    if host_again is not None:  # at L2, autograd's new_empty_strided shows uninitialised memory: not comparable
+    if host_again is not None:  # at L2, what uninitialised memory holds is not comparable; all the rest is
+        device_data, host_data, host_again = (_uninitialised_left_out(data) for data in (device_data, host_data,
+                                                                                         host_again))
         unstable = [name for name in host_data if json.dumps(host_data[name]) != json.dumps(host_again[name])]
-        assert len(unstable) < 5, unstable
-        device_data = {k: v for k, v in device_data.items() if k not in unstable}
-        host_data = {k: v for k, v in host_data.items() if k not in unstable}
+        assert not unstable, unstable
     device, host = tensor_descriptors(device_data), tensor_descriptors(host_data)
     assert len(device) == len(host) > 0
     fingerprints = 0

@@ -257,3 +257,27 @@ def test_dump_json_writes_nan_and_infinity_as_the_reference_does_whatever_the_st
     assert ("NaN" in text) is (poison in ("nan statistic", "nan in a list argument"))
     assert ("Infinity" in text) is (poison == "inf argument")
     assert json.dumps(loaded, indent=1).replace(" ", "").replace("\n", "") == text.replace(" ", "").replace("\n", "")
+
+
+def test_l2_outputs_of_in_place_ops_hold_the_written_values(tmp_path):
+    # inside a dispatch mode a written tensor's version counter moves only after the mode returns: the output of
+    # copy_ / add_ / an out= op must be described as written, not as the op's input was (same memory, same version)
+    import json
+
+    from msprobe.pytorch import PrecisionDebugger
+    from tests.pytorch.dump.pt_dump_helpers import write_config
+
+    x, y, z = torch.zeros(3), torch.arange(3.0) + 1, torch.zeros(2, 3)
+    debugger = PrecisionDebugger(config_path=write_config(tmp_path, "statistics", "L2"))
+    debugger.start()
+    x.copy_(y)
+    x.add_(1)
+    torch.add(y, y, out=z[0])
+    debugger.stop()
+    debugger.close()
+    data = json.loads((tmp_path / "dump" / "step0" / "rank" / "dump.json").read_text())["data"]
+    copied, added, out = data["Aten.copy_.0.forward"], data["Aten.add_.0.forward"], data["Aten.add.0.forward"]
+    assert copied["input_args"][0]["Max"] == 0.0 and copied["output"][0]["Max"] == y.max().item() == 3.0
+    assert copied["output"][0]["Mean"] == pytest.approx(2.0) and added["input_args"][0]["Max"] == 3.0
+    assert added["output"][0]["Max"] == x.max().item() == 4.0
+    assert out["input_kwargs"]["out"]["Max"] == 0.0 and out["output"][0]["Max"] == z[0].max().item() == 6.0
