@@ -2,13 +2,15 @@
 
 Formatting a frame (reading the source line) is the expensive part, so formatted lines are cached by (code object,
 line number), and a whole stack by a token naming its frames' code objects and bytecode offsets (several offsets of
-one line give equal stacks). The token is built from the outermost frame inwards, one interned (code, offset, token
+one line give equal stacks; the frames the text leaves out, msprobe's own and `skip_files`, are left out of it too).
+The token is built from the outermost frame inwards, one interned (code, offset, token
 of the frames above) at a time, so a capture walks only the frames that are new since the last one: the frames of
-the last capture are kept, and the first of them met again (the same frame object, still running) is an anchor
+the last capture are kept (not those left out of the text: msprobe's hooks return with the call), and the first of
+them met again (the same frame object, still running) is an anchor
 whose callers cannot have moved since (they wait for it to return); only its own offset is read again. Generator and
 coroutine frames are never anchors (they can be resumed from another caller). The kept frames are let go by
 `release()` (the collector calls it when a step's records are handed over), so at most one call's frames outlive it.
-Frames inside msprobe itself and inside the framework's hook machinery are skipped in the text.
+Frames inside msprobe itself and inside the framework's hook machinery are left out of the text.
 """
 import inspect
 import linecache
@@ -39,6 +41,8 @@ class StackCapture:
         self._chain = []  # the frames of the last capture, outermost first
         self._above = []  # the token of the frames above each of them
         self._position = {}  # id(frame) -> its position in _chain
+        self._hidden = {}  # id(code) -> whether its frames are left out of the text (msprobe's own, skip_files): they
+        # are left out of the token and never kept either (keeping a frame that returns makes CPython copy its locals)
 
     def release(self):
         """Let the frames of the last capture go (a returned frame keeps its locals while it is referenced)."""
@@ -64,17 +68,23 @@ class StackCapture:
     def capture(self, depth=1):
         """The formatted stack of the caller (frames above `depth`), as a list (shared; do not mutate)."""
         frame = sys._getframe(depth)
-        chain, above, position = self._chain, self._above, self._position
+        chain, above, position, hidden = self._chain, self._above, self._position, self._hidden
         walked = []
         walk = frame
         start, token = 0, 0
         while walk is not None:  # the frames new since the last capture, up to an anchor
-            at = position.get(id(walk))
-            if at is not None and chain[at] is walk and not walk.f_code.co_flags & _RESUMABLE:
-                start, token = at, above[at]
-                walked.append(walk)  # the anchor's own offset is read again
-                break
-            walked.append(walk)
+            code = walk.f_code
+            skip = hidden.get(id(code))
+            if skip is None:
+                skip = hidden[id(code)] = self._skipped(code.co_filename)
+                self._codes.add(code)  # its id is never another code's
+            if not skip:
+                at = position.get(id(walk))
+                if at is not None and chain[at] is walk and not code.co_flags & _RESUMABLE:
+                    start, token = at, above[at]
+                    walked.append(walk)  # the anchor's own offset is read again
+                    break
+                walked.append(walk)
             walk = walk.f_back
         for dropped in chain[start:]:
             position.pop(id(dropped), None)
