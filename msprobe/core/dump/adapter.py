@@ -59,9 +59,6 @@ class DumpAdapter(abc.ABC):
     tensor_class: Optional[type] = None
     #: whether tensor descriptors carry "requires_grad" (torch: yes, MindSpore: no)
     has_requires_grad: bool = False
-    #: the tensor attribute that counts its in-place changes (torch: "_version"), with `data_ptr()` and
-    #: `requires_grad`: what lets RecordBuilder give a tensor object met again unchanged its descriptor again; None: none
-    version_attribute: Optional[str] = None
 
     @abc.abstractmethod
     def is_tensor(self, value: Any) -> bool:

@@ -95,18 +95,11 @@ class RecordBuilder:
         # without walking each entry that holds one (json_files.encode_dump_bytes' `finite`); cleared by any such
         # value (statistics, a float argument) and by what the adapter describes itself
         self.finite = True
-        # id(tensor) -> (weak reference to it, its version, data address, requires_grad, descriptor): a tensor object
-        # met again unchanged (an output read as the next call's input, a grad handed from one call's backward to the
-        # next) gets the descriptor it got (the same dict: equal content), without its facts asked again. Only where
-        # the adapter names the version counter and descriptors carry no file names (tasks that save get their own)
-        self._version_attr = getattr(adapter, "version_attribute", None) if on_tensor is None else None
-        self._by_object = {}
 
     def release(self):
         """The step is over: drop the caches (their entries hold the step's statistics)."""
         self._stats_cache.clear()
         self._crc_cache.clear()
-        self._by_object.clear()
 
     # -- statistics -------------------------------------------------------------------------
     def forget(self, tensor):
@@ -114,37 +107,18 @@ class RecordBuilder:
         (collectives): all of them, as the slices and other views of that memory have keys of their own."""
         self._stats_cache.clear()
         self._crc_cache.clear()
-        self._by_object.clear()
 
     def written(self, tensor):
         """`tensor` was written in place and its version counter says so only later (an ATen op seen from inside a
-        dispatch mode: the counter moves once the mode has returned): its cached statistics, digests and descriptor
-        go, so the op's output is described as it is now, not as the op's input was."""
+        dispatch mode: the counter moves once the mode has returned): its cached statistics and digests go,
+        so the op's output is described as it is now, not as the op's input was."""
         key = self.adapter.tensor_facts(tensor)[4]
         if key is not None:
             self._stats_cache.pop(key, None)
             self._crc_cache.pop(key, None)
-        self._by_object.pop(id(tensor), None)
 
     def describe_tensor(self, tensor, data_name=None):
         """Descriptor of one tensor; deferred statistics are filled by `resolve()`."""
-        attribute = self._version_attr
-        if attribute is not None:
-            known = self._by_object.get(id(tensor))
-            if (known is not None and known[0]() is tensor and getattr(tensor, attribute) == known[1]
-                    and tensor.data_ptr() == known[2] and tensor.requires_grad is known[3]):
-                return known[4]
-            desc = self._describe_tensor(tensor, None)
-            if id(desc) not in self.placed:  # not a sharded tensor's (its placement is kept by the descriptor's id)
-                try:
-                    self._by_object[id(tensor)] = (weakref.ref(tensor), getattr(tensor, attribute), tensor.data_ptr(),
-                                                   tensor.requires_grad, desc)
-                except (TypeError, RuntimeError):  # no weak reference, version or address for this tensor
-                    pass
-            return desc
-        return self._describe_tensor(tensor, data_name)
-
-    def _describe_tensor(self, tensor, data_name):
         adapter = self.adapter
         kind, dtype, shape, requires_grad, key = adapter.tensor_facts(tensor)
         hit = self._stats_cache.get(key) if key is not None else None

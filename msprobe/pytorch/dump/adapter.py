@@ -421,7 +421,6 @@ class TorchAdapter(DumpAdapter):
     tensor_suffix = ".pt"
     tensor_class = torch.Tensor
     has_requires_grad = True
-    version_attribute = "_version"  # non-public, listed in docs/architecture.md (content keys use it too)
 
     def __init__(self):
         # MSPROBE_DEVICE_PATH=1: CPU tensors take the accelerator's path too (for tests and benchmarks without one)
