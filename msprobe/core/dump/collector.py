@@ -442,7 +442,6 @@ class DumpCollector:
 
     def flush(self):
         """Resolve statistics and hand the step's JSON files to the writer (if anything changed)."""
-        self.stack_capture.release()  # the frames of the last captured call: their locals are not ours to keep
         self.task.step_end()
         if not self.dirty:
             return

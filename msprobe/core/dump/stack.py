@@ -1,26 +1,16 @@
 """Cheap call-stack capture for stack.json: walk frames, format once per code location.
 
-Formatting a frame (reading the source line) is the expensive part, so formatted lines are cached by (code object,
-line number), and a whole stack by a token naming its frames' code objects and bytecode offsets (several offsets of
-one line give equal stacks; the frames the text leaves out, msprobe's own and `skip_files`, are left out of it too).
-The token is built from the outermost frame inwards, one interned (code, offset, token
-of the frames above) at a time, so a capture walks only the frames that are new since the last one: the frames of
-the last capture are kept (not those left out of the text: msprobe's hooks return with the call), and the first of
-them met again (the same frame object, still running) is an anchor
-whose callers cannot have moved since (they wait for it to return); only its own offset is read again. Generator and
-coroutine frames are never anchors (they can be resumed from another caller). The kept frames are let go by
-`release()` (the collector calls it when a step's records are handed over), so at most one call's frames outlive it.
-Frames inside msprobe itself and inside the framework's hook machinery are left out of the text.
+Formatting a frame (reading the source line) is the expensive part, so formatted lines are
+cached by (code object, line number); a whole stack is cached by its frames' code objects and bytecode
+offsets (several offsets of one line give equal stacks).
+Frames inside msprobe itself and inside the framework's hook machinery are skipped.
 """
-import inspect
 import linecache
 import os
 import sys
 
 __all__ = ["StackCapture"]
 
-# frames that can be suspended and resumed by another caller: never anchors
-_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 _MSPROBE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
@@ -36,17 +26,7 @@ class StackCapture:
         self._line_cache = {}
         self.stacks = {}
         self._skip_cache = {}
-        self._codes = set()  # keeps the ids in tokens from being reused
-        self._tokens = {}  # (id(code), bytecode offset, token of the frames above) -> token
-        self._chain = []  # the frames of the last capture, outermost first
-        self._above = []  # the token of the frames above each of them
-        self._position = {}  # id(frame) -> its position in _chain
-        self._hidden = {}  # id(code) -> whether its frames are left out of the text (msprobe's own, skip_files): they
-        # are left out of the token and never kept either (keeping a frame that returns makes CPython copy its locals)
-
-    def release(self):
-        """Let the frames of the last capture go (a returned frame keeps its locals while it is referenced)."""
-        self._chain, self._above, self._position = [], [], {}
+        self._codes = set()
 
     def _skipped(self, filename):
         hit = self._skip_cache.get(filename)
@@ -68,48 +48,24 @@ class StackCapture:
     def capture(self, depth=1):
         """The formatted stack of the caller (frames above `depth`), as a list (shared; do not mutate)."""
         frame = sys._getframe(depth)
-        chain, above, position, hidden = self._chain, self._above, self._position, self._hidden
-        walked = []
-        walk = frame
-        start, token = 0, 0
-        while walk is not None:  # the frames new since the last capture, up to an anchor
-            code = walk.f_code
-            skip = hidden.get(id(code))
-            if skip is None:
-                skip = hidden[id(code)] = self._skipped(code.co_filename)
-                self._codes.add(code)  # its id is never another code's
-            if not skip:
-                at = position.get(id(walk))
-                if at is not None and chain[at] is walk and not code.co_flags & _RESUMABLE:
-                    start, token = at, above[at]
-                    walked.append(walk)  # the anchor's own offset is read again
-                    break
-                walked.append(walk)
-            walk = walk.f_back
-        for dropped in chain[start:]:
-            position.pop(id(dropped), None)
-        del chain[start:], above[start:]
-        tokens = self._tokens
-        for walk in reversed(walked):
-            position[id(walk)] = len(chain)
-            chain.append(walk)
-            above.append(token)
-            code = walk.f_code
-            # ints only (hashing code objects is slow), and the bytecode offset rather than f_lineno (which decodes
-            # the line table on every read)
-            key = (id(code), walk.f_lasti, token)
-            found = tokens.get(key)
-            if found is None:
-                found = tokens[key] = len(tokens) + 1
-                self._codes.add(code)
-            token = found
-        stack = self.stacks.get(token)
+        key = []
+        append = key.append
+        # the hot loop: ints only (hashing code objects is slow), no filtering, and the bytecode offset
+        # rather than f_lineno (which decodes the line table on every read: 3x the cost of the walk)
+        while frame is not None:
+            append(id(frame.f_code))
+            append(frame.f_lasti)
+            frame = frame.f_back
+        key = tuple(key)
+        stack = self.stacks.get(key)
         if stack is None:
             stack = []
+            frame = sys._getframe(depth)
             while frame is not None:
                 code = frame.f_code
+                self._codes.add(code)  # keeps the ids in cache keys from being reused
                 if len(stack) < self.max_depth and not self._skipped(code.co_filename):
                     stack.append(self._format(code, frame.f_lineno))
                 frame = frame.f_back
-            self.stacks[token] = stack
+            self.stacks[key] = stack
         return stack
