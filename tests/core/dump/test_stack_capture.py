@@ -72,7 +72,7 @@ def _generator(capture, seen):
 def test_captures_equal_tracebacks_text_whatever_frames_come_and_go():
     # frames of one function from different callers reuse addresses; a generator resumed from two places
     capture, seen = stack.StackCapture(), []
-    for round_ in range(3):
+    for _ in range(3):
         _caller_one(capture, seen)
         _caller_two(capture, seen)
         _helper(capture, seen)
