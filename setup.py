@@ -45,7 +45,9 @@ setup(
     long_description=LONG_DESCRIPTION,
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    python_requires=">=3.9",
+    # the Python versions CI runs the whole suite on (README "Versions"); tests/test_python_versions.py keeps these,
+    # the classifiers and README in step
+    python_requires=">=3.11,<3.12",
     packages=find_packages(include=["msprobe", "msprobe.*"]),
     package_data={"msprobe": ["config.json", "**/*.yaml", "**/*.json", "**/*.html", "**/*.js", "**/*.css", "_native/*.h"]},
     include_package_data=True,
@@ -53,5 +55,6 @@ setup(
     install_requires=BASE,
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["msprobe=msprobe.cli:console_main"]},
-    classifiers=["Programming Language :: Python :: 3", "License :: OSI Approved :: Apache Software License"],
+    classifiers=["Programming Language :: Python :: 3", "Programming Language :: Python :: 3 :: Only",
+                 "Programming Language :: Python :: 3.11", "License :: OSI Approved :: Apache Software License"],
 )
