@@ -19,7 +19,10 @@ print("kernel", native.float_stats is None)
 
 
 def _run(code):
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    import os
+
+    env = dict(os.environ, MSPROBE_NATIVE_STATS="1")  # what loading does when the kernels are asked for
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
 
 
 def test_a_build_that_does_not_load_is_reported_and_the_framework_path_serves():

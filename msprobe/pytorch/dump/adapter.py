@@ -73,6 +73,8 @@ def tensor_statistics(tensor):
         return (value, value, value, value)
     if not data.is_contiguous():
         data = _memory_order(data)
+        if not data.is_contiguous():  # a slice or a broadcast: its dense copy's statistics (the same summation)
+            data = data.contiguous()
     if not data.is_floating_point():
         data = data.float()
     if data.dtype in _LOW_PRECISION:
@@ -95,11 +97,9 @@ def _host_float_statistics(data):
     if not data.is_contiguous():
         data = _memory_order(data)
         if not data.is_contiguous():
-            if float_stats is None:
-                return None
-            # a sliced or broadcast view: one dense copy, then the kernel dense memory gets (the same values
-            # give the same statistics whatever the layout; the general path's BLAS dot waited 12-36 ms a call
-            # on OpenMP threads on a loaded machine)
+            # a sliced or broadcast view: one dense copy, then what dense memory gets, with the kernel or without it
+            # (the same values give the same statistics whatever the layout; the general path's BLAS dot waited
+            # 12-36 ms a call on OpenMP threads on a loaded machine)
             data = data.contiguous()
     count = data.numel()
     if not data.dim():  # a 0-d tensor (a step counter, a loss): its value for all four, as the reference

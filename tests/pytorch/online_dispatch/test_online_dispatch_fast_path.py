@@ -28,8 +28,11 @@ def _assert_rows_agree(fast, slow):
             assert fast[key] == slow[key], key
 
 
-def test_the_kernel_is_built():
-    assert single_benchmark._judge_pair is not None, "msprobe/_native/_pair.c was not compiled"
+def test_the_kernel_is_built_and_used_as_the_switch_says():
+    from msprobe._native import _pair, enabled
+
+    assert _pair.judge_pair is not None, "msprobe/_native/_pair.c was not compiled"
+    assert (single_benchmark._judge_pair is _pair.judge_pair) is enabled()
 
 
 @pytest.mark.parametrize("dut_dtype,bench_dtype", [(torch.float32, torch.float64), (torch.float32, torch.float32),
