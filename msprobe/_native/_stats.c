@@ -1354,11 +1354,5 @@ PyMODINIT_FUNC PyInit__stats(void)
     if (thread_min < 2 * CHUNK_BLOCKS * BLOCK)
         thread_min = 2 * CHUNK_BLOCKS * BLOCK;
 #endif
-    if (PyModule_AddIntConstant(m, "VERSION", MSPROBE_NATIVE_VERSION) < 0 ||
-        PyModule_AddIntConstant(m, "FLOAT16", KIND_FLOAT16) < 0 ||
-        PyModule_AddIntConstant(m, "BFLOAT16", KIND_BFLOAT16) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    return with_constants(m);
 }

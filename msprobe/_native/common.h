@@ -24,6 +24,18 @@
 #define KIND_FLOAT16 2
 #define KIND_BFLOAT16 258
 
+/* a kernel module's constants (its interface version, the 16-bit kinds), or NULL with m released on failure */
+static PyObject *with_constants(PyObject *m)
+{
+    if (PyModule_AddIntConstant(m, "VERSION", MSPROBE_NATIVE_VERSION) < 0 ||
+        PyModule_AddIntConstant(m, "FLOAT16", KIND_FLOAT16) < 0 ||
+        PyModule_AddIntConstant(m, "BFLOAT16", KIND_BFLOAT16) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
+
 /* 16-bit floats widened to float32, exactly */
 static inline float bf16_to_float(uint16_t h)
 {

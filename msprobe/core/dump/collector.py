@@ -329,20 +329,21 @@ class DumpCollector:
 
     def tensors_written(self, values):
         """Tensors an op has just written in place, before their version counters move (see RecordBuilder.written)."""
-        for value in values:
-            if isinstance(value, (list, tuple)):
-                self.tensors_written(value)
-            elif self.adapter.is_tensor(value):
-                self.records.written(value)
+        for tensor in self._tensors_in(values):
+            self.records.written(tensor)
 
     def tensors_changed(self, values):
         """Tensors (or lists of them) written in place without a version bump (e.g. by collectives)."""
+        for tensor in self._tensors_in(values):
+            self.records.forget(tensor)
+            self.tensor_files.forget(tensor)
+
+    def _tensors_in(self, values):
         for value in values:
             if isinstance(value, (list, tuple)):
-                self.tensors_changed(value)
+                yield from self._tensors_in(value)
             elif self.adapter.is_tensor(value):
-                self.records.forget(value)
-                self.tensor_files.forget(value)
+                yield value
 
     # -- backward ---------------------------------------------------------------------------
     def backward(self, call: ForwardCall, grads_of_outputs: Any, grads_of_inputs: Any) -> None:
