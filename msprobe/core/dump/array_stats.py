@@ -41,4 +41,10 @@ def array_statistics(array: np.ndarray) -> Optional[List[Number]]:
         # one pass of the C kernel (see msprobe/core/dump/native.py); float32 results in float32
         return list(float_stats(flat.ctypes.data, flat.size, flat.itemsize, None))
     stats = compute_stats(flat)  # the core table's definitions
-    return None if stats is None else list(stats)
+    if stats is None:
+        return None
+    stats = list(stats)
+    if flat.dtype == np.float32:  # float32 Mean and Norm, as the kernel (and MindSpore's own reductions) give them
+        with np.errstate(over="ignore"):
+            stats[2:] = [value if value is None else float(np.float32(value)) for value in stats[2:]]
+    return stats

@@ -27,15 +27,13 @@ from msprobe.core.dump.adapter import DumpAdapter, ViewKey
 from msprobe.core.dump.direct_io import DirectFile
 from msprobe.core.dump import native
 from msprobe.core.dump.native import FLOAT16, BFLOAT16, float_stats
-from msprobe.core.dump.stats import STATS, fingerprint, format_fingerprint
+from msprobe.core.dump.stats import fingerprint, format_fingerprint
 from msprobe.pytorch.dump.device_batch import STAGED_DTYPES, DeviceBatches, Slot
 
 __all__ = ["TorchAdapter", "tensor_statistics", "device_fingerprint"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 _DOT_DTYPES = (torch.float32, torch.float64)
-_DOT_SINGLE = 1 << 20  # longest vector reduced by one dot product
-_DOT_CHUNK = 1 << 16
 _FLOAT32 = struct.Struct("f")
 # dtypes whose host tensors the C kernel reduces, and the element kind it is told
 _KERNEL_KINDS = {torch.float32: 4, torch.float64: 8, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16}
@@ -92,7 +90,7 @@ def _host_float_statistics(data):
     """The common case, a dense float32/float64/float16/bfloat16 CPU tensor, without 0-d tensor ops: one
     pass of the C kernel gives Max, Min, Mean and Norm (16-bit floats widened to float32 exactly; sums in
     float32 blocks, then double; float32 results rounded once). Without the kernel: aminmax, torch's sum
-    (Mean = torch.mean bit for bit) and BLAS dot products for float32/float64. None when the tensor
+    in float64 (Mean and Norm as the kernel gives them, to within a float32 rounding). None when the tensor
     needs the general path."""
     if not data.is_contiguous():
         data = _memory_order(data)
@@ -112,18 +110,16 @@ def _host_float_statistics(data):
         return float_stats(data.data_ptr(), count, _KERNEL_KINDS[data.dtype], None)
     if data.dtype in _LOW_PRECISION:
         return None  # torch's kernels in float32 (tensor_statistics)
-    total = data.sum().item()
     flat = data.view(-1)
     low, high = torch.aminmax(flat)
-    if count > _DOT_SINGLE:  # one long float32 BLAS accumulation drifts (1e-4 at 16M elements)
-        parts = [(math.sqrt(torch.dot(part, part).item()), part.numel()) for part in flat.split(_DOT_CHUNK)]
-        squares = STATS["Norm"].combine(parts) ** 2
-    else:
-        squares = torch.dot(flat, flat).item()
+    # sums in float64, as the kernel's (float32 blocks, then double) are: Mean and Norm then do not depend on whether
+    # the kernel was built (a float32 sum of values that cancel drifts by more than compare allows a Mean)
+    total = flat.sum(dtype=torch.float64).item()
+    norm = torch.linalg.vector_norm(flat, dtype=torch.float64).item()
     if data.dtype is torch.float32:
         # float32 division and square root, correctly rounded (double has the bits to spare)
-        return (high.item(), low.item(), _to_float32(total / _to_float32(count)), _to_float32(math.sqrt(squares)))
-    return (high.item(), low.item(), total / count, math.sqrt(squares))
+        return (high.item(), low.item(), _to_float32(total / count), _to_float32(norm))
+    return (high.item(), low.item(), total / count, norm)
 
 
 def _to_float32(value):
