@@ -40,10 +40,10 @@ def array_statistics(array: np.ndarray) -> Optional[List[Number]]:
     if float_stats is not None and flat.dtype in _KERNEL_DTYPES and flat.flags.c_contiguous:
         # one pass of the C kernel (see msprobe/core/dump/native.py); float32 results in float32
         return list(float_stats(flat.ctypes.data, flat.size, flat.itemsize, None))
-    stats = compute_stats(flat)  # the core table's definitions
-    if stats is None:
+    computed = compute_stats(flat)  # the core table's definitions
+    if computed is None:
         return None
-    stats = list(stats)
+    stats: List[Number] = list(computed)
     if flat.dtype == np.float32:  # float32 Mean and Norm, as the kernel (and MindSpore's own reductions) give them
         with np.errstate(over="ignore"):
             stats[2:] = [value if value is None else float(np.float32(value)) for value in stats[2:]]
