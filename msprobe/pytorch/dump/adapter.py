@@ -28,13 +28,12 @@ from msprobe.core.dump.direct_io import DirectFile
 from msprobe.core.dump import native
 from msprobe.core.dump.native import FLOAT16, BFLOAT16, float_stats
 from msprobe.core.dump.stats import fingerprint, format_fingerprint
-from msprobe.pytorch.dump.device_batch import STAGED_DTYPES, DeviceBatches, Slot
+from msprobe.pytorch.dump.device_batch import STAGED_DTYPES, DeviceBatches, Slot, to_float32 as _to_float32
 
 __all__ = ["TorchAdapter", "tensor_statistics", "device_fingerprint"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 _DOT_DTYPES = (torch.float32, torch.float64)
-_FLOAT32 = struct.Struct("f")
 # dtypes whose host tensors the C kernel reduces, and the element kind it is told
 _KERNEL_KINDS = {torch.float32: 4, torch.float64: 8, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16}
 _KIND_BYTES = {4: 4, 8: 8, FLOAT16: 2, BFLOAT16: 2}  # element size of each kernel kind
@@ -120,14 +119,6 @@ def _host_float_statistics(data):
         # float32 division and square root, correctly rounded (double has the bits to spare)
         return (high.item(), low.item(), _to_float32(total / count), _to_float32(norm))
     return (high.item(), low.item(), total / count, norm)
-
-
-def _to_float32(value):
-    """The float32 nearest to a Python float (inf beyond float32's range, as float32 arithmetic gives)."""
-    try:
-        return _FLOAT32.unpack(_FLOAT32.pack(value))[0]
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
 
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

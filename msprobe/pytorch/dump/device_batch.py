@@ -33,7 +33,8 @@ _UNPACK_DOUBLE = struct.Struct("<d")
 _FLOAT32 = struct.Struct("f")
 
 
-def _to_float32(value):
+def to_float32(value):
+    """The float32 nearest to a Python float (inf beyond float32's range, as float32 arithmetic gives)."""
     try:
         return _FLOAT32.unpack(_FLOAT32.pack(value))[0]
     except OverflowError:
@@ -232,7 +233,7 @@ def _fill(batch, words):
             continue
         mean, norm = total / count, math.sqrt(squares) if squares == squares and squares >= 0 else squares
         if round32:
-            mean, norm = _to_float32(mean), _to_float32(norm)
+            mean, norm = to_float32(mean), to_float32(norm)
         stats.append((high, low, mean, norm))
     base = 4 * len(segments)
     for n in range(len(segments) if batch.want_fingerprints else 0):
